@@ -1,0 +1,39 @@
+// Log sink: one line per call, written with a single fputs so lines from threads do not interleave.
+#include "base/log.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace deltafin::base {
+namespace {
+
+LogLevel initial_level() {
+  const char* env = std::getenv("DELTAFIN_LOG");
+  if (env == nullptr) return LogLevel::kInfo;
+  if (std::strcmp(env, "debug") == 0) return LogLevel::kDebug;
+  if (std::strcmp(env, "warn") == 0) return LogLevel::kWarn;
+  if (std::strcmp(env, "error") == 0) return LogLevel::kError;
+  if (std::strcmp(env, "quiet") == 0) return LogLevel::kQuiet;
+  return LogLevel::kInfo;
+}
+
+std::atomic<LogLevel> g_level{initial_level()};
+
+}  // namespace
+
+void set_log_level(LogLevel level) { g_level.store(level); }
+LogLevel log_level() { return g_level.load(std::memory_order_relaxed); }
+
+void log_line(LogLevel level, const std::string& message) {
+  static const char* const kTags[] = {"debug", "info", "warn", "error", ""};
+  std::string line = "deltafin ";
+  line += kTags[static_cast<int>(level)];
+  line += ": ";
+  line += message;
+  line += '\n';
+  std::fputs(line.c_str(), stderr);
+}
+
+}  // namespace deltafin::base

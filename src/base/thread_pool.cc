@@ -1,0 +1,101 @@
+// ThreadPool: workers wait on a generation counter; each owns chunk `index` of every job.
+#include "base/thread_pool.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace deltafin::base {
+namespace {
+
+void chunk_range(size_t n, size_t grain, int parts, int index, size_t* begin, size_t* end) {
+  const size_t units = (n + grain - 1) / grain;
+  const size_t per = units / parts, extra = units % parts;
+  const size_t ub = index * per + std::min<size_t>(index, extra);
+  const size_t ue = ub + per + (static_cast<size_t>(index) < extra ? 1 : 0);
+  *begin = std::min(n, ub * grain);
+  *end = std::min(n, ue * grain);
+}
+
+}  // namespace
+
+ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::worker_loop(int index) {
+  uint64_t seen = 0;
+  for (;;) {
+    const std::function<void(size_t, size_t)>* job;
+    size_t n, grain;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      job = job_;
+      n = job_n_;
+      grain = job_grain_;
+    }
+    size_t b, e;
+    chunk_range(n, grain, n_threads_, index, &b, &e);
+    if (b < e) (*job)(b, e);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--pending_ == 0) done_cv_.notify_one();
+    }
+  }
+}
+
+void ThreadPool::parallel_for(size_t n, size_t grain,
+                              const std::function<void(size_t, size_t)>& fn) {
+  if (n == 0) return;
+  grain = std::max<size_t>(1, grain);
+  if (n_threads_ == 1 || n <= grain) {
+    fn(0, n);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_ = &fn;
+    job_n_ = n;
+    job_grain_ = grain;
+    pending_ = n_threads_ - 1;
+    ++generation_;
+  }
+  work_cv_.notify_all();
+  size_t b, e;
+  chunk_range(n, grain, n_threads_, 0, &b, &e);
+  if (b < e) fn(b, e);
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [&] { return pending_ == 0; });
+}
+
+int available_cpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+ThreadPool& default_pool() {
+  static ThreadPool pool([] {
+    if (const char* env = std::getenv("DELTAFIN_THREADS")) {
+      const int n = std::atoi(env);
+      if (n > 0) return n;
+    }
+    return available_cpus();
+  }());
+  return pool;
+}
+
+}  // namespace deltafin::base

@@ -1,0 +1,50 @@
+// A fixed pool of worker threads for data-parallel kernels: parallel_for splits [0, n) into
+// contiguous chunks, one per thread, so each thread's rows are fixed and results never depend on
+// scheduling.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace deltafin::base {
+
+class ThreadPool {
+ public:
+  // n_threads includes the calling thread; 1 means run inline.
+  explicit ThreadPool(int n_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+
+  // Calls fn(begin, end) on disjoint chunks covering [0, n); chunk boundaries are multiples of
+  // `grain` (except the end). Blocks until all chunks are done.
+  void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn);
+
+ private:
+  void worker_loop(int index);
+
+  int n_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable work_cv_;
+  std::condition_variable done_cv_;
+  const std::function<void(size_t, size_t)>* job_ = nullptr;
+  size_t job_n_ = 0;
+  size_t job_grain_ = 1;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+};
+
+// Process-wide pool sized from DELTAFIN_THREADS or the CPUs this process may use.
+ThreadPool& default_pool();
+int available_cpus();
+
+}  // namespace deltafin::base
