@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The whole test suite from a fresh machine: installs what is needed (Debian packages, npm test
+# clients), builds the release and the ASan+UBSan debug trees, runs every ctest entry in release,
+# the unit tests again under the sanitizers, and each libFuzzer target briefly.
+#   scripts/test.sh            default run (well under 30 minutes on 2 cores)
+#   scripts/test.sh --long     longer fuzzing (FUZZ_SECONDS, default 600 per target)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+long=0
+[[ "${1:-}" == "--long" ]] && long=1
+fuzz_seconds=${FUZZ_SECONDS:-$([[ $long == 1 ]] && echo 600 || echo 20)}
+jobs=${JOBS:-$(nproc)}
+
+./scripts/install-deps.sh --tests || { echo "test.sh: installing dependencies failed" >&2; exit 1; }
+if [[ -f tests/npm/package.json ]]; then
+  (cd tests/npm && npm ci --no-audit --no-fund --loglevel=error) ||
+    { echo "test.sh: npm ci in tests/npm failed" >&2; exit 1; }
+fi
+
+passed=0
+failed=0
+failures=()
+record() {  # record NAME STATUS
+  if [[ $2 == 0 ]]; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$1"); fi
+}
+# Adds ctest's per-test counts from its summary line ("NN% tests passed, F tests failed out of T").
+record_ctest() {  # record_ctest NAME LOGFILE STATUS
+  local line total fails
+  line=$(grep -E "tests passed, [0-9]+ tests? failed out of [0-9]+" "$2" | tail -1)
+  if [[ -z $line ]]; then record "$1" 1; return; fi
+  total=$(sed -E 's/.*out of ([0-9]+).*/\1/' <<<"$line")
+  fails=$(sed -E 's/.*tests passed, ([0-9]+) tests? failed.*/\1/' <<<"$line")
+  passed=$((passed + total - fails))
+  failed=$((failed + fails))
+  ((fails > 0)) && failures+=("$1: $(grep -E '^\s+[0-9]+ - ' "$2" | tr -s ' ' | tr '\n' ';')")
+  [[ $3 == 0 || $fails -gt 0 ]] || record "$1 (ctest exit $3)" 1
+}
+
+build() {  # build PRESET
+  echo "== configure + build: $1"
+  cmake --preset "$1" >/dev/null && cmake --build --preset "$1" -j "$jobs"
+}
+
+log_dir=$(mktemp -d)
+if build release; then
+  echo "== ctest (release: unit + end-to-end)"
+  ctest --preset release -j "$jobs" 2>&1 | tee "$log_dir/release.log"
+  record_ctest "release ctest" "$log_dir/release.log" "${PIPESTATUS[0]}"
+else
+  record "release build" 1
+fi
+
+if build debug; then
+  echo "== ctest (debug, ASan+UBSan: unit tests)"
+  ASAN_OPTIONS=detect_leaks=1 ctest --preset debug -L unit -j "$jobs" 2>&1 | tee "$log_dir/debug.log"
+  record_ctest "debug ctest" "$log_dir/debug.log" "${PIPESTATUS[0]}"
+else
+  record "debug build" 1
+fi
+
+if ls fuzz/*_fuzz.cc >/dev/null 2>&1; then
+  if build fuzz; then
+    for bin in build/fuzz/fuzz/fuzz_*; do
+      name=$(basename "$bin")
+      corpus=$log_dir/corpus_$name
+      mkdir -p "$corpus"
+      seeds=()
+      [[ -d fuzz/corpus/${name#fuzz_} ]] && seeds=("fuzz/corpus/${name#fuzz_}")
+      echo "== fuzz $name for ${fuzz_seconds}s"
+      if "$bin" -max_total_time="$fuzz_seconds" -rss_limit_mb=4096 -print_final_stats=0 "$corpus" \
+          "${seeds[@]}" >"$log_dir/$name.log" 2>&1; then
+        record "$name" 0
+      else
+        tail -40 "$log_dir/$name.log"
+        record "$name" 1
+      fi
+    done
+  else
+    record "fuzz build" 1
+  fi
+fi
+
+echo
+for f in "${failures[@]}"; do echo "FAILED: $f"; done
+echo "tests: $passed passed, $failed failed"
+[[ $failed == 0 ]]
