@@ -65,6 +65,20 @@ TEST(Inventory, TheRosterMatchesTheFixtureExactly) {
   EXPECT_EQ(expected.size(), ckpt.tensors().size());
 }
 
+TEST(Inventory, TheKimiLinearFixtureIsCompleteAndConsistent) {
+  const std::string dir = std::string(DELTAFIN_SOURCE_DIR) + "/tests/fixtures/kimi-linear-tiny";
+  const Checkpoint ckpt = Checkpoint::open(dir);
+  const ModelConfig config = load_config(dir);
+  const InventoryReport report = inspect_inventory(ckpt, config);
+  EXPECT_TRUE(report.problems.empty()) << all(report.problems);
+  EXPECT_TRUE(report.unused.empty());
+  EXPECT_EQ(expected_tensors(config).size(), ckpt.tensors().size());
+  ASSERT_EQ(report.experts.size(), 5u * 16u);
+  EXPECT_EQ(expert_span_bytes(config), 3u * 32u * 64u * 2u);  // w1, w2, w3 in BF16
+  EXPECT_EQ(report.experts[0].offset,
+            ckpt.get("model.layers.1.block_sparse_moe.experts.0.w1.weight").offset);
+}
+
 TEST(Inventory, TheK3RosterHasThePublishedCounts) {
   json j = json::parse(testing::read_file(testing::fixture_dir() + "/config.json"));
   json& t = j["text_config"];
