@@ -1,0 +1,42 @@
+// `deltafin logits --model DIR --ids 1,2,3 --out FILE`: the logits at every position of the ids
+// from one chunked prefill, written as a safetensors file with one F32 tensor `logits` [T, vocab].
+#include <cstddef>
+
+#include "base/log.h"
+#include "command.h"
+#include "deltafin/engine.h"
+#include "deltafin/token_ids.h"
+#include "format/safetensors_writer.h"
+
+namespace deltafin::apps {
+namespace {
+
+int run_logits(Args& args) {
+  EngineOptions options;
+  options.model_dir = args.required("model");
+  const std::vector<int32_t> ids = parse_token_ids(args.required("ids"));
+  const std::string out = args.required("out");
+  options.prefill_chunk_tokens =
+      static_cast<int>(args.get_int("chunk", options.prefill_chunk_tokens));
+  args.check_done();
+
+  std::unique_ptr<Engine> engine = Engine::load(options);
+  std::unique_ptr<Session> session = engine->new_session();
+  const std::vector<float> logits = session->forward(ids, /*all_rows=*/true);
+  const int64_t vocab = engine->info().vocab_size;
+  format::write_safetensors(out, {{"logits",
+                                   format::DType::kF32,
+                                   {static_cast<int64_t>(ids.size()), vocab},
+                                   std::as_bytes(std::span<const float>(logits))}});
+  base::log_info("logits: ", ids.size(), " positions in ", session->stats().prefill_ms, " ms → ",
+                 out);
+  return 0;
+}
+
+}  // namespace
+
+DELTAFIN_COMMAND(logits, "logits",
+                 "logits at every position of --ids from one forward pass, as safetensors (--out)",
+                 run_logits);
+
+}  // namespace deltafin::apps

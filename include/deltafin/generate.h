@@ -1,0 +1,32 @@
+// Options and results of text generation through the public API (token ids in, token ids out).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace deltafin {
+
+struct GenerateOptions {
+  int max_new_tokens = 256;
+  bool stop_at_eos = true;        // stop after the model's end-of-sequence id
+  std::vector<int32_t> stop_ids;  // further ids that end generation (included in the output)
+  // Sampling: temperature 0 is greedy (argmax, lowest id on ties). Otherwise softmax at this
+  // temperature restricted by top_k (0 = all) and top_p (1 = all), drawn with `seed`.
+  float temperature = 0.0f;
+  int top_k = 0;
+  float top_p = 1.0f;
+  uint64_t seed = 0;
+};
+
+enum class StopReason { kEos, kStopId, kMaxTokens, kCallback };
+
+struct GenerateResult {
+  std::vector<int32_t> ids;  // generated ids, prompt excluded
+  StopReason stop = StopReason::kMaxTokens;
+};
+
+// Called once per generated id, in order; return false to stop after it.
+using TokenCallback = std::function<bool(int32_t id)>;
+
+}  // namespace deltafin

@@ -1,0 +1,40 @@
+// One sequence on a loaded engine: its state (attention caches, recurrent state, position), the
+// forward pass over new ids, and generation. A session is used by one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "deltafin/generate.h"
+
+namespace deltafin {
+
+// Times and counts since the session was created (or last reset).
+struct SessionStats {
+  int64_t prefill_tokens = 0;  // ids run in multi-row passes
+  double prefill_ms = 0.0;
+  int64_t decode_tokens = 0;  // ids run one at a time
+  double decode_ms = 0.0;
+};
+
+class Session {
+ public:
+  virtual ~Session() = default;
+
+  // Appends ids to the sequence and runs them through the model (prefill in chunks). Returns the
+  // logits of every new position, [ids.size(), vocab] row-major, when all_rows; else the last
+  // position's [vocab]. Throws std::runtime_error (deltafin's Error) for an id outside the vocab.
+  virtual std::vector<float> forward(std::span<const int32_t> ids, bool all_rows = false) = 0;
+
+  // Runs `prompt` (may be empty to continue from the current state, which then needs logits from
+  // an earlier call), then generates per `options`, calling `on_token` for each new id.
+  virtual GenerateResult generate(std::span<const int32_t> prompt, const GenerateOptions& options,
+                                  const TokenCallback& on_token = {}) = 0;
+
+  virtual int64_t position() const = 0;  // ids in the sequence so far
+  virtual void reset() = 0;              // back to an empty sequence
+  virtual const SessionStats& stats() const = 0;
+};
+
+}  // namespace deltafin

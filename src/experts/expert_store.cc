@@ -1,0 +1,39 @@
+// Views of an expert's bytes and the checks every store applies to them.
+#include "experts/expert_store.h"
+
+#include "base/error.h"
+#include "kernels/matmul.h"
+
+namespace deltafin::experts {
+namespace {
+
+WeightMatrix view_matrix(const ExpertMatrixLayout& m, const uint8_t* base) {
+  WeightMatrix w;
+  w.dtype = m.dtype;
+  w.data = base + m.data_offset;
+  w.scales = m.dtype == format::DType::kU8 ? base + m.scales_offset : nullptr;
+  w.rows = m.rows;
+  w.cols = m.cols;
+  return w;
+}
+
+void check_scales(const WeightMatrix& w, int layer, int expert, const char* which) {
+  if (w.dtype != format::DType::kU8) return;
+  kernels::check_mxfp4_scales(w.scales, w.rows, w.cols / 32,
+                              base::str_cat("layer ", layer, " expert ", expert, " ", which));
+}
+
+}  // namespace
+
+ExpertWeights view_expert(const ExpertLayout& layout, const uint8_t* base) {
+  return {view_matrix(layout.gate, base), view_matrix(layout.down, base),
+          view_matrix(layout.up, base)};
+}
+
+void check_expert_scales(const ExpertWeights& weights, int layer, int expert) {
+  check_scales(weights.gate, layer, expert, "w1");
+  check_scales(weights.down, layer, expert, "w2");
+  check_scales(weights.up, layer, expert, "w3");
+}
+
+}  // namespace deltafin::experts

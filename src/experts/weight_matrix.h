@@ -1,0 +1,35 @@
+// A weight matrix viewed in the dtype it is stored in (BF16, F32 or MXFP4), and the products the
+// model takes with it. Views never own bytes: they point into a mapping or a read buffer.
+#pragma once
+
+#include <cstdint>
+
+#include "format/dtype.h"
+
+namespace deltafin::experts {
+
+// [rows = out, cols = in], row-major. dtype kU8 means MXFP4: `data` holds [rows, cols/2] packed
+// E2M1 nibbles (low nibble = even column) and `scales` [rows, cols/32] E8M0 bytes.
+struct WeightMatrix {
+  format::DType dtype = format::DType::kF32;
+  const uint8_t* data = nullptr;
+  const uint8_t* scales = nullptr;  // MXFP4 only
+  int64_t rows = 0;
+  int64_t cols = 0;
+
+  bool empty() const { return data == nullptr; }
+};
+
+// y[n, rows] = x[n, cols] · Wᵀ, fp32 accumulation; parallel over weight rows on the default pool.
+// Row i of y is bit-identical to the n = 1 call on row i of x.
+void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y);
+// Same product restricted to output columns [row_begin, row_end) (y keeps its full [n, rows]
+// layout), on the calling thread only: for use inside the caller's own parallel loops.
+void matmul_rows(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t row_begin,
+                 int64_t row_end);
+// Rows [begin, begin + count) as a matrix of their own.
+WeightMatrix row_block(const WeightMatrix& w, int64_t begin, int64_t count);
+// Row r decoded to fp32 (cols values): embedding lookups and transposed products.
+void decode_row(const WeightMatrix& w, int64_t r, float* out);
+
+}  // namespace deltafin::experts

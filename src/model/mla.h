@@ -1,0 +1,62 @@
+// Multi-head latent attention without positional encoding (K3 gated MLA and Kimi-Linear MLA): the
+// cache holds the normalized latent and the shared key part per position; attention runs either
+// on expanded keys/values or in latent space with kv_b_proj absorbed.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "experts/weight_matrix.h"
+
+namespace deltafin::model {
+
+using experts::WeightMatrix;
+
+struct MlaShape {
+  int64_t hidden = 0;
+  int64_t n_heads = 0;
+  int64_t q_lora_rank = 0;  // 0: q_proj straight from the input (Kimi-Linear)
+  int64_t kv_lora_rank = 0;
+  int64_t nope_dim = 0;  // qk_nope_head_dim
+  int64_t rope_dim = 0;  // qk_rope_head_dim: a key part shared by all heads, never rotated
+  int64_t v_dim = 0;
+  bool output_gate = false;
+  float latent_norm_eps = 0.0f;  // q_a_layernorm and kv_a_layernorm
+  int64_t qk_dim() const { return nope_dim + rope_dim; }
+};
+
+struct MlaWeights {
+  WeightMatrix q_a;              // [q_lora, hidden]          (q low rank)
+  std::vector<float> q_a_norm;   // [q_lora]
+  WeightMatrix q_b;              // [n_heads · qk_dim, q_lora]
+  WeightMatrix q_proj;           // [n_heads · qk_dim, hidden] (no q low rank)
+  WeightMatrix kv_a;             // [kv_lora + rope, hidden]
+  std::vector<float> kv_a_norm;  // [kv_lora]
+  WeightMatrix kv_b;    // [n_heads · (nope + v), kv_lora]: per head k_nope rows, then v rows
+  WeightMatrix g_proj;  // [n_heads · v, hidden]: sigmoid output gate, or empty
+  WeightMatrix o_proj;  // [hidden, n_heads · v]
+};
+
+// One sequence's cache for one MLA layer: 576 values per position in K3.
+struct MlaCache {
+  std::vector<float> latent;  // [n_positions, kv_lora]: after kv_a_layernorm
+  std::vector<float> k_pe;    // [n_positions, rope]
+  int64_t n_positions = 0;
+  void reset() {
+    latent.clear();
+    k_pe.clear();
+    n_positions = 0;
+  }
+};
+
+enum class MlaMode {
+  kAuto,      // whichever costs fewer multiplies for this (rows, cached positions)
+  kExpanded,  // expand every cached position's keys and values through kv_b_proj
+  kAbsorbed,  // scores and mixing in latent space (the decode form)
+};
+
+// out[n, hidden] = MLA(x[n, hidden]) for n consecutive tokens appended after the cache's positions.
+void mla_forward(const MlaShape& shape, const MlaWeights& w, const float* x, int64_t n,
+                 MlaCache& cache, MlaMode mode, float* out);
+
+}  // namespace deltafin::model

@@ -1,0 +1,27 @@
+// Gated MLP: two projections, the activation in fp32, one projection back.
+#include "model/mlp.h"
+
+#include <vector>
+
+#include "kernels/activation.h"
+
+namespace deltafin::model {
+
+void glu(const Activation& act, const float* g, const float* u, int64_t n, float* y) {
+  if (act.kind == Activation::Kind::kSiLU) {
+    kernels::silu_glu(g, u, n, y);
+  } else {
+    kernels::situ_glu(g, u, n, act.beta, act.linear_beta, y);
+  }
+}
+
+void glu_mlp(const Activation& act, const GluWeights& w, const float* x, int64_t n, float* out) {
+  const int64_t inter = w.gate.rows;
+  std::vector<float> g(n * inter), u(n * inter);
+  experts::matmul(w.gate, x, n, g.data());
+  experts::matmul(w.up, x, n, u.data());
+  glu(act, g.data(), u.data(), n * inter, g.data());
+  experts::matmul(w.down, g.data(), n, out);
+}
+
+}  // namespace deltafin::model

@@ -1,0 +1,145 @@
+// Model loading and the layer loop: embedding, per layer (attention-residual mix →) RMSNorm →
+// KDA or MLA → (mix →) RMSNorm → dense MLP or MoE, final mix → norm → lm_head.
+#include "model/model.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+#include "experts/mapped_expert_store.h"
+#include "format/config.h"
+#include "model/ops.h"
+
+namespace deltafin::model {
+
+std::unique_ptr<Model> Model::load(const std::string& dir) {
+  std::unique_ptr<Model> m(new Model());
+  const format::ModelConfig config = format::load_config(dir);
+  m->checkpoint_ = std::make_unique<format::Checkpoint>(format::Checkpoint::open(dir));
+  m->source_ = std::make_unique<MappedWeightSource>(*m->checkpoint_);
+  m->plan_ = build_plan(config, *m->source_);
+  m->catalog_ = build_expert_catalog(*m->checkpoint_, config);
+  const format::Checkpoint* ckpt = m->checkpoint_.get();
+  m->store_ = std::make_unique<experts::MappedExpertStore>(
+      m->catalog_, [ckpt](const format::ExpertSpan& span) {
+        const format::TensorInfo whole{base::str_cat("layer ", span.layer, " expert ", span.expert),
+                                       format::DType::kU8,
+                                       {static_cast<int64_t>(span.nbytes)},
+                                       span.file,
+                                       span.offset,
+                                       span.nbytes};
+        return ckpt->map(whole).data();
+      });
+  return m;
+}
+
+void Model::set_expert_store(std::unique_ptr<experts::ExpertStore> store) {
+  store_ = std::move(store);
+}
+
+SequenceState Model::new_state() const {
+  SequenceState s;
+  s.kda.resize(plan_.layers.size());
+  s.mla.resize(plan_.layers.size());
+  reset(s);
+  return s;
+}
+
+void Model::reset(SequenceState& s) const {
+  for (size_t l = 0; l < plan_.layers.size(); ++l) {
+    if (plan_.layers[l].is_kda) {
+      s.kda[l].reset(plan_.kda_shape);
+    } else {
+      s.mla[l].reset();
+    }
+  }
+  s.n_positions = 0;
+}
+
+void Model::attention(const LayerPlan& lp, int64_t layer, SequenceState& state, const float* x,
+                      int64_t n, const ForwardOptions& options, float* out) {
+  if (lp.is_kda) {
+    const bool chunked =
+        options.kda == KdaPath::kChunked || (options.kda == KdaPath::kAuto && n > 1);
+    kda_forward(plan_.kda_shape, lp.kda, x, n, state.kda[layer],
+                chunked ? KdaMode::kChunked : KdaMode::kRecurrent, out);
+  } else {
+    mla_forward(plan_.mla_shape, lp.mla, x, n, state.mla[layer], options.mla, out);
+  }
+}
+
+void Model::mlp(const LayerPlan& lp, int64_t layer, const float* x, int64_t n, float* out) {
+  if (lp.is_moe) {
+    moe_forward(plan_.moe_shape, lp.moe, static_cast<int>(layer), *store_, x, n, out);
+  } else {
+    glu_mlp(plan_.traits.activation, lp.dense, x, n, out);
+  }
+}
+
+void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all_rows,
+                    float* logits, const ForwardOptions& options) {
+  const format::ModelConfig& c = plan_.config;
+  const int64_t n = static_cast<int64_t>(ids.size()), d = c.hidden_size;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  DF_ASSERT(n > 0);
+  std::vector<float> h(n * d);
+  for (int64_t r = 0; r < n; ++r) {
+    if (ids[r] < 0 || ids[r] >= c.vocab_size)
+      base::fail("token id ", ids[r], " is outside the vocabulary [0, ", c.vocab_size, ")");
+    experts::decode_row(plan_.embed, ids[r], h.data() + r * d);
+  }
+
+  const int64_t block = plan_.traits.attn_res_block_size;
+  std::vector<float> x(n * d), a(n * d), m(n * d);
+  std::vector<std::vector<float>> blocks;  // AttnRes block representations, each [n, d]
+  std::vector<const float*> block_ptrs;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const LayerPlan& lp = plan_.layers[l];
+    if (block > 0) {
+      // h is the running partial sum of the current block; at a block boundary it is stored as a
+      // block and the partial sum restarts from the attention output.
+      if (blocks.empty()) {
+        x = h;
+      } else {
+        attn_res_mix(lp.attn_res, block_ptrs, h.data(), n, d, eps, x.data());
+      }
+      const bool boundary = l % block == 0;
+      if (boundary) {
+        blocks.push_back(h);
+        block_ptrs.clear();
+        for (const std::vector<float>& b : blocks) block_ptrs.push_back(b.data());
+      }
+      rmsnorm_rows(x.data(), lp.input_norm.data(), n, d, eps, x.data());
+      attention(lp, l, state, x.data(), n, options, a.data());
+      if (boundary) {
+        h = a;
+      } else {
+        for (int64_t i = 0; i < n * d; ++i) h[i] += a[i];
+      }
+      attn_res_mix(lp.mlp_res, block_ptrs, h.data(), n, d, eps, x.data());
+      rmsnorm_rows(x.data(), lp.post_norm.data(), n, d, eps, x.data());
+      mlp(lp, l, x.data(), n, m.data());
+      for (int64_t i = 0; i < n * d; ++i) h[i] += m[i];
+    } else {
+      rmsnorm_rows(h.data(), lp.input_norm.data(), n, d, eps, x.data());
+      attention(lp, l, state, x.data(), n, options, a.data());
+      for (int64_t i = 0; i < n * d; ++i) h[i] += a[i];
+      rmsnorm_rows(h.data(), lp.post_norm.data(), n, d, eps, x.data());
+      mlp(lp, l, x.data(), n, m.data());
+      for (int64_t i = 0; i < n * d; ++i) h[i] += m[i];
+    }
+  }
+  state.n_positions += n;
+
+  const int64_t first = all_rows ? 0 : n - 1, rows = n - first;
+  const float* out_rows = h.data() + first * d;
+  if (block > 0) {
+    std::vector<const float*> tail;
+    for (const float* p : block_ptrs) tail.push_back(p + first * d);
+    attn_res_mix(plan_.output_res, tail, h.data() + first * d, rows, d, eps, x.data());
+    out_rows = x.data();
+  }
+  rmsnorm_rows(out_rows, plan_.final_norm.data(), rows, d, eps, m.data());
+  experts::matmul(plan_.lm_head, m.data(), rows, logits);
+}
+
+}  // namespace deltafin::model

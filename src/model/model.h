@@ -1,0 +1,67 @@
+// A loaded model: its plan (config, traits, weight views), its weight source and expert store,
+// and the multi-row forward pass over a sequence's state. Prefill chunks, decode steps and
+// (later) speculative verification are all calls of forward() with different row counts.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "experts/expert_store.h"
+#include "format/checkpoint.h"
+#include "model/plan.h"
+
+namespace deltafin::model {
+
+// One sequence's state across all layers. Only the kind each layer uses is filled: kda[l] for KDA
+// layers, mla[l] for MLA layers. Copyable, so a snapshot is a copy.
+struct SequenceState {
+  std::vector<KdaState> kda;
+  std::vector<MlaCache> mla;
+  int64_t n_positions = 0;
+};
+
+enum class KdaPath { kAuto, kRecurrent, kChunked };
+
+struct ForwardOptions {
+  KdaPath kda = KdaPath::kAuto;  // auto: chunked for several rows, recurrent for one
+  MlaMode mla = MlaMode::kAuto;  // auto: by cost; one row always runs absorbed
+};
+
+class Model {
+ public:
+  // Opens DIR (config.json + safetensors), builds and checks the plan, maps the spine and serves
+  // routed experts from the mapping. Throws base::Error naming what does not fit.
+  static std::unique_ptr<Model> load(const std::string& dir);
+
+  const format::ModelConfig& config() const { return plan_.config; }
+  const ModelPlan& plan() const { return plan_; }
+  const experts::ExpertCatalog& expert_catalog() const { return catalog_; }
+  // Replaces the expert store (streaming stores, tests).
+  void set_expert_store(std::unique_ptr<experts::ExpertStore> store);
+
+  SequenceState new_state() const;
+  void reset(SequenceState& state) const;
+
+  // Runs ids (n rows at positions state.n_positions ...) through every layer, advancing `state`.
+  // Writes logits [n, vocab] when all_rows, else the last row's [vocab].
+  void forward(SequenceState& state, std::span<const int32_t> ids, bool all_rows, float* logits,
+               const ForwardOptions& options = {});
+
+ private:
+  Model() = default;
+
+  void attention(const LayerPlan& lp, int64_t layer, SequenceState& state, const float* x,
+                 int64_t n, const ForwardOptions& options, float* out);
+  void mlp(const LayerPlan& lp, int64_t layer, const float* x, int64_t n, float* out);
+
+  std::unique_ptr<format::Checkpoint> checkpoint_;
+  std::unique_ptr<WeightSource> source_;
+  ModelPlan plan_;
+  experts::ExpertCatalog catalog_;
+  std::unique_ptr<experts::ExpertStore> store_;
+};
+
+}  // namespace deltafin::model

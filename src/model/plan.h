@@ -1,0 +1,54 @@
+// Config → plan: the validated config becomes one LayerPlan per layer (attention kind, MLP kind,
+// resolved weight views) plus the global weights, and the catalog of routed experts. Every tensor
+// is checked (name, shape, dtype) while the plan is built, so the forward pass never guesses.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "experts/expert_store.h"
+#include "format/checkpoint.h"
+#include "format/config.h"
+#include "model/arch.h"
+#include "model/attn_res.h"
+#include "model/kda.h"
+#include "model/mla.h"
+#include "model/moe.h"
+#include "model/weights.h"
+
+namespace deltafin::model {
+
+struct LayerPlan {
+  bool is_kda = false;            // else MLA
+  bool is_moe = false;            // else the dense MLP
+  std::vector<float> input_norm;  // [hidden]
+  std::vector<float> post_norm;   // [hidden]
+  AttnResSite attn_res;           // before attention (K3)
+  AttnResSite mlp_res;            // before the MLP (K3)
+  KdaWeights kda;
+  MlaWeights mla;
+  GluWeights dense;  // [intermediate, hidden] ...
+  MoeWeights moe;
+};
+
+struct ModelPlan {
+  format::ModelConfig config;
+  ArchTraits traits;
+  KdaShape kda_shape;
+  MlaShape mla_shape;
+  MoeShape moe_shape;
+  WeightMatrix embed;             // [vocab, hidden]
+  std::vector<float> final_norm;  // [hidden]
+  AttnResSite output_res;         // (K3)
+  WeightMatrix lm_head;           // [vocab, hidden] (the embedding when tied)
+  std::vector<LayerPlan> layers;
+};
+
+// Builds the plan; throws base::Error naming the tensor or config field that does not fit.
+ModelPlan build_plan(const format::ModelConfig& config, WeightSource& source);
+
+// Every routed expert's span and the layout of its matrices within the span.
+experts::ExpertCatalog build_expert_catalog(const format::Checkpoint& checkpoint,
+                                            const format::ModelConfig& config);
+
+}  // namespace deltafin::model

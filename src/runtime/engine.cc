@@ -1,0 +1,145 @@
+// The public Engine and Session over model::Model: prefill in chunks, decode one id at a time,
+// generation with stop rules, timings. Forward passes of all sessions of one engine are
+// serialized (the kernels share one thread pool).
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+
+#include "base/error.h"
+#include "deltafin/engine.h"
+#include "model/model.h"
+#include "runtime/sampler.h"
+
+namespace deltafin {
+namespace runtime {
+namespace {
+
+class SessionImpl : public Session {
+ public:
+  SessionImpl(model::Model* model, std::mutex* mu, int chunk)
+      : model_(model), mu_(mu), chunk_(chunk), state_(model->new_state()) {}
+
+  std::vector<float> forward(std::span<const int32_t> ids, bool all_rows) override;
+  GenerateResult generate(std::span<const int32_t> prompt, const GenerateOptions& options,
+                          const TokenCallback& on_token) override;
+  int64_t position() const override { return state_.n_positions + (pending_ >= 0 ? 1 : 0); }
+  void reset() override {
+    model_->reset(state_);
+    pending_ = -1;
+    last_logits_.clear();
+    stats_ = {};
+  }
+  const SessionStats& stats() const override { return stats_; }
+
+ private:
+  // Runs ids (after any pending id) in chunks; returns all rows' logits or the last row's.
+  std::vector<float> run(std::vector<int32_t> ids, bool all_rows);
+
+  model::Model* model_;
+  std::mutex* mu_;
+  int chunk_;
+  model::SequenceState state_;
+  int32_t pending_ = -1;  // last generated id, not yet run through the model
+  std::vector<float> last_logits_;
+  SessionStats stats_;
+};
+
+class EngineImpl : public Engine {
+ public:
+  explicit EngineImpl(const EngineOptions& options)
+      : options_(options), model_(model::Model::load(options.model_dir)) {
+    const format::ModelConfig& c = model_->config();
+    info_.arch = format::arch_name(c.arch);
+    info_.vocab_size = c.vocab_size;
+    info_.hidden_size = c.hidden_size;
+    info_.n_layers = c.num_hidden_layers;
+    info_.bos_id = c.bos_token_id;
+    info_.eos_id = c.eos_token_id;
+    info_.pad_id = c.pad_token_id;
+  }
+  const ModelInfo& info() const override { return info_; }
+  std::unique_ptr<Session> new_session() override {
+    return std::make_unique<SessionImpl>(model_.get(), &mu_,
+                                         std::max(1, options_.prefill_chunk_tokens));
+  }
+
+ private:
+  EngineOptions options_;
+  std::unique_ptr<model::Model> model_;
+  ModelInfo info_;
+  std::mutex mu_;
+};
+
+std::vector<float> SessionImpl::run(std::vector<int32_t> ids, bool all_rows) {
+  const bool had_pending = pending_ >= 0;
+  if (had_pending) ids.insert(ids.begin(), pending_);
+  pending_ = -1;
+  const int64_t vocab = model_->config().vocab_size, n = static_cast<int64_t>(ids.size());
+  std::vector<float> out(all_rows ? n * vocab : vocab);
+  DF_ASSERT(n > 0);
+  std::lock_guard<std::mutex> lock(*mu_);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t begin = 0; begin < n; begin += chunk_) {
+    const int64_t len = std::min<int64_t>(chunk_, n - begin);
+    // A chunk before the last one still needs its pass for the state when only the last row's
+    // logits are wanted; its logits land in `out` and are overwritten.
+    model_->forward(state_, std::span(ids).subspan(begin, len), all_rows,
+                    all_rows ? out.data() + begin * vocab : out.data());
+  }
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  (n == 1 ? stats_.decode_ms : stats_.prefill_ms) += ms;
+  (n == 1 ? stats_.decode_tokens : stats_.prefill_tokens) += n;
+  last_logits_.assign(out.end() - vocab, out.end());
+  if (had_pending && all_rows) out.erase(out.begin(), out.begin() + vocab);
+  return out;
+}
+
+std::vector<float> SessionImpl::forward(std::span<const int32_t> ids, bool all_rows) {
+  if (ids.empty()) base::fail("forward: no token ids given");
+  return run(std::vector<int32_t>(ids.begin(), ids.end()), all_rows);
+}
+
+GenerateResult SessionImpl::generate(std::span<const int32_t> prompt,
+                                     const GenerateOptions& options,
+                                     const TokenCallback& on_token) {
+  if (!prompt.empty()) {
+    run(std::vector<int32_t>(prompt.begin(), prompt.end()), false);
+  } else if (pending_ >= 0) {
+    run({}, false);
+  } else if (last_logits_.empty()) {
+    base::fail("generate: empty prompt on an empty session");
+  }
+  GenerateResult result;
+  Sampler sampler(options);
+  const int64_t eos = model_->config().eos_token_id;
+  for (int i = 0; i < options.max_new_tokens; ++i) {
+    if (i > 0) run({}, false);
+    const int32_t id = sampler.next(last_logits_);
+    result.ids.push_back(id);
+    pending_ = id;
+    if (on_token && !on_token(id)) {
+      result.stop = StopReason::kCallback;
+      return result;
+    }
+    if (options.stop_at_eos && id == eos) {
+      result.stop = StopReason::kEos;
+      return result;
+    }
+    if (std::find(options.stop_ids.begin(), options.stop_ids.end(), id) != options.stop_ids.end()) {
+      result.stop = StopReason::kStopId;
+      return result;
+    }
+  }
+  result.stop = StopReason::kMaxTokens;
+  return result;
+}
+
+}  // namespace
+}  // namespace runtime
+
+std::unique_ptr<Engine> Engine::load(const EngineOptions& options) {
+  return std::make_unique<runtime::EngineImpl>(options);
+}
+
+}  // namespace deltafin
