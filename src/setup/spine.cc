@@ -1,0 +1,131 @@
+// Spine shard planning and resumable building.
+#include "setup/spine.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+#include "base/log.h"
+#include "format/safetensors_writer.h"
+#include "setup/download.h"
+#include "setup/files.h"
+#include "setup/progress.h"
+
+namespace deltafin::setup {
+
+using base::fail;
+
+namespace {
+constexpr uint64_t kResumeRewindBytes = 1 << 20;  // as in download_file
+}
+
+std::vector<SpineShard> plan_spine(const std::vector<std::vector<format::TensorInfo>>& shards,
+                                   const std::function<bool(const format::TensorInfo&)>& keep) {
+  std::vector<SpineShard> out;
+  for (const auto& tensors : shards) {
+    SpineShard s;
+    std::vector<format::TensorDecl> decls;
+    std::vector<const format::TensorInfo*> kept;
+    for (const format::TensorInfo& t : tensors) {
+      if (!keep(t)) continue;
+      decls.push_back({t.name, t.dtype, t.shape});
+      kept.push_back(&t);
+    }
+    if (kept.empty()) continue;
+    s.remote_file = kept[0]->file;
+    const std::string json = format::safetensors_header_json(decls, {{"format", "pt"}});
+    const uint64_t len = json.size();
+    s.prefix.assign(reinterpret_cast<const char*>(&len), 8);  // little-endian length word
+    s.prefix += json;
+    uint64_t local = s.prefix.size();
+    for (const format::TensorInfo* t : kept) {
+      s.tensor_names.push_back(t->name);
+      if (!s.runs.empty() && s.runs.back().remote_offset + s.runs.back().nbytes == t->offset) {
+        s.runs.back().nbytes += t->nbytes;
+      } else {
+        s.runs.push_back({t->offset, local, t->nbytes});
+      }
+      local += t->nbytes;
+    }
+    s.file_bytes = local;
+    out.push_back(std::move(s));
+  }
+  const size_t n = out.size();
+  for (size_t i = 0; i < n; ++i) {
+    char name[64];
+    std::snprintf(name, sizeof name, "spine-%05zu-of-%05zu.safetensors", i + 1, n);
+    out[i].name = name;
+  }
+  return out;
+}
+
+uint64_t build_spine_shard(HttpClient& client, const std::string& url, const SpineShard& shard,
+                           const std::string& dest, Progress* progress,
+                           const std::atomic<bool>* stop) {
+  if (auto s = file_size(dest); s && *s == shard.file_bytes) return 0;
+  const std::string partial = dest + ".partial";
+  OutFile out(partial, /*truncate=*/false);
+  uint64_t start = out.size();
+  if (start > shard.file_bytes || start < shard.prefix.size()) {
+    start = 0;
+  } else {
+    start = std::max<uint64_t>(shard.prefix.size(),
+                               start > kResumeRewindBytes ? start - kResumeRewindBytes : 0);
+  }
+  if (start != out.size()) out.truncate_to(start);
+  if (start == 0) out.write(shard.prefix.data(), shard.prefix.size());
+  if (start > 0) base::log_info("resuming ", dest, " from byte ", start);
+  if (progress) progress->add(out.size());
+  uint64_t transferred = 0;
+  try {
+    for (const SpineRun& run : shard.runs) {
+      const uint64_t pos = out.size();
+      if (run.local_offset + run.nbytes <= pos) continue;
+      const uint64_t skip =
+          pos - run.local_offset;  // runs are back to back, so pos >= local_offset
+      client.get_range(url, run.remote_offset + skip, run.nbytes - skip,
+                       [&](const char* p, size_t n) {
+                         if (stop && stop->load(std::memory_order_relaxed)) throw Cancelled();
+                         out.write(p, n);
+                         if (progress) progress->add(n);
+                         transferred += n;
+                       });
+    }
+  } catch (const base::Error& e) {
+    if (dynamic_cast<const HttpError*>(&e)) throw;
+    fail(e.what(), " (", human_bytes(free_bytes(parent_dir(dest))),
+         " free there; the partial file is kept and a rerun resumes it)");
+  }
+  out.close();
+  if (out.size() != shard.file_bytes)
+    fail(dest, ": wrote ", out.size(), " bytes, expected ", shard.file_bytes);
+  const std::vector<format::TensorInfo> back = format::read_safetensors_header(partial);
+  if (back.size() != shard.tensor_names.size())
+    fail(dest, ": the written header lists ", back.size(), " tensors, expected ",
+         shard.tensor_names.size());
+  publish_file(partial, dest);
+  return transferred;
+}
+
+std::string spine_index_json(const std::vector<SpineShard>& shards,
+                             const std::vector<std::vector<format::TensorInfo>>& remote_shards) {
+  std::unordered_map<std::string, uint64_t> nbytes;
+  for (const auto& tensors : remote_shards)
+    for (const format::TensorInfo& t : tensors) nbytes[t.name] = t.nbytes;
+  nlohmann::json map = nlohmann::json::object();
+  uint64_t total = 0;
+  for (const SpineShard& s : shards) {
+    for (const std::string& name : s.tensor_names) {
+      map[name] = s.name;
+      total += nbytes[name];
+    }
+  }
+  nlohmann::json j;
+  j["metadata"] = {{"total_size", total}};
+  j["weight_map"] = map;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace deltafin::setup
