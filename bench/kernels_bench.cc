@@ -1,0 +1,215 @@
+// Decode GEMV bandwidth with the weights cold in DRAM: one K3 expert's MXFP4 matrices and a K3
+// spine BF16 projection, against copy and read bandwidth measured in the same iterations on the
+// same buffers. Every iteration runs the kernel on one copy of the weights, memcpy on another and a
+// plain read on a third; copies rotate through a 1 GiB huge-page arena (the L3 is 300 MiB), so
+// every pass streams from DRAM.
+//
+// Counters (GB = 1e9 bytes): weight_GBps = weight bytes (packed + scales, or bf16) / kernel time;
+// copy_GBps = bytes read by memcpy / its time (it also writes as many bytes, so the memory system
+// moves twice this); read_GBps = bytes summed by a vector read loop / its time; ratio_copy and
+// ratio_read = weight_GBps over those. Threads: the last argument (a pool of that many threads for
+// the kernel and both references). DELTAFIN_ISA=avx2|ref benchmarks the other variants.
+#include <benchmark/benchmark.h>
+#include <immintrin.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "base/cpu_features.h"
+#include "base/error.h"
+#include "base/thread_pool.h"
+#include "kernels/matmul.h"
+
+namespace deltafin {
+namespace {
+
+constexpr size_t kArenaBytes = size_t{1} << 30;
+constexpr size_t kAlign = size_t{2} << 20;
+
+// One 1 GiB arena shared by all benchmarks, filled per benchmark with data of the right kind.
+uint8_t* arena() {
+  static uint8_t* p = [] {
+    auto* a = static_cast<uint8_t*>(std::aligned_alloc(kAlign, kArenaBytes));
+    DF_ASSERT(a != nullptr);
+    madvise(a, kArenaBytes, MADV_HUGEPAGE);
+    return a;
+  }();
+  return p;
+}
+
+// Copies of one weight tensor laid out back to back (4 KiB aligned) through the arena.
+struct Copies {
+  size_t stride = 0, count = 0;
+  uint8_t* at(size_t i) const { return arena() + (i % count) * stride; }
+};
+
+Copies layout(size_t bytes) {
+  Copies c;
+  c.stride = (bytes + 4095) / 4096 * 4096;
+  c.count = kArenaBytes / c.stride;
+  DF_ASSERT(c.count >= 4);
+  return c;
+}
+
+// Reads every byte (vector loads, 4 accumulators) so the compiler cannot drop the loads. This file
+// gets no ISA flags, hence the target attribute; read_all falls back to 64-bit loads without
+// AVX-512.
+__attribute__((target("avx512f"))) float read_all_avx512(const uint8_t* p, size_t bytes) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  size_t i = 0;
+  for (; i + 256 <= bytes; i += 256) {
+    a0 = _mm512_add_ps(a0, _mm512_castsi512_ps(_mm512_loadu_si512(p + i)));
+    a1 = _mm512_add_ps(a1, _mm512_castsi512_ps(_mm512_loadu_si512(p + i + 64)));
+    a2 = _mm512_add_ps(a2, _mm512_castsi512_ps(_mm512_loadu_si512(p + i + 128)));
+    a3 = _mm512_add_ps(a3, _mm512_castsi512_ps(_mm512_loadu_si512(p + i + 192)));
+  }
+  float tail = 0.0f;
+  for (; i < bytes; ++i) tail += p[i];
+  float lanes[16];
+  _mm512_storeu_ps(lanes, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+  for (float v : lanes) tail += v;
+  return tail;
+}
+
+float read_all(const uint8_t* p, size_t bytes) {
+  if (base::cpu_features().avx512) return read_all_avx512(p, bytes);
+  uint64_t acc = 0;
+  for (size_t i = 0; i + 8 <= bytes; i += 8) {
+    uint64_t v;
+    std::memcpy(&v, p + i, 8);
+    acc ^= v;
+  }
+  return static_cast<float>(acc);
+}
+
+using Clock = std::chrono::steady_clock;
+
+// Runs `kernel(weights)` per iteration against memcpy and a read of other cold copies, and sets
+// the counters described at the top of the file. `bytes` = weight bytes per call.
+template <typename Kernel>
+void measure(benchmark::State& state, base::ThreadPool& pool, const Copies& copies, size_t bytes,
+             Kernel kernel) {
+  std::vector<uint8_t> dst(bytes);
+  std::vector<float> sums(pool.size());
+  const size_t chunk_grain = 64 << 10;
+  double kernel_s = 0.0, copy_s = 0.0, read_s = 0.0;
+  size_t next = 0;
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    kernel(copies.at(next));
+    const auto t1 = Clock::now();
+    const uint8_t* src = copies.at(next + copies.count / 3);
+    pool.parallel_for(bytes, chunk_grain,
+                      [&](size_t b, size_t e) { std::memcpy(dst.data() + b, src + b, e - b); });
+    const auto t2 = Clock::now();
+    const uint8_t* rd = copies.at(next + 2 * copies.count / 3);
+    pool.parallel_for(bytes, chunk_grain, [&](size_t b, size_t e) {
+      sums[b * pool.size() / bytes] += read_all(rd + b, e - b);
+    });
+    const auto t3 = Clock::now();
+    benchmark::DoNotOptimize(sums.data());
+    benchmark::ClobberMemory();
+    const double k = std::chrono::duration<double>(t1 - t0).count();
+    kernel_s += k;
+    copy_s += std::chrono::duration<double>(t2 - t1).count();
+    read_s += std::chrono::duration<double>(t3 - t2).count();
+    state.SetIterationTime(k);
+    ++next;
+  }
+  const double total_gb = static_cast<double>(bytes) * state.iterations() / 1e9;
+  state.counters["weight_GBps"] = total_gb / kernel_s;
+  state.counters["copy_GBps"] = total_gb / copy_s;
+  state.counters["read_GBps"] = total_gb / read_s;
+  state.counters["ratio_copy"] = copy_s / kernel_s;
+  state.counters["ratio_read"] = read_s / kernel_s;
+}
+
+std::vector<float> random_x(int64_t n) {
+  std::mt19937 rng(1);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(n);
+  for (auto& v : x) v = d(rng);
+  return x;
+}
+
+// MXFP4 [rows, cols] as stored in K3: packed bytes followed by the scales. Args: rows, cols,
+// batch, threads.
+void BM_Mxfp4Matmul(benchmark::State& state) {
+  const int64_t rows = state.range(0), cols = state.range(1), n = state.range(2);
+  base::ThreadPool pool(static_cast<int>(state.range(3)));
+  const size_t packed_bytes = rows * cols / 2, bytes = packed_bytes + rows * cols / 32;
+  const Copies copies = layout(bytes);
+  std::mt19937_64 rng(2);
+  for (size_t i = 0; i < copies.count; ++i) {
+    uint8_t* p = copies.at(i);
+    for (size_t b = 0; b + 8 <= packed_bytes; b += 8) {
+      const uint64_t v = rng();
+      std::memcpy(p + b, &v, 8);
+    }
+    for (size_t b = packed_bytes; b < bytes; ++b) p[b] = static_cast<uint8_t>(118 + rng() % 12);
+  }
+  const std::vector<float> x = random_x(n * cols);
+  std::vector<float> y(n * rows);
+  measure(state, pool, copies, bytes, [&](const uint8_t* w) {
+    kernels::matmul(kernels::Mxfp4Matrix{w, w + packed_bytes, rows, cols}, x.data(), n, y.data(),
+                    pool);
+  });
+}
+
+// BF16 [rows, cols]. Args: rows, cols, batch, threads.
+void BM_Bf16Matmul(benchmark::State& state) {
+  const int64_t rows = state.range(0), cols = state.range(1), n = state.range(2);
+  base::ThreadPool pool(static_cast<int>(state.range(3)));
+  const size_t bytes = rows * cols * 2;
+  const Copies copies = layout(bytes);
+  // Normal bf16 values around 0.02 (no subnormals, as in real weights).
+  std::mt19937 rng(3);
+  for (size_t i = 0; i < copies.count; ++i) {
+    auto* p = reinterpret_cast<uint16_t*>(copies.at(i));
+    for (size_t e = 0; e < bytes / 2; ++e)
+      p[e] = static_cast<uint16_t>(0x3c00 + (rng() & 0x7ff) + ((rng() & 1) << 15));
+  }
+  const std::vector<float> x = random_x(n * cols);
+  std::vector<float> y(n * rows);
+  measure(state, pool, copies, bytes, [&](const uint8_t* w) {
+    kernels::matmul(kernels::Bf16Matrix{reinterpret_cast<const uint16_t*>(w), rows, cols}, x.data(),
+                    n, y.data(), pool);
+  });
+}
+
+double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
+double max_of(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
+
+void configure(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"rows", "cols", "n", "threads"})
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond)
+      ->ComputeStatistics("min", min_of)
+      ->ComputeStatistics("max", max_of);
+}
+
+// K3 expert: gate/up (w1, w3) [3072, 3584] and down (w2) [3584, 3072].
+BENCHMARK(BM_Mxfp4Matmul)
+    ->Apply(configure)
+    ->Args({3072, 3584, 1, 1})
+    ->Args({3584, 3072, 1, 1})
+    ->Args({3072, 3584, 1, 2})
+    ->Args({3584, 3072, 1, 2})
+    ->Args({3072, 3584, 16, 1})
+    ->Args({3072, 3584, 16, 2});
+// K3 KDA q/k/v/g projection [12288, 7168].
+BENCHMARK(BM_Bf16Matmul)
+    ->Apply(configure)
+    ->Args({12288, 7168, 1, 1})
+    ->Args({12288, 7168, 1, 2})
+    ->Args({12288, 7168, 16, 2});
+
+}  // namespace
+}  // namespace deltafin
+
+BENCHMARK_MAIN();
