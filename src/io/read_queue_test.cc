@@ -96,7 +96,7 @@ TEST_P(Queue, UnalignedSpansInOneQueueReturnExactBytes) {
 // A long read submitted first and short ones after: completions may come back in any order, and
 // each must carry its own tag and land in its own buffer.
 TEST_P(Queue, CompletionsMatchTheirRequestsInAnyOrder) {
-  const uint64_t size = 64 << 20;
+  const uint64_t size = 32 << 20;
   const std::string path = write_pattern_file(scratch_dir(), "order.bin", size);
   drop_page_cache(path);
   const DirectFile file = DirectFile::open(path);
