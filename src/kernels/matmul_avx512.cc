@@ -12,8 +12,8 @@
 
 #include <algorithm>
 #include <cstring>
-#include <type_traits>
 
+#include "kernels/batch_blocks.h"
 #include "kernels/matmul_variant.h"
 #include "quant/e2m1.h"
 
@@ -34,29 +34,6 @@ constexpr int64_t kTileRows = 16;
 constexpr int64_t kTileSteps = 4;  // 4 MXFP4 groups = 16 BF16 chunks / 4 = 512 columns
 constexpr int64_t kMaxAccPerRow = 2;
 
-// Calls f(std::integral_constant<int, b>) for 1 <= b <= kBlockRows.
-template <typename F>
-void with_block(int64_t b, F&& f) {
-  switch (b) {
-    case 1:
-      return f(std::integral_constant<int, 1>{});
-    case 2:
-      return f(std::integral_constant<int, 2>{});
-    case 3:
-      return f(std::integral_constant<int, 3>{});
-    case 4:
-      return f(std::integral_constant<int, 4>{});
-    case 5:
-      return f(std::integral_constant<int, 5>{});
-    case 6:
-      return f(std::integral_constant<int, 6>{});
-    case 7:
-      return f(std::integral_constant<int, 7>{});
-    default:
-      return f(std::integral_constant<int, 8>{});
-  }
-}
-
 // Runs `op` over weight rows [r0, r1) for n activation rows laid out at xp (x_stride apart) and
 // writes y[i * rows + r]. Op provides kAccPerRow, kStepsPerTile, n_steps, run<kB>(r, s0, s1, xp,
 // x_stride, acc) over column steps [s0, s1) with acc [kB][kAccPerRow] in memory, and reduce(acc).
@@ -73,7 +50,7 @@ void drive(const Op& op, const float* xp, int64_t x_stride, int64_t n, float* y,
     for (int64_t s0 = 0; s0 < op.n_steps; s0 += tile_steps) {
       const int64_t s1 = std::min(op.n_steps, s0 + tile_steps);
       for (int64_t i0 = 0; i0 < n; i0 += kBlockRows)
-        with_block(std::min(kBlockRows, n - i0), [&](auto b) {
+        with_block<kBlockRows>(n - i0, [&](auto b) {
           for (int64_t r = rt; r < re; ++r)
             op.template run<decltype(b)::value>(r, s0, s1, xp + i0 * x_stride, x_stride,
                                                 acc_buf + ((r - rt) * n + i0) * kA);
@@ -285,7 +262,7 @@ void bf16_rows(const Bf16Matrix& w, const float* x, int64_t n, float* y, int64_t
 void f32_rows(const F32Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
   for (int64_t r = r0; r < r1; ++r)
     for (int64_t i0 = 0; i0 < n; i0 += kBlockRows)
-      with_block(std::min(kBlockRows, n - i0), [&](auto b) {
+      with_block<kBlockRows>(n - i0, [&](auto b) {
         f32_row<decltype(b)::value>(w.data + r * w.cols, w.cols, x + i0 * w.cols,
                                     y + i0 * w.rows + r, w.rows);
       });
