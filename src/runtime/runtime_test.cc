@@ -1,0 +1,114 @@
+// The public API on the k3-tiny-a fixture: generation continues across calls exactly as one call
+// would, stop rules, sampling determinism; token-id parsing.
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+#include "deltafin/engine.h"
+#include "deltafin/token_ids.h"
+#include "runtime/sampler.h"
+
+namespace deltafin {
+namespace {
+
+const std::string kModel = std::string(DELTAFIN_SOURCE_DIR) + "/tests/fixtures/k3-tiny-a";
+const std::vector<int32_t> kPrompt = {488, 250, 115, 269, 384, 67,  152, 153, 398, 289, 199, 395,
+                                      485, 75,  449, 114, 323, 470, 200, 333, 180, 382, 244, 329};
+// The oracle's greedy continuation (tests/fixtures/k3-tiny-a/README.md).
+const std::vector<int32_t> kGreedy = {376, 232, 269, 171, 355, 346, 332, 163,
+                                      13,  203, 67,  428, 204, 509, 508, 113};
+
+TEST(TokenIds, ParseAndPrint) {
+  EXPECT_EQ(parse_token_ids("1,2, 30"), (std::vector<int32_t>{1, 2, 30}));
+  EXPECT_EQ(token_ids_json(std::vector<int32_t>{5, 0, 7}), "[5,0,7]");
+  EXPECT_EQ(token_ids_json(std::vector<int32_t>{}), "[]");
+  for (const char* bad : {"", "1,,2", "1,x", "-3", "1,2,", "99999999999"})
+    EXPECT_THROW(parse_token_ids(bad), base::Error) << bad;
+}
+
+TEST(Sampler, GreedyTakesTheLowestIdOnTies) {
+  const std::vector<float> logits = {0.1f, 2.0f, -1.0f, 2.0f};
+  EXPECT_EQ(runtime::argmax(logits), 1);
+  GenerateOptions opt;
+  opt.temperature = 0.8f;
+  opt.top_k = 1;
+  runtime::Sampler top1(opt);
+  EXPECT_EQ(top1.next(logits), 1);
+}
+
+TEST(Sampler, SameSeedSameDraws) {
+  const std::vector<float> logits = {0.1f, 0.3f, 0.2f, 0.25f, 0.0f};
+  GenerateOptions opt;
+  opt.temperature = 1.0f;
+  opt.top_p = 0.9f;
+  opt.seed = 42;
+  runtime::Sampler a(opt), b(opt);
+  std::vector<int32_t> da, db;
+  for (int i = 0; i < 50; ++i) {
+    da.push_back(a.next(logits));
+    db.push_back(b.next(logits));
+  }
+  EXPECT_EQ(da, db);
+  EXPECT_NE(std::count(da.begin(), da.end(), da[0]), 50);  // it does sample
+}
+
+TEST(Session, GreedyMatchesTheOracleAndContinuesAcrossCalls) {
+  std::unique_ptr<Engine> engine = Engine::load({kModel, 64});
+  std::unique_ptr<Session> one = engine->new_session();
+  GenerateOptions opt;
+  opt.max_new_tokens = 16;
+  opt.stop_at_eos = false;
+  std::vector<int32_t> streamed;
+  const GenerateResult all = one->generate(kPrompt, opt, [&](int32_t id) {
+    streamed.push_back(id);
+    return true;
+  });
+  EXPECT_EQ(all.ids, kGreedy);
+  EXPECT_EQ(streamed, kGreedy);
+  EXPECT_EQ(all.stop, StopReason::kMaxTokens);
+  EXPECT_EQ(one->position(), 24 + 16);
+
+  std::unique_ptr<Session> two = engine->new_session();
+  opt.max_new_tokens = 6;
+  std::vector<int32_t> ids = two->generate(kPrompt, opt).ids;
+  opt.max_new_tokens = 10;
+  const std::vector<int32_t> rest = two->generate({}, opt).ids;
+  ids.insert(ids.end(), rest.begin(), rest.end());
+  EXPECT_EQ(ids, kGreedy);
+  EXPECT_EQ(two->stats().decode_tokens, 15);  // 16 ids: the last one is still pending
+  EXPECT_EQ(two->stats().prefill_tokens, 24);
+}
+
+TEST(Session, StopsAtStopIdsAndOnRequest) {
+  std::unique_ptr<Engine> engine = Engine::load({kModel, 64});
+  std::unique_ptr<Session> s = engine->new_session();
+  GenerateOptions opt;
+  opt.max_new_tokens = 16;
+  opt.stop_ids = {kGreedy[3]};
+  GenerateResult r = s->generate(kPrompt, opt);
+  EXPECT_EQ(r.ids, std::vector<int32_t>(kGreedy.begin(), kGreedy.begin() + 4));
+  EXPECT_EQ(r.stop, StopReason::kStopId);
+  s->reset();
+  opt.stop_ids.clear();
+  r = s->generate(kPrompt, opt, [](int32_t) { return false; });
+  EXPECT_EQ(r.ids.size(), 1u);
+  EXPECT_EQ(r.stop, StopReason::kCallback);
+  EXPECT_THROW(s->forward(std::vector<int32_t>{512}), base::Error);
+}
+
+TEST(Session, ForwardAllRowsIncludesOnlyTheNewIds) {
+  std::unique_ptr<Engine> engine = Engine::load({kModel, 5});
+  const int64_t vocab = engine->info().vocab_size;
+  std::unique_ptr<Session> s = engine->new_session();
+  const std::vector<float> rows = s->forward(kPrompt, true);
+  ASSERT_EQ(rows.size(), kPrompt.size() * vocab);
+  GenerateOptions opt;
+  opt.max_new_tokens = 1;
+  s->reset();
+  s->generate(kPrompt, opt);  // leaves the generated id pending
+  const std::vector<float> next = s->forward(std::vector<int32_t>{kGreedy[1]}, true);
+  EXPECT_EQ(next.size(), static_cast<size_t>(vocab));
+  EXPECT_EQ(s->position(), 26);
+}
+
+}  // namespace
+}  // namespace deltafin
