@@ -23,6 +23,7 @@
 #include "base/cpu_features.h"
 #include "base/error.h"
 #include "base/thread_pool.h"
+#include "kernels/activation.h"
 #include "kernels/matmul.h"
 
 namespace deltafin {
@@ -129,6 +130,17 @@ void measure(benchmark::State& state, base::ThreadPool& pool, const Copies& copi
   state.counters["ratio_read"] = read_s / kernel_s;
 }
 
+// Fast fill (xorshift64): the arena is 1 GiB.
+struct Xorshift {
+  uint64_t s = 0x9e3779b97f4a7c15ull;
+  uint64_t operator()() {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return s;
+  }
+};
+
 std::vector<float> random_x(int64_t n) {
   std::mt19937 rng(1);
   std::normal_distribution<float> d(0.0f, 1.0f);
@@ -144,7 +156,7 @@ void BM_Mxfp4Matmul(benchmark::State& state) {
   base::ThreadPool pool(static_cast<int>(state.range(3)));
   const size_t packed_bytes = rows * cols / 2, bytes = packed_bytes + rows * cols / 32;
   const Copies copies = layout(bytes);
-  std::mt19937_64 rng(2);
+  Xorshift rng;
   for (size_t i = 0; i < copies.count; ++i) {
     uint8_t* p = copies.at(i);
     for (size_t b = 0; b + 8 <= packed_bytes; b += 8) {
@@ -168,11 +180,14 @@ void BM_Bf16Matmul(benchmark::State& state) {
   const size_t bytes = rows * cols * 2;
   const Copies copies = layout(bytes);
   // Normal bf16 values around 0.02 (no subnormals, as in real weights).
-  std::mt19937 rng(3);
+  Xorshift rng;
   for (size_t i = 0; i < copies.count; ++i) {
     auto* p = reinterpret_cast<uint16_t*>(copies.at(i));
-    for (size_t e = 0; e < bytes / 2; ++e)
-      p[e] = static_cast<uint16_t>(0x3c00 + (rng() & 0x7ff) + ((rng() & 1) << 15));
+    for (size_t e = 0; e + 4 <= bytes / 2; e += 4) {
+      const uint64_t v = rng();
+      for (int k = 0; k < 4; ++k)
+        p[e + k] = static_cast<uint16_t>(0x3c00 + ((v >> (16 * k)) & 0x87ff));
+    }
   }
   const std::vector<float> x = random_x(n * cols);
   std::vector<float> y(n * rows);
@@ -208,6 +223,45 @@ BENCHMARK(BM_Bf16Matmul)
     ->Args({12288, 7168, 1, 1})
     ->Args({12288, 7168, 1, 2})
     ->Args({12288, 7168, 16, 2});
+
+// The element-wise kernels around the GEMVs, hot in cache (they touch kilobytes): SiTU over one
+// expert's intermediate (3072), RMSNorm over the hidden size (7168), softmax over 4096 scores.
+void BM_SituGlu(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const std::vector<float> g = random_x(n), u = random_x(n);
+  std::vector<float> y(n);
+  for (auto _ : state) {
+    kernels::situ_glu(g.data(), u.data(), n, 4.0f, 25.0f, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_SituGlu)->Arg(3072)->Unit(benchmark::kMicrosecond);
+
+void BM_Rmsnorm(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const std::vector<float> x = random_x(n), w = random_x(n);
+  std::vector<float> y(n);
+  for (auto _ : state) {
+    kernels::rmsnorm(x.data(), w.data(), n, 1e-5f, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_Rmsnorm)->Arg(7168)->Unit(benchmark::kMicrosecond);
+
+void BM_Softmax(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const std::vector<float> x = random_x(n);
+  std::vector<float> y(n);
+  for (auto _ : state) {
+    std::memcpy(y.data(), x.data(), n * sizeof(float));
+    kernels::softmax(y.data(), n);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_Softmax)->Arg(4096)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace deltafin

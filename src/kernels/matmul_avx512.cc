@@ -88,22 +88,26 @@ void prepare_mxfp4_x(const float* x, int64_t n, int64_t cols, int64_t stride, fl
   }
 }
 
-// Block scales of one group as f32 lanes: lanes 4b..4b+3 get 2^(s_b - 127). Built as s << 23;
-// fixupimm then turns s = 0 (bits 0) into the subnormal 2^-127 and s = 255 (+Inf) into NaN.
+// Block scales as f32: 2^(s - 127), built as s << 23; fixupimm then turns s = 0 (bits 0) into the
+// subnormal 2^-127 and s = 255 (+Inf) into NaN. Sixteen scales (four groups) are decoded at once;
+// group u of them is spread to lanes 4b..4b+3 = scale of its block b by one vpermps.
 struct ScaleDecoder {
-  __m512i spread = _mm512_set_epi32(0x80038080, 0x80038080, 0x80038080, 0x80038080,  //
-                                    0x80028080, 0x80028080, 0x80028080, 0x80028080,  //
-                                    0x80018080, 0x80018080, 0x80018080, 0x80018080,  //
-                                    0x80008080, 0x80008080, 0x80008080, 0x80008080);
   __m512 min_scale = _mm512_castsi512_ps(_mm512_set1_epi32(0x00400000));
   // vfixupimm response per input class (4 bits each, class 0 lowest): QNaN, SNaN -> pass,
   // zero -> keep min_scale, one -> pass, -Inf -> pass, +Inf -> QNaN, negative, positive -> pass.
   __m512i fixup = _mm512_set1_epi32(0x11311011);
 
-  __m512 decode(uint32_t four_scales) const {
-    __m512i s = _mm512_shuffle_epi8(_mm512_set1_epi32(static_cast<int>(four_scales)), spread);
-    s = _mm512_slli_epi32(s, 7);
-    return _mm512_fixupimm_ps(min_scale, _mm512_castsi512_ps(s), fixup, 0);
+  // Scales of blocks [0, n_valid) of `s` (n_valid <= 16; bytes past it are not read).
+  __m512 decode16(const uint8_t* s, int64_t n_valid) const {
+    const __mmask16 m =
+        n_valid >= 16 ? __mmask16{0xffff} : static_cast<__mmask16>((1u << n_valid) - 1);
+    const __m512i bits = _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, s)), 23);
+    return _mm512_fixupimm_ps(min_scale, _mm512_castsi512_ps(bits), fixup, 0);
+  }
+  static __m512i spread(int u) {
+    const int b = 4 * u;
+    return _mm512_set_epi32(b + 3, b + 3, b + 3, b + 3, b + 2, b + 2, b + 2, b + 2, b + 1, b + 1,
+                            b + 1, b + 1, b, b, b, b);
   }
 };
 
@@ -144,17 +148,22 @@ struct Mxfp4Op {
       }
       for (int i = 0; i < kB; ++i) acc[i] = _mm512_fmadd_ps(p[i], sc, acc[i]);
     };
-    const int64_t g_full_end = std::min(g1, full_groups);
-    for (int64_t g = g0; g < g_full_end; ++g) {
-      uint32_t four;
-      std::memcpy(&four, sp + 4 * g, 4);
-      group(_mm512_loadu_si512(wp + 64 * g), dec.decode(four), g);
-    }
-    if (g1 > full_groups) {  // the partial last group: 1-3 blocks
-      uint32_t four = 0;
-      std::memcpy(&four, sp + 4 * full_groups, tail_blocks);
-      const __mmask16 m = static_cast<__mmask16>((1u << (4 * tail_blocks)) - 1);
-      group(_mm512_maskz_loadu_epi32(m, wp + 64 * full_groups), dec.decode(four), full_groups);
+    // Column tiles start at multiples of 4 groups, so g0 is one too.
+    const __m512i spread0 = ScaleDecoder::spread(0), spread1 = ScaleDecoder::spread(1),
+                  spread2 = ScaleDecoder::spread(2), spread3 = ScaleDecoder::spread(3);
+    for (int64_t gc = g0; gc < g1; gc += 4) {
+      const __m512 sc16 = dec.decode16(sp + 4 * gc, n_blocks - 4 * gc);
+      for (int u = 0; u < 4 && gc + u < g1; ++u) {
+        const int64_t g = gc + u;
+        const __m512i spread = u == 0 ? spread0 : u == 1 ? spread1 : u == 2 ? spread2 : spread3;
+        const __m512 sc = _mm512_permutexvar_ps(spread, sc16);
+        if (g < full_groups) {
+          group(_mm512_loadu_si512(wp + 64 * g), sc, g);
+        } else {  // the partial last group: 1-3 blocks
+          const __mmask16 m = static_cast<__mmask16>((1u << (4 * tail_blocks)) - 1);
+          group(_mm512_maskz_loadu_epi32(m, wp + 64 * g), sc, g);
+        }
+      }
     }
     for (int i = 0; i < kB; ++i) acc_mem[i] = acc[i];
   }
