@@ -20,10 +20,6 @@ using base::str_cat;
 
 namespace {
 
-// Re-fetch this much of a partial file's tail on resume: a crash (not a kill) can leave a torn
-// tail, and the published hash is checked only at the end.
-constexpr uint64_t kResumeRewindBytes = 1 << 20;
-
 bool is_hex(const std::string& s, size_t n) {
   if (s.size() != n) return false;
   for (char c : s)
@@ -106,39 +102,40 @@ uint64_t download_file(HttpClient& client, const std::string& url, const std::st
                        uint64_t size, const ExpectedDigest& digest, Progress* progress,
                        const std::atomic<bool>* stop) {
   if (auto s = file_size(dest); s && *s == size) return 0;
-  const std::string partial = dest + ".partial";
   uint64_t transferred = 0;
   for (int round = 0;; ++round) {
-    OutFile out(partial, /*truncate=*/false);
-    uint64_t start = out.size() > size ? 0 : out.size();
-    start = start > kResumeRewindBytes ? start - kResumeRewindBytes : 0;
-    if (start != out.size()) out.truncate_to(start);
+    PartialFile part(dest, size);
+    const uint64_t start = part.size();
     if (start > 0) base::log_info("resuming ", dest, " from byte ", start);
     std::optional<Digest> d;
     if (!digest.hex.empty()) {
       d.emplace(digest.kind, size);
-      hash_prefix(*d, partial, start);
+      hash_prefix(*d, part.path(), start);
     }
     if (progress) progress->add(start);
     try {
       client.get_range(url, start, size - start, [&](const char* p, size_t n) {
         if (stop && stop->load(std::memory_order_relaxed)) throw Cancelled();
-        out.write(p, n);
+        part.write(p, n);
         if (d) d->update(p, n);
         if (progress) progress->add(n);
         transferred += n;
       });
+    } catch (const HttpError&) {
+      part.try_mark();
+      throw;
     } catch (const base::Error& e) {
-      if (dynamic_cast<const HttpError*>(&e)) throw;
+      part.try_mark();
       fail(e.what(), " (", human_bytes(free_bytes(parent_dir(dest))),
            " free there; the partial download is kept and a rerun resumes it)");
+    } catch (...) {
+      part.try_mark();
+      throw;
     }
-    out.close();
-    if (out.size() != size) fail(dest, ": downloaded ", out.size(), " bytes, expected ", size);
     if (d) {
       const std::string got = d->hex_final();
       if (got != digest.hex) {
-        remove_file(partial);
+        part.discard();
         if (progress) progress->add_total(size);  // the bytes come again
         if (round == 0) {
           base::log_warn(dest, ": ", digest_name(digest.kind), " is ", got, ", expected ",
@@ -149,7 +146,7 @@ uint64_t download_file(HttpClient& client, const std::string& url, const std::st
              ", expected ", digest.hex, " (twice); the download was deleted");
       }
     }
-    publish_file(partial, dest);
+    part.publish(size);
     return transferred;
   }
 }

@@ -40,12 +40,12 @@ struct ExpectedDigest {
   std::string hex;  // empty: verify the size only
 };
 
-// Downloads `url` (`size` bytes) to `dest`: bytes go to dest.partial, which a later call resumes
-// with a Range from its size (less a small rewind, in case the tail was torn by a crash); the
-// result is checked against `size` and `digest`, fsynced and renamed into place. A hash mismatch
-// deletes the partial file and starts once more from byte 0 before failing. Returns the bytes
-// transferred. An existing `dest` of the right size is taken as done: only verified files are
-// ever renamed to their final name. `stop` aborts the transfer between chunks.
+// Downloads `url` (`size` bytes) to `dest`: bytes go to a PartialFile, which a later call resumes
+// with a Range from where it stopped; the result is checked against `size` and `digest`, fsynced
+// and renamed into place. A hash mismatch deletes the partial file and starts once more from byte 0
+// before failing. Returns the bytes transferred. An existing `dest` of the right size is taken as
+// done: only verified files are ever renamed to their final name. `stop` aborts the transfer
+// between chunks.
 uint64_t download_file(HttpClient& client, const std::string& url, const std::string& dest,
                        uint64_t size, const ExpectedDigest& digest, Progress* progress,
                        const std::atomic<bool>* stop = nullptr);

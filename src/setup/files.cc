@@ -6,8 +6,10 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "base/error.h"
@@ -141,6 +143,76 @@ uint64_t free_bytes(const std::string& path) {
     p = up;
   }
   return static_cast<uint64_t>(vfs.f_bavail) * static_cast<uint64_t>(vfs.f_frsize);
+}
+
+std::string boot_id() {
+  FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (!f) return "";
+  char buf[64] = {};
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  std::string id(buf, n);
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  return id;
+}
+
+namespace {
+// The length the previous writer left, trusted according to the mark (see PartialFile).
+uint64_t trusted_length(const std::string& partial, uint64_t size) {
+  const std::string mark = partial + ".mark";
+  if (!file_size(mark)) return 0;  // no mark: nothing is known to be durable
+  const std::string text = read_small_file(mark);
+  const size_t nl = text.find('\n');
+  if (nl == std::string::npos) return 0;
+  const std::string boot = text.substr(0, nl);
+  const uint64_t durable = std::strtoull(text.c_str() + nl + 1, nullptr, 10);
+  if (!boot.empty() && boot == boot_id()) return size;
+  return std::min(durable, size);
+}
+}  // namespace
+
+PartialFile::PartialFile(const std::string& dest, uint64_t max_bytes)
+    : dest_(dest), out_(dest + ".partial", /*truncate=*/false) {
+  uint64_t keep = out_.size() > max_bytes ? 0 : trusted_length(out_.path(), out_.size());
+  if (keep != out_.size()) out_.truncate_to(keep);
+  synced_ = keep;
+  mark();
+}
+
+void PartialFile::write(const void* data, size_t n_bytes) {
+  out_.write(data, n_bytes);
+  if (out_.size() - synced_ >= kSyncBytes) mark();
+}
+
+void PartialFile::truncate_to(uint64_t n_bytes) {
+  out_.truncate_to(n_bytes);
+  mark();
+}
+
+void PartialFile::mark() {
+  out_.sync();
+  synced_ = out_.size();
+  write_file_atomic(out_.path() + ".mark", boot_id() + "\n" + std::to_string(synced_) + "\n");
+}
+
+void PartialFile::try_mark() noexcept {
+  try {
+    mark();
+  } catch (...) {  // the next run trusts less of the file; nothing is lost
+  }
+}
+
+void PartialFile::publish(uint64_t expected_bytes) {
+  out_.close();
+  if (out_.size() != expected_bytes)
+    fail(out_.path(), ": holds ", out_.size(), " bytes, expected ", expected_bytes);
+  publish_file(out_.path(), dest_);
+  remove_file(out_.path() + ".mark");
+}
+
+void PartialFile::discard() {
+  remove_file(out_.path());
+  remove_file(out_.path() + ".mark");
 }
 
 std::string human_bytes(uint64_t n_bytes) {

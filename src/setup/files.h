@@ -32,6 +32,36 @@ class OutFile {
   uint64_t size_ = 0;
 };
 
+// A download in progress: `<dest>.partial` plus `<dest>.partial.mark`, which records the boot it
+// was written in and how many bytes are known to be on disk (fsynced). A rerun in the same boot
+// resumes from the partial file's size (after a kill, the page cache holds every byte written);
+// after a reboot (a power loss may have left a torn tail) only from the fsynced length.
+class PartialFile {
+ public:
+  // `max_bytes`: the complete size; a longer partial file is discarded.
+  PartialFile(const std::string& dest, uint64_t max_bytes);
+  uint64_t size() const { return out_.size(); }  // where writing resumes
+  const std::string& path() const { return out_.path(); }
+  void write(const void* data, size_t n_bytes);  // fsyncs and marks every kSyncBytes
+  void truncate_to(uint64_t n_bytes);
+  void mark();  // fsync, then record the size as durable
+  // mark() for a transfer that stopped early; never throws (the disk may be full), so the error
+  // that stopped it is the one reported.
+  void try_mark() noexcept;
+  // fsync, close, check the size, rename to `dest`, fsync the folder, drop the mark.
+  void publish(uint64_t expected_bytes);
+  void discard();  // removes the partial file and its mark
+
+  static constexpr uint64_t kSyncBytes = uint64_t{256} << 20;
+
+ private:
+  std::string dest_;
+  OutFile out_;
+  uint64_t synced_ = 0;
+};
+
+std::string boot_id();  // /proc/sys/kernel/random/boot_id ("" where unavailable)
+
 // fsync(tmp) is the caller's job (OutFile::close); this renames and fsyncs the directory.
 void publish_file(const std::string& tmp_path, const std::string& final_path);
 // Writes a small file atomically: DIR/.name.tmp, fsync, rename, directory fsync.

@@ -382,6 +382,7 @@ SetupReport run_setup(const SetupOptions& o) {
         log_info("setup: removing the partial full download ", f.name, ".partial (",
                  human_bytes(*s), ")");
         remove_file(join_path(dir, f.name + ".partial"));
+        remove_file(join_path(dir, f.name + ".partial.mark"));
       }
     }
     std::unordered_map<std::string, size_t> file_of;

@@ -17,10 +17,6 @@ namespace deltafin::setup {
 
 using base::fail;
 
-namespace {
-constexpr uint64_t kResumeRewindBytes = 1 << 20;  // as in download_file
-}
-
 std::vector<SpineShard> plan_spine(const std::vector<std::vector<format::TensorInfo>>& shards,
                                    const std::function<bool(const format::TensorInfo&)>& keep) {
   std::vector<SpineShard> out;
@@ -65,47 +61,45 @@ uint64_t build_spine_shard(HttpClient& client, const std::string& url, const Spi
                            const std::string& dest, Progress* progress,
                            const std::atomic<bool>* stop) {
   if (auto s = file_size(dest); s && *s == shard.file_bytes) return 0;
-  const std::string partial = dest + ".partial";
-  OutFile out(partial, /*truncate=*/false);
-  uint64_t start = out.size();
-  if (start > shard.file_bytes || start < shard.prefix.size()) {
-    start = 0;
+  PartialFile part(dest, shard.file_bytes);
+  if (part.size() < shard.prefix.size()) {
+    part.truncate_to(0);
+    part.write(shard.prefix.data(), shard.prefix.size());
   } else {
-    start = std::max<uint64_t>(shard.prefix.size(),
-                               start > kResumeRewindBytes ? start - kResumeRewindBytes : 0);
+    base::log_info("resuming ", dest, " from byte ", part.size());
   }
-  if (start != out.size()) out.truncate_to(start);
-  if (start == 0) out.write(shard.prefix.data(), shard.prefix.size());
-  if (start > 0) base::log_info("resuming ", dest, " from byte ", start);
-  if (progress) progress->add(out.size());
+  if (progress) progress->add(part.size());
   uint64_t transferred = 0;
   try {
     for (const SpineRun& run : shard.runs) {
-      const uint64_t pos = out.size();
+      const uint64_t pos = part.size();
       if (run.local_offset + run.nbytes <= pos) continue;
       const uint64_t skip =
           pos - run.local_offset;  // runs are back to back, so pos >= local_offset
       client.get_range(url, run.remote_offset + skip, run.nbytes - skip,
                        [&](const char* p, size_t n) {
                          if (stop && stop->load(std::memory_order_relaxed)) throw Cancelled();
-                         out.write(p, n);
+                         part.write(p, n);
                          if (progress) progress->add(n);
                          transferred += n;
                        });
     }
+  } catch (const HttpError&) {
+    part.try_mark();
+    throw;
   } catch (const base::Error& e) {
-    if (dynamic_cast<const HttpError*>(&e)) throw;
+    part.try_mark();
     fail(e.what(), " (", human_bytes(free_bytes(parent_dir(dest))),
          " free there; the partial file is kept and a rerun resumes it)");
+  } catch (...) {
+    part.try_mark();
+    throw;
   }
-  out.close();
-  if (out.size() != shard.file_bytes)
-    fail(dest, ": wrote ", out.size(), " bytes, expected ", shard.file_bytes);
-  const std::vector<format::TensorInfo> back = format::read_safetensors_header(partial);
+  const std::vector<format::TensorInfo> back = format::read_safetensors_header(part.path());
   if (back.size() != shard.tensor_names.size())
     fail(dest, ": the written header lists ", back.size(), " tensors, expected ",
          shard.tensor_names.size());
-  publish_file(partial, dest);
+  part.publish(shard.file_bytes);
   return transferred;
 }
 

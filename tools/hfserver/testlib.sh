@@ -1,0 +1,121 @@
+# Shared helpers for tests/e2e/setup*.sh: a scratch folder, the local HF server with fault rules,
+# request-log queries and assertions. Source it after setting DF (the deltafin binary) and TESTS
+# (the tests folder). Everything it starts is stopped on exit; the server also exits by itself.
+
+set -euo pipefail
+
+HFSERVER_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+WORK="$(mktemp -d /tmp/deltafin-setup-test.XXXXXX)"
+HF_PID=""
+MOUNTS=()
+
+cleanup() {
+  local rc=$?
+  [[ -n "$HF_PID" ]] && kill "$HF_PID" 2>/dev/null && wait "$HF_PID" 2>/dev/null || true
+  for m in "${MOUNTS[@]}"; do umount "$m" 2>/dev/null || true; done
+  rm -rf "$WORK"
+  exit $rc
+}
+trap cleanup EXIT
+
+# Fast retries and stall detection so fault tests take seconds; plain progress lines.
+export DELTAFIN_HTTP_BACKOFF_MS=20 DELTAFIN_HTTP_STALL_S=1 DELTAFIN_HTTP_ATTEMPTS=4
+export DELTAFIN_PROGRESS=plain
+unset HF_TOKEN HF_ENDPOINT
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+# hf_start NAME=DIR [extra server args...]: serves the repositories; sets HF_URL.
+hf_start() {
+  : >"$WORK/faults.json"
+  : >"$WORK/requests.jsonl"
+  python3 "$HFSERVER_DIR/hfserver.py" --repo "$1" "${@:2}" --port-file "$WORK/port" \
+    --control "$WORK/faults.json" --log "$WORK/requests.jsonl" --max-seconds 240 \
+    2>"$WORK/server.err" &
+  HF_PID=$!
+  for _ in $(seq 100); do [[ -s "$WORK/port" ]] && break; sleep 0.05; done
+  [[ -s "$WORK/port" ]] || fail "the test server did not start: $(cat "$WORK/server.err")"
+  HF_URL="http://127.0.0.1:$(cat "$WORK/port")"
+}
+
+# hf_faults '[{"match": ..., "kind": ...}, ...]': replaces the fault rules ('[]' clears them).
+hf_faults() {
+  echo "{\"rules\": $1}" >"$WORK/faults.json.tmp"
+  mv "$WORK/faults.json.tmp" "$WORK/faults.json"
+  sleep 0.02  # a distinct mtime for the next change
+}
+
+hf_log_reset() { : >"$WORK/requests.jsonl"; }
+
+# hf_count PYTHON_EXPR: requests in the log for which the expression (over `r`) holds.
+hf_count() {
+  python3 - "$WORK/requests.jsonl" "$1" <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+def start(r):
+    rng = r.get("range") or ""
+    return int(rng.split("=")[1].split("-")[0]) if rng.startswith("bytes=") else None
+print(sum(1 for r in rows if eval(sys.argv[2], {"start": start}, {"r": r})))
+EOF
+}
+
+# expect_fail LOG CMD...: the command must fail; its stderr goes to LOG.
+expect_fail() {
+  local log=$1
+  shift
+  if "$@" >"$log.out" 2>"$log"; then
+    fail "expected failure: $* (stderr: $(tail -3 "$log"))"
+  fi
+}
+
+expect_in() {  # expect_in FILE PATTERN
+  grep -q -- "$2" "$1" || fail "expected '$2' in $1: $(tail -5 "$1")"
+}
+
+# The test repository: a `deltafin synth --preset demo` model (with its tokenizer files), or the
+# k3-tiny-a oracle where synth is not built.
+make_repo() {
+  local out=$1
+  if "$DF" synth --out "$out" --preset demo --layers 6 --experts 16 >/dev/null 2>"$WORK/synth.err"; then
+    echo "test repository: deltafin synth --preset demo --layers 6 --experts 16" >&2
+  else
+    echo "synth unavailable ($(tail -1 "$WORK/synth.err")); using tests/fixtures/k3-tiny-a" >&2
+    mkdir -p "$out"
+    cp "$TESTS"/fixtures/k3-tiny-a/{config.json,generation_config.json,model.safetensors.index.json} "$out"/
+    cp "$TESTS"/fixtures/k3-tiny-a/model-0000*-of-00000*.safetensors "$out"/
+  fi
+}
+
+# same_files A B FILE...: byte-identical copies.
+same_files() {
+  local a=$1 b=$2
+  shift 2
+  for f in "$@"; do cmp -s "$a/$f" "$b/$f" || fail "$b/$f differs from $a/$f"; done
+}
+
+# check_expert_cache INSTALL REPO: every cache file equals its span in the original shards, and no
+# temporary or partial file is named like an expert.
+check_expert_cache() {
+  python3 - "$1" "$2" <<'EOF'
+import json, os, sys
+root, repo = sys.argv[1], sys.argv[2]
+m = json.load(open(os.path.join(root, ".deltafin/experts.json")))
+n = 0
+for l in m["layers"]:
+    d = os.path.join(root, "experts", "L%03d" % l["layer"])
+    for e, (fi, off) in enumerate(l["experts"]):
+        p = os.path.join(d, "E%04d.bin" % e)
+        if not os.path.exists(p):
+            continue
+        with open(os.path.join(repo, m["files"][fi]["name"]), "rb") as f:
+            f.seek(off)
+            want = f.read(l["span_bytes"])
+        if open(p, "rb").read() != want:
+            sys.exit("cache file %s differs from its span" % p)
+        n += 1
+print(n)
+EOF
+}
