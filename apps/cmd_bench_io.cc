@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -126,9 +127,12 @@ int run_bench_io(Args& args) {
   if (args.has("depths")) {
     options.depths.clear();
     for (const std::string& d : split_commas(args.get("depths"))) {
-      const int depth = std::atoi(d.c_str());
-      if (depth < 1 || depth > 256) fail("deltafin bench-io: bad queue depth '", d, "'");
-      options.depths.push_back(depth);
+      char* end = nullptr;
+      const long depth = std::strtol(d.c_str(), &end, 10);
+      if (*end != '\0' || depth < 1 || depth > 256) {
+        fail("deltafin bench-io: --depths takes numbers from 1 to 256, got '", d, "'");
+      }
+      options.depths.push_back(static_cast<int>(depth));
     }
   }
   const std::string queue = args.get("queue", "both");
