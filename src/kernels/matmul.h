@@ -50,7 +50,9 @@ inline constexpr int64_t kMatmulMaxBatch = 16;
 // row, and to what it computes with any thread count: work is split over weight rows in contiguous
 // chunks and every output element is computed by one thread in a fixed order. The SIMD variants
 // accumulate in fp32; the reference accumulates in fp64 and rounds once. An MXFP4 scale byte 255
-// yields NaN in the rows it touches (check_mxfp4_scales reports it first).
+// yields NaN in the rows it touches (check_mxfp4_scales reports it first). The SIMD variants sum
+// each 32-element block's products before applying its power-of-two scale, so only activations
+// beyond about 1e37 in magnitude could overflow where the reference does not.
 void matmul(const Mxfp4Matrix& w, const float* x, int64_t n, float* y);
 void matmul(const Bf16Matrix& w, const float* x, int64_t n, float* y);
 void matmul(const F32Matrix& w, const float* x, int64_t n, float* y);

@@ -31,7 +31,10 @@ constexpr int64_t kBlockRows = 8;
 // every weight row of the tile uses them. Accumulators live in memory between column steps, which
 // does not change their bits: each output keeps one fixed sequence of operations.
 constexpr int64_t kTileRows = 16;
-constexpr int64_t kTileSteps = 4;  // 4 MXFP4 groups = 16 BF16 chunks / 4 = 512 columns
+constexpr int64_t kTileSteps = 4;  // MXFP4 groups (512 columns); BF16 uses 4x as many chunks
+// The MXFP4 kernel decodes the scales of 4 groups at once from a group index that is a multiple
+// of 4, which every tile start is.
+static_assert(kTileSteps % 4 == 0);
 constexpr int64_t kMaxAccPerRow = 2;
 
 // Runs `op` over weight rows [r0, r1) for n activation rows laid out at xp (x_stride apart) and
