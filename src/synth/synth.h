@@ -1,0 +1,39 @@
+// `deltafin synth`: writes a complete model folder in the exact K3 release layout with seeded
+// random weights, streamed so that memory stays small whatever the size.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "synth/layout.h"
+
+namespace deltafin::synth {
+
+struct SynthOptions {
+  std::string out_dir;
+  std::string preset;          // "demo" or "k3-scale"
+  std::optional<int> layers;   // total layers, dense layer 0 included
+  std::optional<int> experts;  // routed experts per MoE layer
+  uint64_t seed = 0;
+};
+
+// The sizes the options ask for (preset, then --layers / --experts; top-k capped at the expert
+// count), validated. Throws base::Error on an unknown preset or invalid sizes.
+SynthDims resolve_dims(const SynthOptions& options);
+
+struct SynthReport {
+  SynthDims dims;
+  int n_shards = 0;
+  uint64_t tensor_bytes = 0;  // index.json's total_size
+  uint64_t file_bytes = 0;    // all shards, headers included
+  double seconds = 0.0;
+};
+
+// Writes config.json, generation_config.json, tiktoken.model, tokenizer_config.json, the shards
+// and model.safetensors.index.json (last, so an interrupted run leaves no index). Shards and the
+// index of an earlier synth run in the same folder are replaced. Throws base::Error (for example
+// when the disk has too little free space for the whole model).
+SynthReport synthesize(const SynthOptions& options);
+
+}  // namespace deltafin::synth
