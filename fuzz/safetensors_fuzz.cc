@@ -1,11 +1,16 @@
-// libFuzzer target for the safetensors header and shard-index parsers: any input either parses or
-// raises base::Error; anything else (a crash, a sanitizer report, another exception) is a bug.
+// libFuzzer target for the safetensors header and shard-index parsers and the JSON reader under
+// them: any input either parses or raises base::Error; anything else (a crash, a sanitizer report,
+// another exception) is a bug. The reader must also accept exactly the documents nlohmann accepts.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
+
+#include <nlohmann/json.hpp>
 
 #include "base/error.h"
 #include "format/checkpoint.h"
+#include "format/json_reader.h"
 #include "format/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -20,8 +25,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const deltafin::base::Error&) {
   }
   try {
-    deltafin::format::parse_shard_index(bytes, "fuzz.index.json");
+    deltafin::format::parse_shard_index(std::string(bytes), "fuzz.index.json");
   } catch (const deltafin::base::Error&) {
   }
+
+  bool accepted = true, too_deep = false;
+  try {
+    deltafin::format::detail::JsonReader reader(bytes, "fuzz.json");
+    reader.skip_value();
+    reader.expect_end();
+  } catch (const deltafin::base::Error& e) {
+    accepted = false;
+    too_deep = std::string_view(e.what()).find("nesting deeper") != std::string_view::npos;
+  }
+  // Differential check against nlohmann, except where it differs by design: it stops at a NUL byte
+  // as if the input ended there, and refuses numbers beyond double range (RFC 8259 allows both).
+  if (too_deep || bytes.find('\0') != std::string_view::npos) return 0;
+  bool theirs = true;
+  try {
+    (void)nlohmann::json::parse(bytes);
+  } catch (const nlohmann::json::exception& e) {
+    if (std::string_view(e.what()).find("number overflow") != std::string_view::npos) return 0;
+    theirs = false;
+  }
+  if (accepted != theirs) __builtin_trap();
   return 0;
 }

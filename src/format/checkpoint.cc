@@ -14,9 +14,12 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <unordered_map>
 
 #include "base/error.h"
-#include "format/json_sax.h"
+#include "base/thread_pool.h"
+#include "format/json_reader.h"
+#include "format/name_table.h"
 
 namespace deltafin::format {
 
@@ -24,100 +27,79 @@ using base::fail;
 
 namespace {
 
-using detail::Json;
+using detail::JsonReader;
 
-// Streams {"metadata": ..., "weight_map": {name: shard, ...}, ...}; keys other than weight_map are
-// skipped whatever their shape.
-class IndexSax {
+struct ViewHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+// Reads {"metadata": ..., "weight_map": {name: shard, ...}, ...}; other keys are skipped.
+class IndexReader {
  public:
-  IndexSax(const std::string& path, ShardIndex& out) : path_(path), out_(out) {}
-  bool saw_weight_map() const { return saw_weight_map_; }
+  IndexReader(const std::string& path, ShardIndex& out)
+      : reader_(*out.text, path), path_(path), out_(out) {}
 
-  bool null() { return value("null"); }
-  bool boolean(bool) { return value("a boolean"); }
-  bool number_integer(Json::number_integer_t) { return value("a number"); }
-  bool number_unsigned(Json::number_unsigned_t) { return value("a number"); }
-  bool number_float(Json::number_float_t, const std::string&) { return value("a number"); }
-  bool binary(Json::binary_t&) { return value("binary data"); }
-  bool string(std::string& shard) {
-    if (skipping(0)) return true;
-    if (state_ != State::kMap) return value("a string");
-    if (shard.empty() || shard == "." || shard == ".." || shard.find('/') != std::string::npos ||
-        shard.find('\0') != std::string::npos) {
-      fail(path_, ": weight_map[\"", name_, "\"] = \"", shard,
-           "\" is not a plain file name in the model folder");
+  void read() {
+    if (reader_.peek() != JsonReader::Type::kObject) {
+      fail(path_, ": the index is ", JsonReader::type_name(reader_.peek()),
+           ", expected a JSON object");
     }
-    auto [it, inserted] = shard_ids_.try_emplace(shard, static_cast<uint32_t>(shard_ids_.size()));
-    if (inserted) out_.shards.push_back(shard);
-    if (!out_.weight_map.try_emplace(std::move(name_), it->second).second) {
-      fail(path_, ": weight_map lists tensor ", name_, " twice");
+    reader_.begin_object();
+    bool saw_weight_map = false;
+    std::string_view key;
+    while (reader_.next_key(&key)) {
+      if (key != "weight_map") {
+        reader_.skip_value();
+        continue;
+      }
+      if (saw_weight_map) fail(path_, ": weight_map appears twice");
+      saw_weight_map = true;
+      read_weight_map();
     }
-    return true;
-  }
-  bool start_object(std::size_t) {
-    if (skipping(+1)) return true;
-    if (state_ == State::kStart) {
-      state_ = State::kTop;
-      return true;
-    }
-    if (state_ == State::kTop && in_weight_map_key_) {
-      if (saw_weight_map_) fail(path_, ": weight_map appears twice");
-      saw_weight_map_ = true;
-      state_ = State::kMap;
-      return true;
-    }
-    return value("an object");
-  }
-  bool end_object() {
-    if (skipping(-1)) return true;
-    state_ = state_ == State::kMap ? State::kTop : State::kDone;
-    return true;
-  }
-  bool start_array(std::size_t) {
-    if (skipping(+1)) return true;
-    return value("an array");
-  }
-  bool end_array() {
-    skipping(-1);  // arrays only ever occur inside skipped values
-    return true;
-  }
-  bool key(std::string& k) {
-    if (skip_.active()) return true;
-    if (state_ == State::kTop) {
-      in_weight_map_key_ = k == "weight_map";
-      if (!in_weight_map_key_) skip_.begin();
-    } else {
-      name_ = std::move(k);
-    }
-    return true;
-  }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
-    detail::fail_json(path_, e);
+    reader_.expect_end();
+    if (!saw_weight_map) fail(path_, ": no weight_map object");
   }
 
  private:
-  enum class State { kStart, kTop, kMap, kDone };
-
-  bool skipping(int depth_change) {
-    if (!skip_.active()) return false;
-    skip_.consume(depth_change);
-    return true;
+  void read_weight_map() {
+    if (reader_.peek() != JsonReader::Type::kObject) {
+      fail(path_, ": weight_map is ", JsonReader::type_name(reader_.peek()),
+           ", expected an object");
+    }
+    reader_.begin_object();
+    std::string_view name;
+    const char* const text_begin = out_.text->data();
+    while (reader_.next_key(&name)) {
+      // A name with escapes was decoded into the reader's scratch buffer: keep a copy.
+      if (name.data() < text_begin || name.data() >= text_begin + out_.text->size()) {
+        name = out_.decoded.emplace_back(name);
+      }
+      if (reader_.peek() != JsonReader::Type::kString) {
+        fail(path_, ": weight_map[\"", name, "\"] is ", JsonReader::type_name(reader_.peek()),
+             ", expected a shard file name");
+      }
+      const std::string_view shard = reader_.read_string();
+      auto it = shard_ids_.find(shard);
+      if (it == shard_ids_.end()) {
+        if (shard.empty() || shard == "." || shard == ".." ||
+            shard.find('/') != std::string_view::npos ||
+            shard.find('\0') != std::string_view::npos) {
+          fail(path_, ": weight_map[\"", name, "\"] = \"", shard,
+               "\" is not a plain file name in the model folder");
+        }
+        it =
+            shard_ids_.emplace(std::string(shard), static_cast<uint32_t>(out_.shards.size())).first;
+        out_.shards.emplace_back(shard);
+      }
+      out_.entries.push_back({name, it->second});
+    }
   }
-  bool value(const char* kind) {
-    if (skipping(0)) return true;
-    if (state_ == State::kStart) fail(path_, ": the index is ", kind, ", expected a JSON object");
-    if (state_ == State::kTop) fail(path_, ": weight_map is ", kind, ", expected an object");
-    fail(path_, ": weight_map[\"", name_, "\"] is ", kind, ", expected a shard file name");
-  }
 
+  JsonReader reader_;
   const std::string& path_;
   ShardIndex& out_;
-  State state_ = State::kStart;
-  bool in_weight_map_key_ = false;
-  bool saw_weight_map_ = false;
-  std::string name_;
-  std::unordered_map<std::string, uint32_t> shard_ids_;
-  detail::ValueSkipper skip_;
+  std::unordered_map<std::string, uint32_t, ViewHash, std::equal_to<>> shard_ids_;
 };
 
 std::string read_text_file(const std::string& path) {
@@ -131,11 +113,10 @@ std::string read_text_file(const std::string& path) {
 
 }  // namespace
 
-ShardIndex parse_shard_index(std::string_view json_text, const std::string& path) {
+ShardIndex parse_shard_index(std::string json_text, const std::string& path) {
   ShardIndex index;
-  IndexSax sax(path, index);
-  nlohmann::json::sax_parse(json_text.begin(), json_text.end(), &sax);
-  if (!sax.saw_weight_map()) fail(path, ": no weight_map object");
+  index.text = std::make_unique<const std::string>(std::move(json_text));
+  IndexReader(path, index).read();
   // Shard ids follow file-name order so that tensors() comes out in a stable, sorted order.
   std::vector<uint32_t> order(index.shards.size());
   for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -148,7 +129,7 @@ ShardIndex parse_shard_index(std::string_view json_text, const std::string& path
     sorted[i] = std::move(index.shards[order[i]]);
   }
   index.shards = std::move(sorted);
-  for (auto& [name, shard] : index.weight_map) shard = new_id[shard];
+  for (ShardIndex::Entry& e : index.entries) e.shard = new_id[e.shard];
   return index;
 }
 
@@ -162,8 +143,11 @@ struct Checkpoint::Impl {
   std::string dir;
   std::vector<Shard> shards;
   std::vector<TensorInfo> tensors;
-  // Keys view the names inside `tensors`, which is never modified after open().
-  std::unordered_map<std::string_view, uint32_t> by_name;
+  detail::NameTable by_name;  // over `tensors`, which never changes after open()
+
+  int64_t find(std::string_view name) const {
+    return by_name.find(name, [this](size_t i) -> std::string_view { return tensors[i].name; });
+  }
   std::vector<std::unique_ptr<Mapping>> mappings;  // one per shard
 
   ~Impl() {
@@ -183,8 +167,8 @@ const std::vector<Checkpoint::Shard>& Checkpoint::shards() const { return impl_-
 const std::vector<TensorInfo>& Checkpoint::tensors() const { return impl_->tensors; }
 
 const TensorInfo* Checkpoint::find(std::string_view name) const {
-  auto it = impl_->by_name.find(name);
-  return it == impl_->by_name.end() ? nullptr : &impl_->tensors[it->second];
+  const int64_t i = impl_->find(name);
+  return i < 0 ? nullptr : &impl_->tensors[static_cast<size_t>(i)];
 }
 
 const TensorInfo& Checkpoint::get(std::string_view name) const {
@@ -212,52 +196,79 @@ Checkpoint Checkpoint::open(const std::string& dir) {
     fail("checkpoint ", dir, ": neither ", kIndexFileName, " nor ", kSingleFileName, " is there");
   }
 
-  for (const std::string& shard : index.shards) {
-    const std::string path = (fs::path(dir) / shard).string();
-    if (!fs::exists(path, ec)) {
-      fail("checkpoint ", dir, ": ", kIndexFileName, " names shard ", shard,
+  const size_t n_shards = index.shards.size();
+  std::vector<std::string> paths(n_shards);
+  for (size_t s = 0; s < n_shards; ++s) {
+    paths[s] = (fs::path(dir) / index.shards[s]).string();
+    if (!fs::exists(paths[s], ec)) {
+      fail("checkpoint ", dir, ": ", kIndexFileName, " names shard ", index.shards[s],
            ", which does not exist");
     }
-    std::vector<TensorInfo> infos = read_safetensors_header(path);
-    impl->shards.push_back(Shard{path, fs::file_size(path), infos.size()});
+  }
+  // Headers are independent reads (K3: 96 of about 1 MB): read them in parallel, report the first
+  // broken shard in name order whatever the scheduling.
+  std::vector<std::vector<TensorInfo>> per_shard(n_shards);
+  std::vector<std::string> errors(n_shards);
+  base::ThreadPool pool(
+      static_cast<int>(std::clamp<size_t>(n_shards, 1, std::min(8, base::available_cpus()))));
+  pool.parallel_for(n_shards, 1, [&](size_t begin, size_t end) {
+    for (size_t s = begin; s < end; ++s) {
+      try {
+        per_shard[s] = read_safetensors_header(paths[s]);
+      } catch (const std::exception& e) {
+        errors[s] = e.what();
+      }
+    }
+  });
+  size_t n_tensors = 0;
+  for (size_t s = 0; s < n_shards; ++s) {
+    if (!errors[s].empty()) fail(errors[s]);
+    n_tensors += per_shard[s].size();
+  }
+  impl->tensors.reserve(n_tensors);
+  for (size_t s = 0; s < n_shards; ++s) {
+    impl->shards.push_back(Shard{paths[s], fs::file_size(paths[s]), per_shard[s].size()});
     auto mapping = std::make_unique<Impl::Mapping>();
     mapping->size_bytes = impl->shards.back().size_bytes;
     impl->mappings.push_back(std::move(mapping));
-    for (TensorInfo& t : infos) impl->tensors.push_back(std::move(t));
+    for (TensorInfo& t : per_shard[s]) impl->tensors.push_back(std::move(t));
+    std::vector<TensorInfo>().swap(per_shard[s]);
   }
 
-  auto& by_name = impl->by_name;
-  by_name.reserve(impl->tensors.size());
-  for (uint32_t i = 0; i < impl->tensors.size(); ++i) {
-    const TensorInfo& t = impl->tensors[i];
-    auto [it, inserted] = by_name.try_emplace(t.name, i);
-    if (!inserted) {
-      fail("checkpoint ", dir, ": tensor ", t.name, " is in both ", impl->tensors[it->second].file,
-           " and ", t.file);
-    }
+  const std::vector<TensorInfo>& tensors = impl->tensors;
+  const int64_t dup = impl->by_name.build(
+      tensors.size(), [&](size_t i) -> std::string_view { return tensors[i].name; });
+  if (dup >= 0) {
+    const TensorInfo& t = tensors[static_cast<size_t>(dup)];
+    fail("checkpoint ", dir, ": tensor ", t.name, " is in both ",
+         tensors[static_cast<size_t>(impl->find(t.name))].file, " and ", t.file);
   }
   if (indexed) {
-    // Every tensor of every shard is listed for that shard; equal counts then make it a bijection.
-    for (size_t s = 0, i = 0; s < impl->shards.size(); ++s) {
-      for (size_t k = 0; k < impl->shards[s].n_tensors; ++k, ++i) {
-        const TensorInfo& t = impl->tensors[i];
-        auto it = index.weight_map.find(t.name);
-        if (it == index.weight_map.end()) {
-          fail("checkpoint ", dir, ": shard ", index.shards[s], " holds tensor ", t.name,
-               ", which ", kIndexFileName, " does not list");
-        }
-        if (it->second != s) {
-          fail("checkpoint ", dir, ": ", kIndexFileName, " puts tensor ", t.name, " in ",
-               index.shards[it->second], " but it is in ", index.shards[s]);
-        }
-      }
+    // Each index entry names a tensor of the shard it gives, once; then every tensor is listed.
+    std::vector<uint32_t> shard_of(tensors.size());
+    for (uint32_t s = 0, i = 0; s < impl->shards.size(); ++s) {
+      for (size_t k = 0; k < impl->shards[s].n_tensors; ++k) shard_of[i++] = s;
     }
-    if (index.weight_map.size() != impl->tensors.size()) {
-      for (const auto& [name, shard] : index.weight_map) {
-        if (!by_name.count(name)) {
-          fail("checkpoint ", dir, ": ", kIndexFileName, " lists tensor ", name, " in shard ",
-               index.shards[shard], ", which does not hold it");
-        }
+    std::vector<bool> listed(tensors.size(), false);
+    for (const ShardIndex::Entry& e : index.entries) {
+      const int64_t i = impl->find(e.name);
+      if (i < 0) {
+        fail("checkpoint ", dir, ": ", kIndexFileName, " lists tensor ", e.name, " in shard ",
+             index.shards[e.shard], ", which does not hold it");
+      }
+      const size_t t = static_cast<size_t>(i);
+      if (shard_of[t] != e.shard) {
+        fail("checkpoint ", dir, ": ", kIndexFileName, " puts tensor ", e.name, " in ",
+             index.shards[e.shard], " but it is in ", index.shards[shard_of[t]]);
+      }
+      if (listed[t])
+        fail("checkpoint ", dir, ": ", kIndexFileName, " lists tensor ", e.name, " twice");
+      listed[t] = true;
+    }
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      if (!listed[t]) {
+        fail("checkpoint ", dir, ": shard ", index.shards[shard_of[t]], " holds tensor ",
+             tensors[t].name, ", which ", kIndexFileName, " does not list");
       }
     }
   }

@@ -3,11 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "format/safetensors.h"
@@ -18,13 +18,21 @@ inline constexpr const char* kIndexFileName = "model.safetensors.index.json";
 inline constexpr const char* kSingleFileName = "model.safetensors";
 
 // model.safetensors.index.json: the standard HF index ({"metadata": {...}, "weight_map": {...}}).
+// K3's has 497,220 entries, so names are views into the index text, not copies.
 struct ShardIndex {
-  std::vector<std::string> shards;                       // distinct shard file names, sorted
-  std::unordered_map<std::string, uint32_t> weight_map;  // tensor name -> index into shards
+  struct Entry {
+    std::string_view name;  // into `text` (or `decoded` for names written with escapes)
+    uint32_t shard;         // index into `shards`
+  };
+  std::vector<std::string> shards;  // distinct shard file names, sorted
+  std::vector<Entry>
+      entries;  // weight_map in file order; a repeated name is kept (open() refuses it)
+  std::unique_ptr<const std::string> text;
+  std::deque<std::string> decoded;
 };
 // Throws base::Error naming the file for invalid JSON, a missing or non-object weight_map, a
-// non-string shard, a shard name that is not a plain file name, or a tensor listed twice.
-ShardIndex parse_shard_index(std::string_view json_text, const std::string& path_for_errors);
+// non-string shard, or a shard name that is not a plain file name in the model folder.
+ShardIndex parse_shard_index(std::string json_text, const std::string& path_for_errors);
 
 class Checkpoint {
  public:

@@ -78,28 +78,41 @@ void add_mla(const ModelConfig& c, int64_t l, Roster& r) {
   if (c.mla_use_output_gate) r.add(p + "g_proj.weight", {h * c.v_head_dim, d}, kBF16Only, l);
 }
 
-void add_experts(const ModelConfig& c, int64_t l, Roster& r) {
+// One routed expert's tensors in file order, with their shapes (the same for every expert).
+struct ExpertPart {
+  const std::string* suffix;
+  std::vector<int64_t> shape;
+  const std::vector<DType>* dtypes;
+};
+
+std::vector<ExpertPart> expert_parts(const ModelConfig& c) {
   const int64_t in = c.expert_in_size(), mid = c.moe_intermediate_size;
   const std::vector<std::string>& suffixes = expert_tensor_suffixes(c);
+  // w1 (gate) and w3 (up) are [mid, in], w2 (down) is [in, mid].
+  const int64_t rows[3] = {mid, in, mid}, cols[3] = {in, mid, in};
+  std::vector<ExpertPart> parts;
+  for (int w = 0; w < 3; ++w) {
+    if (c.experts_mxfp4) {
+      // packed: 2 codes per byte; scale: one E8M0 byte per 32 inputs.
+      parts.push_back({&suffixes[2 * w], {rows[w], cols[w] / 2}, &kU8});
+      parts.push_back({&suffixes[2 * w + 1], {rows[w], cols[w] / 32}, &kU8});
+    } else {
+      parts.push_back({&suffixes[w], {rows[w], cols[w]}, &kBF16Only});
+    }
+  }
+  return parts;
+}
+
+void add_experts(const ModelConfig& c, int64_t l, Roster& r) {
+  const std::vector<ExpertPart> parts = expert_parts(c);
   for (int64_t e = 0; e < c.num_experts; ++e) {
     const std::string p = expert_prefix(c, l, e);
-    if (c.experts_mxfp4) {
-      // w1 (gate) and w3 (up) are [mid, in], w2 (down) is [in, mid]; packed: 2 codes per byte,
-      // scale: one E8M0 byte per 32 inputs.
-      const int64_t rows[3] = {mid, in, mid}, cols[3] = {in, mid, in};
-      for (int w = 0; w < 3; ++w) {
-        r.add_expert(p + suffixes[2 * w], {rows[w], cols[w] / 2}, kU8, l, e);
-        r.add_expert(p + suffixes[2 * w + 1], {rows[w], cols[w] / 32}, kU8, l, e);
-      }
-    } else {
-      r.add_expert(p + suffixes[0], {mid, in}, kBF16Only, l, e);
-      r.add_expert(p + suffixes[1], {in, mid}, kBF16Only, l, e);
-      r.add_expert(p + suffixes[2], {mid, in}, kBF16Only, l, e);
-    }
+    for (const ExpertPart& part : parts)
+      r.add_expert(p + *part.suffix, part.shape, *part.dtypes, l, e);
   }
 }
 
-void add_mlp(const ModelConfig& c, int64_t l, Roster& r) {
+void add_mlp(const ModelConfig& c, int64_t l, Roster& r, bool with_experts) {
   const int64_t d = c.hidden_size;
   if (!c.is_moe_layer(l)) {
     const std::string p = layer_prefix(c, l) + "mlp.";
@@ -124,7 +137,7 @@ void add_mlp(const ModelConfig& c, int64_t l, Roster& r) {
     r.add(p + "routed_expert_up_proj.weight", {d, latent}, kBF16Only, l);
     if (c.latent_moe_use_norm) r.add(p + "routed_expert_norm.weight", {latent}, kSmall, l);
   }
-  add_experts(c, l, r);
+  if (with_experts) add_experts(c, l, r);
 }
 
 std::string dtypes_to_string(const std::vector<DType>& dtypes) {
@@ -136,132 +149,7 @@ std::string dtypes_to_string(const std::vector<DType>& dtypes) {
   return s;
 }
 
-// Finds one expected tensor and checks shape and dtype; returns it when it is usable as expected.
-const TensorInfo* check_one(const Checkpoint& ckpt, const ExpectedTensor& e,
-                            std::vector<InventoryProblem>& problems, const TensorInfo** found) {
-  const TensorInfo* t = ckpt.find(e.name);
-  *found = t;
-  if (!t) {
-    problems.push_back(
-        {base::str_cat("checkpoint ", ckpt.dir(), ": missing tensor ", e.name, " (expected ",
-                       dtypes_to_string(e.dtypes), " ", shape_to_string(e.shape), ")")});
-    return nullptr;
-  }
-  bool ok = true;
-  if (!shape_matches(e, t->shape)) {
-    problems.push_back(
-        {base::str_cat("file ", t->file, ": tensor ", e.name, " has shape ",
-                       shape_to_string(t->shape), ", expected ", shape_to_string(e.shape),
-                       e.shape_rule == ShapeRule::kPerHeadVector ? " (or a longer vector)" : "")});
-    ok = false;
-  }
-  bool dtype_ok = false;
-  for (DType d : e.dtypes) dtype_ok |= d == t->dtype;
-  if (!dtype_ok) {
-    problems.push_back(
-        {base::str_cat("file ", t->file, ": tensor ", e.name, " has dtype ", dtype_name(t->dtype),
-                       ", expected ", dtypes_to_string(e.dtypes))});
-    ok = false;
-  }
-  return ok ? t : nullptr;
-}
-
-// Checks one routed expert whose expected tensors are expected[0..n); records its span when whole.
-void check_expert(const Checkpoint& ckpt, const ModelConfig& c, const ExpectedTensor* expected,
-                  size_t n, InventoryReport& report, std::vector<bool>& used) {
-  std::vector<const TensorInfo*> parts(n);
-  bool whole = true;
-  for (size_t k = 0; k < n; ++k) {
-    const TensorInfo* found = nullptr;
-    parts[k] = check_one(ckpt, expected[k], report.problems, &found);
-    if (found) used[static_cast<size_t>(found - ckpt.tensors().data())] = true;
-    whole &= parts[k] != nullptr;
-  }
-  if (!whole) return;
-  const int64_t layer = expected[0].layer, expert = expected[0].expert;
-  for (size_t k = 1; k < n; ++k) {
-    const TensorInfo& prev = *parts[k - 1];
-    const TensorInfo& t = *parts[k];
-    if (t.file != prev.file) {
-      report.problems.push_back({base::str_cat(
-          "layer ", layer, " expert ", expert, ": tensor ", t.name, " is in ", t.file, " but ",
-          prev.name, " is in ", prev.file, "; one expert's tensors must share one file")});
-      return;
-    }
-    if (t.offset != prev.offset + prev.nbytes) {
-      std::string order;
-      for (const std::string& s : expert_tensor_suffixes(c))
-        order += (order.empty() ? "" : ", ") + s;
-      report.problems.push_back({base::str_cat(
-          "file ", t.file, ": layer ", layer, " expert ", expert, ": tensor ", t.name,
-          " starts at byte ", t.offset, ", expected ", prev.offset + prev.nbytes, " (right after ",
-          prev.name, "); an expert's tensors must be back to back in the order ", order)});
-      return;
-    }
-  }
-  const uint64_t nbytes = parts[n - 1]->offset + parts[n - 1]->nbytes - parts[0]->offset;
-  report.experts.push_back(ExpertSpan{layer, expert, parts[0]->file, parts[0]->offset, nbytes});
-  report.experts_by_layer[static_cast<size_t>(layer)]++;
-  report.expert_bytes += nbytes;
-}
-
-InventoryReport scan(const Checkpoint& ckpt, const ModelConfig& c, bool experts_only) {
-  InventoryReport report;
-  report.spine_bytes_by_layer.assign(static_cast<size_t>(c.num_hidden_layers), 0);
-  report.experts_by_layer.assign(static_cast<size_t>(c.num_hidden_layers), 0);
-  std::vector<bool> used(ckpt.tensors().size(), false);
-  const std::vector<ExpectedTensor> expected = expected_tensors(c);
-  const size_t n_parts = expert_tensor_suffixes(c).size();
-  for (size_t i = 0; i < expected.size();) {
-    const ExpectedTensor& e = expected[i];
-    if (e.role == TensorRole::kRoutedExpert) {
-      check_expert(ckpt, c, &e, n_parts, report, used);
-      i += n_parts;
-      continue;
-    }
-    ++i;
-    if (experts_only) continue;
-    const TensorInfo* found = nullptr;
-    check_one(ckpt, e, report.problems, &found);
-    if (!found) continue;
-    used[static_cast<size_t>(found - ckpt.tensors().data())] = true;
-    (e.layer < 0 ? report.global_spine_bytes
-                 : report.spine_bytes_by_layer[static_cast<size_t>(e.layer)]) += found->nbytes;
-  }
-  if (!experts_only) {
-    for (size_t i = 0; i < used.size(); ++i) {
-      if (used[i]) continue;
-      report.unused.push_back(&ckpt.tensors()[i]);
-      report.unused_bytes += ckpt.tensors()[i].nbytes;
-    }
-  }
-  return report;
-}
-
-}  // namespace
-
-std::string expert_prefix(const ModelConfig& c, int64_t layer, int64_t expert) {
-  return layer_prefix(c, layer) + "block_sparse_moe.experts." + std::to_string(expert) + ".";
-}
-
-const std::vector<std::string>& expert_tensor_suffixes(const ModelConfig& c) {
-  static const std::vector<std::string> kMxfp4 = {"w1.weight_packed", "w1.weight_scale",
-                                                  "w2.weight_packed", "w2.weight_scale",
-                                                  "w3.weight_packed", "w3.weight_scale"};
-  static const std::vector<std::string> kBf16 = {"w1.weight", "w2.weight", "w3.weight"};
-  return c.experts_mxfp4 ? kMxfp4 : kBf16;
-}
-
-uint64_t expert_span_bytes(const ModelConfig& c) {
-  const uint64_t in = static_cast<uint64_t>(c.expert_in_size());
-  const uint64_t mid = static_cast<uint64_t>(c.moe_intermediate_size);
-  if (!c.experts_mxfp4) return 3 * in * mid * 2;
-  return 3 * (in * mid / 2 + in * mid / 32);  // each matrix: packed codes + scales
-}
-
-std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
-  std::vector<ExpectedTensor> out;
-  Roster r(out);
+void add_spine(const ModelConfig& c, Roster& r, bool with_experts) {
   const int64_t d = c.hidden_size;
   const std::string p = c.tensor_prefix;
   r.add(p + "model.embed_tokens.weight", {c.vocab_size, d}, kBF16Only, -1);
@@ -287,29 +175,195 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
     } else {
       add_mla(c, l, r);
     }
-    add_mlp(c, l, r);
+    add_mlp(c, l, r, with_experts);
   }
+}
+
+bool shape_ok(const std::vector<int64_t>& want, ShapeRule rule, const std::vector<int64_t>& got) {
+  if (rule == ShapeRule::kExact) return got == want;
+  int64_t numel = 1, n_wide = 0;
+  for (int64_t dim : got) {
+    numel *= dim;
+    n_wide += dim != 1;
+  }
+  return n_wide <= 1 && numel >= want[0];
+}
+
+// Finds one expected tensor and checks shape and dtype. Returns it when usable as expected; `found`
+// is set whenever a tensor of that name exists.
+const TensorInfo* check_one(const Checkpoint& ckpt, std::string_view name,
+                            const std::vector<int64_t>& shape, const std::vector<DType>& dtypes,
+                            ShapeRule rule, std::vector<InventoryProblem>& problems,
+                            const TensorInfo** found) {
+  const TensorInfo* t = ckpt.find(name);
+  *found = t;
+  if (!t) {
+    problems.push_back(
+        {base::str_cat("checkpoint ", ckpt.dir(), ": missing tensor ", name, " (expected ",
+                       dtypes_to_string(dtypes), " ", shape_to_string(shape), ")")});
+    return nullptr;
+  }
+  bool ok = true;
+  if (!shape_ok(shape, rule, t->shape)) {
+    problems.push_back(
+        {base::str_cat("file ", t->file, ": tensor ", name, " has shape ",
+                       shape_to_string(t->shape), ", expected ", shape_to_string(shape),
+                       rule == ShapeRule::kPerHeadVector ? " (or a longer vector)" : "")});
+    ok = false;
+  }
+  bool dtype_ok = false;
+  for (DType d : dtypes) dtype_ok |= d == t->dtype;
+  if (!dtype_ok) {
+    problems.push_back(
+        {base::str_cat("file ", t->file, ": tensor ", name, " has dtype ", dtype_name(t->dtype),
+                       ", expected ", dtypes_to_string(dtypes))});
+    ok = false;
+  }
+  return ok ? t : nullptr;
+}
+
+class Scanner {
+ public:
+  Scanner(const Checkpoint& ckpt, const ModelConfig& c, InventoryReport& report)
+      : ckpt_(ckpt), c_(c), report_(report), used_(ckpt.tensors().size(), false) {
+    report_.spine_bytes_by_layer.assign(static_cast<size_t>(c.num_hidden_layers), 0);
+    report_.experts_by_layer.assign(static_cast<size_t>(c.num_hidden_layers), 0);
+  }
+
+  void spine() {
+    std::vector<ExpectedTensor> roster;
+    Roster r(roster);
+    add_spine(c_, r, /*with_experts=*/false);
+    for (const ExpectedTensor& e : roster) {
+      const TensorInfo* found = nullptr;
+      check_one(ckpt_, e.name, e.shape, e.dtypes, e.shape_rule, report_.problems, &found);
+      if (!found) continue;
+      mark_used(found);
+      (e.layer < 0 ? report_.global_spine_bytes
+                   : report_.spine_bytes_by_layer[static_cast<size_t>(e.layer)]) += found->nbytes;
+    }
+  }
+
+  // Every routed expert, names built in one buffer: K3 has 494,592 of these tensors.
+  void experts() {
+    const std::vector<ExpertPart> parts = expert_parts(c_);
+    std::vector<const TensorInfo*> found(parts.size());
+    std::string name;
+    for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
+      if (!c_.is_moe_layer(l)) continue;
+      for (int64_t e = 0; e < c_.num_experts; ++e) {
+        name = expert_prefix(c_, l, e);
+        const size_t prefix_len = name.size();
+        bool whole = true;
+        for (size_t k = 0; k < parts.size(); ++k) {
+          name.resize(prefix_len);
+          name += *parts[k].suffix;
+          const TensorInfo* any = nullptr;
+          found[k] = check_one(ckpt_, name, parts[k].shape, *parts[k].dtypes, ShapeRule::kExact,
+                               report_.problems, &any);
+          if (any) mark_used(any);
+          whole &= found[k] != nullptr;
+        }
+        if (whole) check_contiguous(l, e, found);
+      }
+    }
+  }
+
+  void unused() {
+    for (size_t i = 0; i < used_.size(); ++i) {
+      if (used_[i]) continue;
+      report_.unused.push_back(&ckpt_.tensors()[i]);
+      report_.unused_bytes += ckpt_.tensors()[i].nbytes;
+    }
+  }
+
+ private:
+  void mark_used(const TensorInfo* t) {
+    used_[static_cast<size_t>(t - ckpt_.tensors().data())] = true;
+  }
+
+  void check_contiguous(int64_t layer, int64_t expert,
+                        const std::vector<const TensorInfo*>& parts) {
+    for (size_t k = 1; k < parts.size(); ++k) {
+      const TensorInfo& prev = *parts[k - 1];
+      const TensorInfo& t = *parts[k];
+      if (t.file != prev.file) {
+        report_.problems.push_back({base::str_cat(
+            "layer ", layer, " expert ", expert, ": tensor ", t.name, " is in ", t.file, " but ",
+            prev.name, " is in ", prev.file, "; one expert's tensors must share one file")});
+        return;
+      }
+      if (t.offset != prev.offset + prev.nbytes) {
+        std::string order;
+        for (const std::string& s : expert_tensor_suffixes(c_))
+          order += (order.empty() ? "" : ", ") + s;
+        report_.problems.push_back(
+            {base::str_cat("file ", t.file, ": layer ", layer, " expert ", expert, ": tensor ",
+                           t.name, " starts at byte ", t.offset, ", expected ",
+                           prev.offset + prev.nbytes, " (right after ", prev.name,
+                           "); an expert's tensors must be back to back in the order ", order)});
+        return;
+      }
+    }
+    const uint64_t nbytes = parts.back()->offset + parts.back()->nbytes - parts.front()->offset;
+    report_.experts.push_back(
+        ExpertSpan{layer, expert, parts.front()->file, parts.front()->offset, nbytes});
+    report_.experts_by_layer[static_cast<size_t>(layer)]++;
+    report_.expert_bytes += nbytes;
+  }
+
+  const Checkpoint& ckpt_;
+  const ModelConfig& c_;
+  InventoryReport& report_;
+  std::vector<bool> used_;
+};
+
+}  // namespace
+
+std::string expert_prefix(const ModelConfig& c, int64_t layer, int64_t expert) {
+  return layer_prefix(c, layer) + "block_sparse_moe.experts." + std::to_string(expert) + ".";
+}
+
+const std::vector<std::string>& expert_tensor_suffixes(const ModelConfig& c) {
+  static const std::vector<std::string> kMxfp4 = {"w1.weight_packed", "w1.weight_scale",
+                                                  "w2.weight_packed", "w2.weight_scale",
+                                                  "w3.weight_packed", "w3.weight_scale"};
+  static const std::vector<std::string> kBf16 = {"w1.weight", "w2.weight", "w3.weight"};
+  return c.experts_mxfp4 ? kMxfp4 : kBf16;
+}
+
+uint64_t expert_span_bytes(const ModelConfig& c) {
+  const uint64_t in = static_cast<uint64_t>(c.expert_in_size());
+  const uint64_t mid = static_cast<uint64_t>(c.moe_intermediate_size);
+  if (!c.experts_mxfp4) return 3 * in * mid * 2;
+  return 3 * (in * mid / 2 + in * mid / 32);  // each matrix: packed codes + scales
+}
+
+std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
+  std::vector<ExpectedTensor> out;
+  Roster r(out);
+  add_spine(c, r, /*with_experts=*/true);
   return out;
 }
 
 bool shape_matches(const ExpectedTensor& e, const std::vector<int64_t>& shape) {
-  if (e.shape_rule == ShapeRule::kExact) return shape == e.shape;
-  int64_t numel = 1, n_wide = 0;
-  for (int64_t dim : shape) {
-    numel *= dim;
-    n_wide += dim != 1;
-  }
-  return n_wide <= 1 && numel >= e.shape[0];
+  return shape_ok(e.shape, e.shape_rule, shape);
 }
 
 std::vector<ExpertSpan> locate_experts(const Checkpoint& checkpoint, const ModelConfig& config) {
-  InventoryReport report = scan(checkpoint, config, /*experts_only=*/true);
+  InventoryReport report;
+  Scanner(checkpoint, config, report).experts();
   if (!report.problems.empty()) base::fail(report.problems.front().message);
   return std::move(report.experts);
 }
 
 InventoryReport inspect_inventory(const Checkpoint& checkpoint, const ModelConfig& config) {
-  return scan(checkpoint, config, /*experts_only=*/false);
+  InventoryReport report;
+  Scanner scanner(checkpoint, config, report);
+  scanner.spine();
+  scanner.experts();
+  scanner.unused();
+  return report;
 }
 
 std::vector<InventoryProblem> check_inventory(const Checkpoint& checkpoint,

@@ -13,7 +13,8 @@
 #include <numeric>
 
 #include "base/error.h"
-#include "format/json_sax.h"
+#include "format/json_reader.h"
+#include "format/name_table.h"
 
 namespace deltafin::format {
 
@@ -36,227 +37,146 @@ std::string shape_to_string(const std::vector<int64_t>& shape) {
 
 namespace {
 
-using detail::Json;
+using detail::JsonReader;
 
 struct RawEntry {
   std::string name;
   DType dtype = DType::kU8;
   std::vector<int64_t> shape;
-  std::vector<uint64_t> offsets;  // [begin, end] relative to the data section
+  uint64_t begin = 0, end = 0;  // relative to the data section
 };
 
-// Streams the header JSON into RawEntry records, refusing anything that is not the documented
-// shape. Relies on the JSON grammar: inside an object, every event after a key is that key's value.
-class HeaderSax {
+// Reads the header JSON into RawEntry records, refusing anything that is not the documented shape.
+class HeaderReader {
  public:
-  explicit HeaderSax(const std::string& path) : path_(path) {}
-  std::vector<RawEntry>& entries() { return entries_; }
+  HeaderReader(std::string_view json, const std::string& path)
+      : reader_(json, "file " + path + ": safetensors header"), path_(path) {}
 
-  bool null() { return scalar("null"); }
-  bool boolean(bool) { return scalar("a boolean"); }
-  bool number_integer(Json::number_integer_t v) {
-    if (skipping(0)) return true;
-    if (state_ == State::kShape || state_ == State::kOffsets) {
-      fail_entry(field_name(), " holds the negative number ", v);
+  std::vector<RawEntry> read() {
+    if (reader_.peek() != JsonReader::Type::kObject) {
+      fail("file ", path_, ": safetensors header is ", JsonReader::type_name(reader_.peek()),
+           ", expected a JSON object");
     }
-    return scalar("a number");
-  }
-  bool number_unsigned(Json::number_unsigned_t v) {
-    if (skipping(0)) return true;
-    if (state_ == State::kShape) {
-      if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        fail_entry("shape dimension ", v, " is too large");
-      }
-      entry_.shape.push_back(static_cast<int64_t>(v));
-      return true;
-    }
-    if (state_ == State::kOffsets) {
-      if (entry_.offsets.size() == 2) fail_entry("data_offsets must hold exactly 2 numbers");
-      entry_.offsets.push_back(v);
-      return true;
-    }
-    return scalar("a number");
-  }
-  bool number_float(Json::number_float_t, const std::string& text) {
-    if (skipping(0)) return true;
-    if (state_ == State::kShape || state_ == State::kOffsets) {
-      fail_entry(field_name(), " holds ", text, ", not a non-negative integer below 2^64");
-    }
-    return scalar("a number");
-  }
-  bool string(std::string& s) {
-    if (skipping(0)) return true;
-    if (state_ == State::kMetadata) return true;
-    if (state_ == State::kEntry && field_ == Field::kDtype) {
-      auto dtype = dtype_from_name(s);
-      if (!dtype) {
-        fail_entry("dtype \"", s,
-                   "\" is not supported (expected BF16, F16, F32, F64, I8, U8, I32 or I64)");
-      }
-      entry_.dtype = *dtype;
-      return true;
-    }
-    return scalar("a string");
-  }
-  bool binary(Json::binary_t&) { return scalar("binary data"); }
-
-  bool start_object(std::size_t) {
-    if (skipping(+1)) return true;
-    switch (state_) {
-      case State::kStart:
-        state_ = State::kTable;
-        return true;
-      case State::kTable:
-        if (in_metadata_key_) {
-          state_ = State::kMetadata;
-        } else {
-          state_ = State::kEntry;
-          field_ = Field::kNone;
-        }
-        return true;
-      default:
-        return scalar("an object");
-    }
-  }
-  bool end_object() {
-    if (skipping(-1)) return true;
-    switch (state_) {
-      case State::kTable:
-        state_ = State::kDone;
-        return true;
-      case State::kMetadata:
-        state_ = State::kTable;
-        return true;
-      case State::kEntry:
-        finish_entry();
-        state_ = State::kTable;
-        return true;
-      default:
-        DF_ASSERT(false && "JSON grammar: end_object outside an object");
-        return false;
-    }
-  }
-  bool start_array(std::size_t) {
-    if (skipping(+1)) return true;
-    if (state_ == State::kEntry && field_ == Field::kShape) {
-      state_ = State::kShape;
-      return true;
-    }
-    if (state_ == State::kEntry && field_ == Field::kOffsets) {
-      state_ = State::kOffsets;
-      return true;
-    }
-    return scalar("an array");
-  }
-  bool end_array() {
-    if (skipping(-1)) return true;
-    if (state_ == State::kOffsets && entry_.offsets.size() != 2) {
-      fail_entry("data_offsets must hold exactly 2 numbers, got ", entry_.offsets.size());
-    }
-    DF_ASSERT(state_ == State::kShape || state_ == State::kOffsets);
-    state_ = State::kEntry;
-    return true;
-  }
-  bool key(std::string& k) {
-    if (skip_.active()) return true;  // keys do not change the depth of a skipped value
-    if (state_ == State::kTable) {
-      in_metadata_key_ = k == "__metadata__";
-      if (!in_metadata_key_) {
-        entry_ = RawEntry{};
-        entry_.name = std::move(k);
-        seen_ = 0;
-      }
-      return true;
-    }
-    if (state_ == State::kEntry) {
-      if (k == "dtype") {
-        field_ = Field::kDtype;
-      } else if (k == "shape") {
-        field_ = Field::kShape;
-      } else if (k == "data_offsets") {
-        field_ = Field::kOffsets;
+    reader_.begin_object();
+    std::string_view key;
+    while (reader_.next_key(&key)) {
+      if (key == "__metadata__") {
+        read_metadata();
       } else {
-        field_ = Field::kNone;
-        skip_.begin();  // fields the format may add later are ignored, as the reference does
-        return true;
+        entries_.emplace_back();
+        entries_.back().name = key;
+        read_entry(entries_.back());
       }
-      const unsigned bit = 1u << static_cast<unsigned>(field_);
-      if (seen_ & bit) fail_entry("field \"", k, "\" appears twice");
-      seen_ |= bit;
-      return true;
     }
-    return true;  // keys of __metadata__
-  }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
-    detail::fail_json(base::str_cat("file ", path_, ": safetensors header"), e);
+    reader_.expect_end();
+    return std::move(entries_);
   }
 
  private:
-  enum class State { kStart, kTable, kMetadata, kEntry, kShape, kOffsets, kDone };
-  enum class Field : unsigned { kNone = 0, kDtype = 1, kShape = 2, kOffsets = 3 };
-
-  // Feeds the event to the skipper when an ignored value is being consumed.
-  bool skipping(int depth_change) {
-    if (!skip_.active()) return false;
-    skip_.consume(depth_change);
-    return true;
-  }
-
-  const char* field_name() const {
-    return state_ == State::kShape ? "shape" : state_ == State::kOffsets ? "data_offsets" : "value";
-  }
-
   template <typename... Args>
-  [[noreturn]] void fail_entry(Args&&... args) {
-    fail("file ", path_, ": tensor ", entry_.name, ": ", std::forward<Args>(args)...);
+  [[noreturn]] void fail_entry(const RawEntry& e, Args&&... args) {
+    fail("file ", path_, ": tensor ", e.name, ": ", std::forward<Args>(args)...);
   }
 
-  // A scalar or container where the format has no place for it.
-  bool scalar(const char* kind) {
-    if (skipping(0)) return true;
-    switch (state_) {
-      case State::kStart:
-        fail("file ", path_, ": safetensors header is ", kind, ", expected a JSON object");
-      case State::kTable:
-        if (in_metadata_key_) {
-          if (std::strcmp(kind, "null") == 0) return true;  // "__metadata__": null is allowed
-          fail("file ", path_, ": __metadata__ is ", kind, ", expected an object of strings");
+  // "__metadata__": null, or an object of strings (the reference reads it as map<string, string>).
+  void read_metadata() {
+    const JsonReader::Type type = reader_.peek();
+    if (type == JsonReader::Type::kNull) return reader_.read_null();
+    if (type != JsonReader::Type::kObject) {
+      fail("file ", path_, ": __metadata__ is ", JsonReader::type_name(type),
+           ", expected an object of strings");
+    }
+    reader_.begin_object();
+    std::string_view key;
+    while (reader_.next_key(&key)) {
+      if (reader_.peek() != JsonReader::Type::kString) {
+        fail("file ", path_, ": __metadata__ holds ", JsonReader::type_name(reader_.peek()),
+             ", expected only string values");
+      }
+      reader_.read_string();
+    }
+  }
+
+  void read_entry(RawEntry& e) {
+    if (reader_.peek() != JsonReader::Type::kObject) {
+      fail_entry(e, "entry is ", JsonReader::type_name(reader_.peek()),
+                 ", expected an object with dtype, shape and data_offsets");
+    }
+    reader_.begin_object();
+    bool seen[3] = {false, false, false};
+    static constexpr const char* kFields[3] = {"dtype", "shape", "data_offsets"};
+    std::string_view field;
+    while (reader_.next_key(&field)) {
+      int f = 0;
+      while (f < 3 && field != kFields[f]) ++f;
+      if (f == 3) {
+        reader_.skip_value();  // fields the format may add later are ignored, as the reference does
+        continue;
+      }
+      if (seen[f]) fail_entry(e, "field \"", kFields[f], "\" appears twice");
+      seen[f] = true;
+      if (f == 0) {
+        read_dtype(e);
+      } else if (f == 1) {
+        read_uints(e, "shape", numbers_);
+        e.shape.reserve(numbers_.size());
+        for (uint64_t d : numbers_) {
+          if (d > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+            fail_entry(e, "shape dimension ", d, " is too large");
+          }
+          e.shape.push_back(static_cast<int64_t>(d));
         }
-        fail_entry("entry is ", kind, ", expected an object with dtype, shape and data_offsets");
-      case State::kMetadata:
-        fail("file ", path_, ": __metadata__ holds ", kind, ", expected only string values");
-      case State::kEntry:
-        fail_entry(field_ == Field::kDtype   ? "dtype"
-                   : field_ == Field::kShape ? "shape"
-                                             : "data_offsets",
-                   " is ", kind,
-                   field_ == Field::kDtype ? ", expected a string" : ", expected an array");
-      case State::kShape:
-      case State::kOffsets:
-        fail_entry(field_name(), " holds ", kind, ", expected non-negative integers");
-      case State::kDone:
-        break;
+      } else {
+        read_uints(e, "data_offsets", numbers_);
+        if (numbers_.size() != 2) {
+          fail_entry(e, "data_offsets must hold exactly 2 numbers, got ", numbers_.size());
+        }
+        e.begin = numbers_[0];
+        e.end = numbers_[1];
+      }
     }
-    DF_ASSERT(false && "JSON grammar: value after the end of the document");
-    return false;
+    for (int f = 0; f < 3; ++f) {
+      if (!seen[f]) fail_entry(e, "field \"", kFields[f], "\" is missing");
+    }
   }
 
-  void finish_entry() {
-    static constexpr const char* kNames[] = {"", "dtype", "shape", "data_offsets"};
-    for (unsigned f = 1; f <= 3; ++f) {
-      if (!(seen_ & (1u << f))) fail_entry("field \"", kNames[f], "\" is missing");
+  void read_dtype(RawEntry& e) {
+    if (reader_.peek() != JsonReader::Type::kString) {
+      fail_entry(e, "dtype is ", JsonReader::type_name(reader_.peek()), ", expected a string");
     }
-    entries_.push_back(std::move(entry_));
+    const std::string_view name = reader_.read_string();
+    const auto dtype = dtype_from_name(name);
+    if (!dtype) {
+      fail_entry(e, "dtype \"", name,
+                 "\" is not supported (expected BF16, F16, F32, F64, I8, U8, I32 or I64)");
+    }
+    e.dtype = *dtype;
   }
 
+  void read_uints(const RawEntry& e, const char* what, std::vector<uint64_t>& out) {
+    if (reader_.peek() != JsonReader::Type::kArray) {
+      fail_entry(e, what, " is ", JsonReader::type_name(reader_.peek()), ", expected an array");
+    }
+    out.clear();
+    reader_.begin_array();
+    while (reader_.next_element()) {
+      if (reader_.peek() != JsonReader::Type::kNumber) {
+        fail_entry(e, what, " holds ", JsonReader::type_name(reader_.peek()),
+                   ", expected non-negative integers");
+      }
+      const std::string_view token = reader_.read_number();
+      uint64_t v = 0;
+      if (!detail::json_number_to_u64(token, &v)) {
+        fail_entry(e, what, " holds ", token, ", not a non-negative integer below 2^64");
+      }
+      out.push_back(v);
+    }
+  }
+
+  JsonReader reader_;
   const std::string& path_;
-  State state_ = State::kStart;
-  Field field_ = Field::kNone;
-  bool in_metadata_key_ = false;
-  unsigned seen_ = 0;
-  RawEntry entry_;
-  detail::ValueSkipper skip_;
   std::vector<RawEntry> entries_;
+  std::vector<uint64_t> numbers_;  // scratch for shape and data_offsets
 };
 
 }  // namespace
@@ -298,24 +218,19 @@ std::vector<TensorInfo> parse_safetensors_header(std::string_view file_prefix, u
   const std::string_view json = file_prefix.substr(8, header_bytes);
   const uint64_t data_bytes = file_size - 8 - header_bytes;
 
-  HeaderSax sax(path);
-  nlohmann::json::sax_parse(json.begin(), json.end(), &sax);
-  std::vector<RawEntry>& raw = sax.entries();
+  std::vector<RawEntry> raw = HeaderReader(json, path).read();
 
   // Names are unique: the reference parser keeps the last of two equal keys, so a duplicate means
   // two writers disagreed and nobody knows which range is meant.
-  std::vector<uint32_t> by_name(raw.size());
-  std::iota(by_name.begin(), by_name.end(), 0u);
-  std::sort(by_name.begin(), by_name.end(),
-            [&](uint32_t a, uint32_t b) { return raw[a].name < raw[b].name; });
-  for (size_t i = 1; i < by_name.size(); ++i) {
-    if (raw[by_name[i]].name == raw[by_name[i - 1]].name) {
-      fail("file ", path, ": tensor ", raw[by_name[i]].name, " appears twice in the header");
-    }
-  }
+  detail::NameTable names;
+  const int64_t dup =
+      names.build(raw.size(), [&](size_t i) -> std::string_view { return raw[i].name; });
+  if (dup >= 0)
+    fail("file ", path, ": tensor ", raw[static_cast<size_t>(dup)].name,
+         " appears twice in the header");
 
   for (const RawEntry& e : raw) {
-    const uint64_t begin = e.offsets[0], end = e.offsets[1];
+    const uint64_t begin = e.begin, end = e.end;
     if (begin > end) {
       fail("file ", path, ": tensor ", e.name, ": data_offsets [", begin, ", ", end,
            "] end before they begin");
@@ -344,23 +259,22 @@ std::vector<TensorInfo> parse_safetensors_header(std::string_view file_prefix, u
   std::vector<uint32_t> by_offset(raw.size());
   std::iota(by_offset.begin(), by_offset.end(), 0u);
   std::sort(by_offset.begin(), by_offset.end(), [&](uint32_t a, uint32_t b) {
-    return raw[a].offsets != raw[b].offsets ? raw[a].offsets < raw[b].offsets
-                                            : raw[a].name < raw[b].name;
+    if (raw[a].begin != raw[b].begin) return raw[a].begin < raw[b].begin;
+    return raw[a].end != raw[b].end ? raw[a].end < raw[b].end : raw[a].name < raw[b].name;
   });
   uint64_t covered = 0;
   const RawEntry* previous = nullptr;
   for (uint32_t i : by_offset) {
     const RawEntry& e = raw[i];
-    if (e.offsets[0] < covered) {
-      fail("file ", path, ": tensor ", e.name, ": data_offsets [", e.offsets[0], ", ", e.offsets[1],
-           "] overlap tensor ", previous->name, " [", previous->offsets[0], ", ",
-           previous->offsets[1], "]");
+    if (e.begin < covered) {
+      fail("file ", path, ": tensor ", e.name, ": data_offsets [", e.begin, ", ", e.end,
+           "] overlap tensor ", previous->name, " [", previous->begin, ", ", previous->end, "]");
     }
-    if (e.offsets[0] > covered) {
-      fail("file ", path, ": bytes [", covered, ", ", e.offsets[0],
+    if (e.begin > covered) {
+      fail("file ", path, ": bytes [", covered, ", ", e.begin,
            ") of the data section belong to no tensor (gap before tensor ", e.name, ")");
     }
-    covered = e.offsets[1];
+    covered = e.end;
     previous = &e;
   }
   if (covered != data_bytes) {
@@ -374,7 +288,7 @@ std::vector<TensorInfo> parse_safetensors_header(std::string_view file_prefix, u
   for (uint32_t i : by_offset) {
     RawEntry& e = raw[i];
     out.push_back(TensorInfo{std::move(e.name), e.dtype, std::move(e.shape), path,
-                             data_start + e.offsets[0], e.offsets[1] - e.offsets[0]});
+                             data_start + e.begin, e.end - e.begin});
   }
   return out;
 }
