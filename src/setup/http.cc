@@ -327,7 +327,9 @@ void HttpClient::perform_range(const std::string& target, uint64_t offset, uint6
   if (a.sink_error) std::rethrow_exception(a.sink_error);
   const std::string what = str_cat("GET ", url_for_messages(target), " bytes ", range, ": ");
   if (!a.error.empty()) throw HttpError(what + a.error, a.error_retryable, a.status);
-  if (a.status != 0 && (a.status < 200 || a.status >= 300)) {
+  // A redirect's status stays in `a.status` when the connection to its target fails, so only
+  // statuses >= 400 are the server's answer here; the rest is the transport's error.
+  if (a.status >= 400) {
     throw HttpError(
         what + status_message(a.status, a.headers, a.error_body, !options_.token.empty()),
         retryable_status(a.status), a.status, retry_after_ms(a.headers));
@@ -339,6 +341,8 @@ void HttpClient::perform_range(const std::string& target, uint64_t offset, uint6
     throw HttpError(str_cat(what, detail, " after ", a.delivered, " of ", length, " bytes"), retry,
                     a.status);
   }
+  if (a.status < 200 || a.status >= 300)
+    throw HttpError(str_cat(what, "unexpected HTTP ", a.status), false, a.status);
   if (!a.checked) a.check();  // an empty body still has to be the right answer
   if (!a.error.empty()) throw HttpError(what + a.error, a.error_retryable, a.status);
   if (a.delivered != length) {
@@ -376,6 +380,8 @@ void HttpClient::get_range(const std::string& url, uint64_t offset, uint64_t len
       return;
     } catch (const HttpError& e) {
       if (via_cache) {  // the signed target may have expired: go back to the origin once, at once
+        base::log_warn(e.what(), "; retrying through ", url_for_messages(url));
+        if (stats_) stats_->retries++;
         redirects_->drop(url);
         target = url;
         via_cache = false;

@@ -149,11 +149,16 @@ std::vector<RemoteShard> fetch_remote_shards(const SetupOptions& o, const Remote
                     nlohmann::json{{"commit", remote.revision}, {"files", files}}.dump() + "\n");
 
   // The index and the headers must agree, as format::Checkpoint will require of the result.
+  std::unordered_map<std::string_view, uint32_t> weight_map;
+  for (const format::ShardIndex::Entry& e : index.entries) {
+    if (!weight_map.emplace(e.name, e.shard).second)
+      fail("model.safetensors.index.json lists ", e.name, " twice");
+  }
   size_t n_tensors = 0;
   for (size_t i = 0; i < shards.size(); ++i) {
     for (const format::TensorInfo& t : shards[i].tensors) {
-      auto it = index.weight_map.find(t.name);
-      if (it == index.weight_map.end())
+      auto it = weight_map.find(t.name);
+      if (it == weight_map.end())
         fail(shards[i].file.name, ": tensor ", t.name, " is not in model.safetensors.index.json");
       if (it->second != i)
         fail("model.safetensors.index.json puts ", t.name, " in ", index.shards[it->second],
@@ -161,9 +166,9 @@ std::vector<RemoteShard> fetch_remote_shards(const SetupOptions& o, const Remote
       ++n_tensors;
     }
   }
-  if (n_tensors != index.weight_map.size()) {
-    fail("model.safetensors.index.json lists ", index.weight_map.size(),
-         " tensors, the shards hold ", n_tensors);
+  if (n_tensors != weight_map.size()) {
+    fail("model.safetensors.index.json lists ", weight_map.size(), " tensors, the shards hold ",
+         n_tensors);
   }
   return shards;
 }

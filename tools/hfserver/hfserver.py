@@ -10,8 +10,8 @@ JSON control file re-read whenever it changes:
   {"rules": [{"match": "model-00002", "kind": "status", "status": 503, "times": 2}, ...]}
 
 Every rule has "match" (substring of the request path), optional "method" (GET/HEAD), optional
-"range_only" (only requests with a Range header), "times" (how many requests it hits; -1 = all)
-and one "kind":
+"range_only" (only requests with a Range header), optional "min_range" (only Range requests of
+at least that many bytes), "times" (how many requests it hits; -1 = all) and one "kind":
   status        answer "status" (e.g. 500, 503, 429, 404, 403) with a short body
   reset         send "after_bytes" body bytes (default 0, before any header), then a TCP reset
   truncate      send the right headers but only "after_bytes" body bytes, then close
@@ -79,18 +79,20 @@ class Repo:
 
 
 class Faults:
-    def __init__(self, path):
+    def __init__(self, path, verbose=False):
         self.path = path
+        self.verbose = verbose
         self.mtime = None
         self.rules = []
         self.lock = threading.Lock()
 
-    def take(self, method, path, has_range):
+    def take(self, method, path, range_header):
         """Returns the first matching rule (consuming one of its uses) or None."""
         with self.lock:
             if self.path:
-                try:
-                    mtime = os.stat(self.path).st_mtime_ns
+                try:  # replaced by rename: a new inode, even within one timestamp tick
+                    st = os.stat(self.path)
+                    mtime = (st.st_mtime_ns, st.st_ino, st.st_size)
                 except FileNotFoundError:
                     mtime = None
                 if mtime != self.mtime:
@@ -100,6 +102,8 @@ class Faults:
                         with open(self.path) as f:
                             text = f.read().strip()
                         self.rules = json.loads(text).get("rules", []) if text else []
+                    if self.verbose:
+                        print("hfserver: fault rules now %s" % json.dumps(self.rules), file=sys.stderr)
             for rule in self.rules:
                 if rule.get("times", 1) == 0:
                     continue
@@ -107,12 +111,27 @@ class Faults:
                     continue
                 if rule.get("method") and rule["method"] != method:
                     continue
-                if rule.get("range_only") and not has_range:
+                if rule.get("range_only") and range_header is None:
+                    continue
+                if "min_range" in rule and range_length(range_header) < rule["min_range"]:
                     continue
                 if rule.get("times", 1) > 0:
                     rule["times"] = rule.get("times", 1) - 1
+                if self.verbose:
+                    print("hfserver: %s %s %s -> %s" % (method, path, range_header, rule["kind"]), file=sys.stderr)
                 return dict(rule)
         return None
+
+
+def range_length(header):
+    """Bytes a 'bytes=a-b' header asks for (open-ended: unbounded; none: 0)."""
+    if not header or not header.startswith("bytes="):
+        return 0
+    first, _, last = header[6:].partition("-")
+    try:
+        return int(last) - int(first) + 1 if first and last else float("inf")
+    except ValueError:
+        return 0
 
 
 def parse_range(header, size):
@@ -166,7 +185,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.connection.close()
         self.close_connection = True
 
-    def simple(self, status, body, headers=None):
+    def simple(self, status, body, headers=None, fault=None):
         data = body.encode()
         self.send_response(status)
         for k, v in (headers or {}).items():
@@ -176,7 +195,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)
-        self.record(status, len(data))
+        self.record(status, len(data), fault)
 
     def handle_any(self, method):
         try:
@@ -189,11 +208,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         url = urllib.parse.urlsplit(self.path)
         parts = url.path.split("/")
         rng_header = self.headers.get("Range")
-        fault = srv.faults.take(method, url.path, rng_header is not None)
+        fault = srv.faults.take(method, url.path, rng_header)
         if fault and fault["kind"] == "status":
             status = int(fault.get("status", 503))
             hdrs = {"Retry-After": str(fault["retry_after"])} if "retry_after" in fault else {}
-            return self.simple(status, "injected fault %d\n" % status, hdrs)
+            return self.simple(status, "injected fault %d\n" % status, hdrs, fault)
         if fault and fault["kind"] == "reset" and int(fault.get("after_bytes", 0)) == 0:
             self.record(0, 0, fault, rng_header)
             return self.reset_connection()
@@ -272,23 +291,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
         rate = float(fault.get("rate", 0)) if kind == "slow" else 0
         sent = 0
         t0 = time.monotonic()
-        with open(path, "rb") as f:
-            f.seek(start)
-            while sent < limit:
-                chunk = f.read(min(CHUNK if not rate else max(1024, int(rate / 20)), limit - sent))
-                if not chunk:
-                    break
-                if kind == "corrupt":
-                    at = int(fault.get("at", 0)) - sent
-                    if 0 <= at < len(chunk):
-                        chunk = chunk[:at] + bytes([chunk[at] ^ 0x5A]) + chunk[at + 1:]
-                self.wfile.write(chunk)
-                sent += len(chunk)
-                if rate:
-                    ahead = sent / rate - (time.monotonic() - t0)
-                    if ahead > 0:
-                        time.sleep(ahead)
-        self.record(206 if rng else 200, sent, fault, rng_header)
+        try:  # the client may hang up (it should, on a bad answer): the request is logged anyway
+            with open(path, "rb") as f:
+                f.seek(start)
+                while sent < limit:
+                    chunk = f.read(min(CHUNK if not rate else max(1024, int(rate / 20)), limit - sent))
+                    if not chunk:
+                        break
+                    if kind == "corrupt":
+                        at = int(fault.get("at", 0)) - sent
+                        if 0 <= at < len(chunk):
+                            chunk = chunk[:at] + bytes([chunk[at] ^ 0x5A]) + chunk[at + 1:]
+                    self.wfile.write(chunk)
+                    sent += len(chunk)
+                    if rate:
+                        ahead = sent / rate - (time.monotonic() - t0)
+                        if ahead > 0:
+                            time.sleep(ahead)
+        finally:
+            self.record(206 if rng else 200, sent, fault, rng_header)
         if kind == "stall":
             deadline = time.monotonic() + min(60.0, float(fault.get("seconds", 30)))
             while time.monotonic() < deadline and not self.server.stopping:
@@ -314,6 +335,7 @@ def main():
     ap.add_argument("--log", help="append one JSON line per request")
     ap.add_argument("--token", help="require 'Authorization: Bearer TOKEN' on resolve URLs")
     ap.add_argument("--max-seconds", type=float, default=300)
+    ap.add_argument("--verbose", action="store_true", help="print fault rule changes and hits to stderr")
     args = ap.parse_args()
 
     repos = {}
@@ -324,7 +346,7 @@ def main():
 
     srv = Server(("127.0.0.1", args.port), Handler)
     srv.repos = repos
-    srv.faults = Faults(args.control)
+    srv.faults = Faults(args.control, args.verbose)
     srv.log_path = args.log
     srv.log_lock = threading.Lock()
     srv.token = args.token

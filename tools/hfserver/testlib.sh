@@ -28,15 +28,24 @@ fail() {
   exit 1
 }
 
+# The commit the server reports, so tests can aim faults at one file's CDN URL:
+# /cdn/<repo>/$COMMIT/<file>.
+COMMIT=0123456789abcdef0123456789abcdef01234567
+
 # hf_start NAME=DIR [extra server args...]: serves the repositories; sets HF_URL.
 hf_start() {
+  if [[ -n "$HF_PID" ]]; then  # one server at a time
+    kill "$HF_PID" 2>/dev/null || true
+    wait "$HF_PID" 2>/dev/null || true
+  fi
+  rm -f "$WORK/port"
   : >"$WORK/faults.json"
   : >"$WORK/requests.jsonl"
-  python3 "$HFSERVER_DIR/hfserver.py" --repo "$1" "${@:2}" --port-file "$WORK/port" \
-    --control "$WORK/faults.json" --log "$WORK/requests.jsonl" --max-seconds 240 \
+  python3 "$HFSERVER_DIR/hfserver.py" --repo "$1" "${@:2}" --commit "$COMMIT" --port-file "$WORK/port" \
+    --control "$WORK/faults.json" --log "$WORK/requests.jsonl" --max-seconds 240 --verbose \
     2>"$WORK/server.err" &
   HF_PID=$!
-  for _ in $(seq 100); do [[ -s "$WORK/port" ]] && break; sleep 0.05; done
+  for _ in $(seq 400); do [[ -s "$WORK/port" ]] && break; sleep 0.05; done
   [[ -s "$WORK/port" ]] || fail "the test server did not start: $(cat "$WORK/server.err")"
   HF_URL="http://127.0.0.1:$(cat "$WORK/port")"
 }
