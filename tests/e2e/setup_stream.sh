@@ -16,37 +16,9 @@ S="$WORK/stream"
   >/dev/null 2>"$WORK/err" || fail "setup --stream: $(tail -5 "$WORK/err")"
 grep -q '"kind": "stream"' "$S/.deltafin/install.json" || fail "install.json is not kind stream"
 ls "$S" | grep -q '^model-' && fail "a streaming install must not hold remote shards"
-python3 - "$S" "$WORK/repo" <<'PY' || fail "spine check"
-import json, os, struct, sys
-root, repo = sys.argv[1], sys.argv[2]
-def tensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        h = json.loads(f.read(n))
-    h.pop("__metadata__", None)
-    return {k: (path, 8 + n + v["data_offsets"][0], v["data_offsets"][1] - v["data_offsets"][0]) for k, v in h.items()}
-def read(t):
-    with open(t[0], "rb") as f:
-        f.seek(t[1]); return f.read(t[2])
-orig = {}
-for f in os.listdir(repo):
-    if f.startswith("model-") and f.endswith(".safetensors"):
-        orig.update(tensors(os.path.join(repo, f)))
-index = json.load(open(os.path.join(root, "model.safetensors.index.json")))["weight_map"]
-spine = {}
-for f in set(index.values()):
-    assert f.startswith("spine-"), f
-    spine.update(tensors(os.path.join(root, f)))
-assert set(spine) == set(index), "index and spine shards disagree"
-experts = {k for k in orig if ".block_sparse_moe.experts." in k}
-assert set(spine) == set(orig) - experts, "the spine must be every non-expert tensor"
-for k, t in spine.items():
-    assert read(t) == read(orig[k]), k
-m = json.load(open(os.path.join(root, ".deltafin/experts.json")))
-n = sum(len(l["experts"]) for l in m["layers"])
-assert n * 6 == len(experts), (n, len(experts))
-print("spine: %d tensors identical, %d experts in the manifest" % (len(spine), n))
-PY
+spine_out=$(check_spine "$S" "$WORK/repo") || fail "spine check"
+read -r n_spine n_experts <<<"$spine_out"
+echo "spine: $n_spine tensors identical, $n_experts experts in the manifest"
 
 # 2. --dry-run tells exactly what is missing.
 "$DF" fetch-experts --model "$S" --dry-run >"$WORK/dry" 2>"$WORK/err" || fail "dry-run: $(tail -3 "$WORK/err")"

@@ -128,3 +128,49 @@ for l in m["layers"]:
 print(n)
 EOF
 }
+
+# check_spine INSTALL REPO: the install's spine shards hold exactly the repository's non-expert
+# tensors, byte for byte; prints "<n_tensors> <n_experts>".
+check_spine() {
+  python3 - "$1" "$2" <<'EOF2'
+import json, os, struct, sys
+root, repo = sys.argv[1], sys.argv[2]
+def tensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        h = json.loads(f.read(n))
+    h.pop("__metadata__", None)
+    return {k: (path, 8 + n + v["data_offsets"][0], v["data_offsets"][1] - v["data_offsets"][0]) for k, v in h.items()}
+def read(t):
+    with open(t[0], "rb") as f:
+        f.seek(t[1]); return f.read(t[2])
+orig = {}
+for f in os.listdir(repo):
+    if f.startswith("model-") and f.endswith(".safetensors"):
+        orig.update(tensors(os.path.join(repo, f)))
+index = json.load(open(os.path.join(root, "model.safetensors.index.json")))["weight_map"]
+spine = {}
+for f in set(index.values()):
+    assert f.startswith("spine-"), f
+    spine.update(tensors(os.path.join(root, f)))
+assert set(spine) == set(index), "index and spine shards disagree"
+experts = {k for k in orig if ".block_sparse_moe.experts." in k}
+assert set(spine) == set(orig) - experts, "the spine must be every non-expert tensor"
+for k, t in spine.items():
+    assert read(t) == read(orig[k]), k
+m = json.load(open(os.path.join(root, ".deltafin/experts.json")))
+n = sum(len(l["experts"]) for l in m["layers"])
+assert n * 6 == len(experts), (n, len(experts))
+print(len(spine), n)
+EOF2
+}
+
+# wait_for SECONDS CONDITION...: polls the condition (a command) every 50 ms, bounded.
+wait_for() {
+  local deadline=$((SECONDS + $1))
+  shift
+  until "$@"; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.05
+  done
+}
