@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/activation.h"
+#include "model/ops.h"
+
 namespace deltafin::model {
 
 void attn_res_mix(const AttnResSite& site, const std::vector<const float*>& blocks,
@@ -13,28 +16,17 @@ void attn_res_mix(const AttnResSite& site, const std::vector<const float*>& bloc
   const size_t ns = src.size();
   std::vector<float> p(ns);
   for (int64_t r = 0; r < n; ++r) {
-    float mx = -INFINITY;
     for (size_t i = 0; i < ns; ++i) {
       const float* v = src[i] + r * hidden;
-      float ss = 0.0f, d = 0.0f;
-      for (int64_t j = 0; j < hidden; ++j) {
-        ss += v[j] * v[j];
-        d += v[j] * site.key[j];
-      }
-      p[i] = d / std::sqrt(ss / static_cast<float>(hidden) + eps);
-      mx = std::max(mx, p[i]);
+      p[i] = dot(v, site.key.data(), hidden) /
+             std::sqrt(dot(v, v, hidden) / static_cast<float>(hidden) + eps);
     }
-    float sum = 0.0f;
-    for (size_t i = 0; i < ns; ++i) {
-      p[i] = std::exp(p[i] - mx);
-      sum += p[i];
-    }
+    kernels::softmax(p.data(), static_cast<int64_t>(ns));
     float* o = out + r * hidden;
     std::fill(o, o + hidden, 0.0f);
     for (size_t i = 0; i < ns; ++i) {
-      const float wgt = p[i] / sum;
       const float* v = src[i] + r * hidden;
-      for (int64_t j = 0; j < hidden; ++j) o[j] += wgt * v[j];
+      for (int64_t j = 0; j < hidden; ++j) o[j] += p[i] * v[j];
     }
   }
 }

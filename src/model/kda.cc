@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "base/thread_pool.h"
+#include "kernels/matmul.h"
 #include "model/ops.h"
 
 namespace deltafin::model {
@@ -35,8 +36,7 @@ void short_conv_silu(float* x, int64_t n, int64_t p, int64_t kernel, const float
 void l2norm_heads(float* x, int64_t n, int64_t n_heads, int64_t dim, float scale) {
   for (int64_t r = 0; r < n * n_heads; ++r) {
     float* v = x + r * dim;
-    float ss = 0.0f;
-    for (int64_t i = 0; i < dim; ++i) ss += v[i] * v[i];
+    const float ss = dot(v, v, dim);
     const float inv = 1.0f / std::sqrt(ss + 1e-6f);
     for (int64_t i = 0; i < dim; ++i) v[i] = v[i] * inv * scale;
   }
@@ -52,34 +52,24 @@ void KdaState::reset(const KdaShape& shape) {
 void kda_recurrent(const float* q, const float* k, const float* v, const float* g,
                    const float* beta, int64_t n, int64_t dim, int64_t stride, int64_t beta_stride,
                    float* state, float* o) {
-  std::vector<float> u(dim), wv(dim);
+  const FlushSubnormals ftz;
+  std::vector<float> decay(dim);
   for (int64_t t = 0; t < n; ++t) {
     const float* qt = q + t * stride;
     const float* kt = k + t * stride;
     const float* vt = v + t * stride;
     const float* gt = g + t * stride;
     float* ot = o + t * stride;
-    // Decay the rows (key channels) and read u = Sᵀk in the same pass.
-    std::fill(u.begin(), u.end(), 0.0f);
-    for (int64_t j = 0; j < dim; ++j) {
-      float* row = state + j * dim;
-      const float a = std::exp(gt[j]), kj = kt[j];
-      for (int64_t c = 0; c < dim; ++c) {
-        row[c] *= a;
-        u[c] += kj * row[c];
-      }
-    }
     const float b = beta[t * beta_stride];
-    for (int64_t c = 0; c < dim; ++c) wv[c] = b * (vt[c] - u[c]);
-    // Rank-one update, then read the output from the updated state.
-    std::fill(ot, ot + dim, 0.0f);
-    for (int64_t j = 0; j < dim; ++j) {
-      float* row = state + j * dim;
-      const float kj = kt[j], qj = qt[j];
-      for (int64_t c = 0; c < dim; ++c) {
-        row[c] += kj * wv[c];
-        ot[c] += qj * row[c];
-      }
+    for (int64_t j = 0; j < dim; ++j) decay[j] = std::exp(gt[j]);
+    // Row c of the state holds value channel c over all key channels: decay it, read (Sᵀk)[c],
+    // apply the rank-one update and read (Sᵀq)[c] in one pass over the row.
+    for (int64_t c = 0; c < dim; ++c) {
+      float* row = state + c * dim;
+      for (int64_t j = 0; j < dim; ++j) row[j] *= decay[j];
+      const float w = b * (vt[c] - dot(row, kt, dim));
+      for (int64_t j = 0; j < dim; ++j) row[j] += w * kt[j];
+      ot[c] = dot(row, qt, dim);
     }
   }
 }
@@ -87,13 +77,18 @@ void kda_recurrent(const float* q, const float* k, const float* v, const float* 
 // Within a chunk with incoming state S0 and cumulative log decay G_r = Σ_{i≤r} g_i, the state after
 // row r is  S_r = e^{G_r} S0 + Σ_{s≤r} (e^{G_r−G_s} ⊙ k_s) u_sᵀ,  where the new values u solve
 //   u_r + β_r Σ_{s<r} [k_r · (e^{G_r−G_s} ⊙ k_s)] u_s = β_r (v_r − S0ᵀ(e^{G_r} ⊙ k_r)),
-// and o_r = S0ᵀ(e^{G_r} ⊙ q_r) + Σ_{s≤r} [q_r · (e^{G_r−G_s} ⊙ k_s)] u_s.
+// and o_r = S0ᵀ(e^{G_r} ⊙ q_r) + Σ_{s≤r} [q_r · (e^{G_r−G_s} ⊙ k_s)] u_s. The two products with
+// S0 and the state update are matrix products (the shared f32 matmul); the rest is O(chunk²·dim).
 void kda_chunked(const float* q, const float* k, const float* v, const float* g, const float* beta,
                  int64_t n, int64_t dim, int64_t stride, int64_t beta_stride, int64_t chunk,
                  float* state, float* o) {
   DF_ASSERT(chunk > 0);
+  const FlushSubnormals ftz;
   std::vector<float> decay(chunk * dim), cum(chunk * dim), ks(chunk * dim), u(chunk * dim);
   std::vector<float> a_kk(chunk * chunk), a_qk(chunk * chunk), cur(dim);
+  std::vector<float> xs(2 * chunk * dim), ys(2 * chunk * dim), ut(dim * chunk), kst(dim * chunk),
+      upd(dim * dim);
+  const kernels::F32Matrix s_mat{state, dim, dim};  // [value, key]
   for (int64_t t0 = 0; t0 < n; t0 += chunk) {
     const int64_t m = std::min(chunk, n - t0);
     auto row = [&](const float* base, int64_t r) { return base + (t0 + r) * stride; };
@@ -104,66 +99,60 @@ void kda_chunked(const float* q, const float* k, const float* v, const float* g,
         cum[r * dim + j] = (r == 0 ? 1.0f : cum[(r - 1) * dim + j]) * decay[r * dim + j];
       }
     }
-    // Pair coefficients: carry k_s ⊙ e^{G_r−G_s} forward one row at a time.
+    // Pair coefficients: carry k_s ⊙ e^{G_r−G_s} forward one row at a time (no positive exponent
+    // ever appears, whatever the decay).
     for (int64_t s = 0; s < m; ++s) {
-      const float* k_s = row(k, s);
-      std::copy(k_s, k_s + dim, cur.begin());
-      float dq = 0.0f;
-      for (int64_t j = 0; j < dim; ++j) dq += row(q, s)[j] * cur[j];
-      a_qk[s * chunk + s] = dq;
+      std::copy(row(k, s), row(k, s) + dim, cur.begin());
+      a_qk[s * chunk + s] = dot(row(q, s), cur.data(), dim);
       for (int64_t r = s + 1; r < m; ++r) {
         const float* dr = decay.data() + r * dim;
-        const float *kr = row(k, r), *qr = row(q, r);
-        float dk = 0.0f, dqr = 0.0f;
-        for (int64_t j = 0; j < dim; ++j) {
-          cur[j] *= dr[j];
-          dk += kr[j] * cur[j];
-          dqr += qr[j] * cur[j];
-        }
-        a_kk[r * chunk + s] = beta[(t0 + r) * beta_stride] * dk;
-        a_qk[r * chunk + s] = dqr;
+        for (int64_t j = 0; j < dim; ++j) cur[j] *= dr[j];
+        a_kk[r * chunk + s] = beta[(t0 + r) * beta_stride] * dot(row(k, r), cur.data(), dim);
+        a_qk[r * chunk + s] = dot(row(q, r), cur.data(), dim);
       }
       std::copy(cur.begin(), cur.end(), ks.begin() + s * dim);  // e^{G_last−G_s} ⊙ k_s
     }
-    // Right-hand sides and the state's contribution to the outputs, then forward substitution.
+    // S0ᵀ(e^{G_r} ⊙ k_r) and S0ᵀ(e^{G_r} ⊙ q_r) for every row in one product.
     for (int64_t r = 0; r < m; ++r) {
-      const float *kr = row(k, r), *qr = row(q, r), *vr = row(v, r);
-      const float* cr = cum.data() + r * dim;
-      float* ur = u.data() + r * dim;
-      float* orow = o + (t0 + r) * stride;
-      std::fill(ur, ur + dim, 0.0f);
-      std::fill(orow, orow + dim, 0.0f);
+      const float *kr = row(k, r), *qr = row(q, r), *cr = cum.data() + r * dim;
       for (int64_t j = 0; j < dim; ++j) {
-        const float* srow = state + j * dim;
-        const float ck = cr[j] * kr[j], cq = cr[j] * qr[j];
-        for (int64_t c = 0; c < dim; ++c) {
-          ur[c] += ck * srow[c];
-          orow[c] += cq * srow[c];
-        }
+        xs[r * dim + j] = cr[j] * kr[j];
+        xs[(m + r) * dim + j] = cr[j] * qr[j];
       }
+    }
+    kernels::matmul_rows(s_mat, xs.data(), 2 * m, ys.data(), 0, dim);
+    // Forward substitution for u, then the outputs.
+    for (int64_t r = 0; r < m; ++r) {
+      const float* vr = row(v, r);
       const float b = beta[(t0 + r) * beta_stride];
-      for (int64_t c = 0; c < dim; ++c) ur[c] = b * (vr[c] - ur[c]);
+      float* ur = u.data() + r * dim;
+      for (int64_t c = 0; c < dim; ++c) ur[c] = b * (vr[c] - ys[r * dim + c]);
       for (int64_t s = 0; s < r; ++s) {
         const float a = a_kk[r * chunk + s];
         const float* us = u.data() + s * dim;
         for (int64_t c = 0; c < dim; ++c) ur[c] -= a * us[c];
       }
+      float* orow = o + (t0 + r) * stride;
+      std::copy(ys.begin() + (m + r) * dim, ys.begin() + (m + r + 1) * dim, orow);
       for (int64_t s = 0; s <= r; ++s) {
         const float a = a_qk[r * chunk + s];
         const float* us = u.data() + s * dim;
         for (int64_t c = 0; c < dim; ++c) orow[c] += a * us[c];
       }
     }
-    // Carry the state to the end of the chunk.
-    const float* clast = cum.data() + (m - 1) * dim;
-    for (int64_t j = 0; j < dim; ++j) {
-      float* srow = state + j * dim;
-      for (int64_t c = 0; c < dim; ++c) srow[c] *= clast[j];
-      for (int64_t s = 0; s < m; ++s) {
-        const float kj = ks[s * dim + j];
-        const float* us = u.data() + s * dim;
-        for (int64_t c = 0; c < dim; ++c) srow[c] += kj * us[c];
+    // S ← S0 · diag(e^{G_last}) + Uᵀ·KS in the [value, key] layout, the sum as one product.
+    for (int64_t s = 0; s < m; ++s) {
+      for (int64_t c = 0; c < dim; ++c) {
+        ut[c * m + s] = u[s * dim + c];
+        kst[c * m + s] = ks[s * dim + c];
       }
+    }
+    kernels::matmul_rows(kernels::F32Matrix{kst.data(), dim, m}, ut.data(), dim, upd.data(), 0,
+                         dim);
+    const float* clast = cum.data() + (m - 1) * dim;
+    for (int64_t c = 0; c < dim; ++c) {
+      float* srow = state + c * dim;
+      for (int64_t j = 0; j < dim; ++j) srow[j] = srow[j] * clast[j] + upd[c * dim + j];
     }
   }
 }

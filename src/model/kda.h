@@ -46,7 +46,7 @@ struct KdaWeights {
 
 // One sequence's state for one KDA layer.
 struct KdaState {
-  std::vector<float> s;     // [n_heads, head_dim (key), head_dim (value)]
+  std::vector<float> s;     // [n_heads, head_dim (value), head_dim (key)]: Sᵀ per head
   std::vector<float> conv;  // [3 (q, k, v), kernel - 1, P]: the last pre-conv inputs, oldest first
   void reset(const KdaShape& shape);
 };
@@ -59,7 +59,7 @@ void kda_forward(const KdaShape& shape, const KdaWeights& w, const float* x, int
 
 // The delta rule for one head over n tokens. Row t of q/k/v/g/o is at `+ t * stride`, beta at
 // `+ t * beta_stride`; q is l2-normalized and pre-scaled, k l2-normalized, g the log decay per key
-// channel. `state` [dim (key), dim (value)] is read and updated. Per token:
+// channel. `state` holds Sᵀ, [dim (value), dim (key)], and is read and updated. Per token:
 //   S = diag(exp(g)) S;  S += k ⊗ β (v − Sᵀk);  o = Sᵀq.
 void kda_recurrent(const float* q, const float* k, const float* v, const float* g,
                    const float* beta, int64_t n, int64_t dim, int64_t stride, int64_t beta_stride,

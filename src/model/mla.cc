@@ -13,12 +13,6 @@
 namespace deltafin::model {
 namespace {
 
-float dot(const float* a, const float* b, int64_t n) {
-  float acc = 0.0f;
-  for (int64_t i = 0; i < n; ++i) acc += a[i] * b[i];
-  return acc;
-}
-
 // Query row r (absolute position first + r) sees cached positions [0, first + r].
 void attend_expanded(const MlaShape& sh, const WeightMatrix& kv_b, const MlaCache& cache,
                      const float* q, int64_t n, float* o) {

@@ -99,6 +99,34 @@ void check_supported(const format::ModelConfig& c) {
 
 }  // namespace
 
+LayerPlan build_layer_plan(const ModelPlan& plan, int64_t l, WeightSource& source) {
+  const format::ModelConfig& c = plan.config;
+  const ArchTraits& t = plan.traits;
+  const int64_t d = c.hidden_size;
+  WeightLoader ld(source);
+  LayerPlan lp;
+  const std::string p = c.tensor_prefix + "model.layers." + std::to_string(l) + ".";
+  lp.is_kda = c.layer_is_kda[l];
+  lp.is_moe = c.is_moe_layer(l);
+  lp.input_norm = ld.vector(p + "input_layernorm.weight", d);
+  lp.post_norm = ld.vector(p + "post_attention_layernorm.weight", d);
+  if (t.attn_res_block_size > 0) {
+    lp.attn_res = load_site(ld, p + "self_attention_res", d);
+    lp.mlp_res = load_site(ld, p + "mlp_res", d);
+  }
+  if (lp.is_kda) {
+    lp.kda = load_kda(ld, p + "self_attn.", plan.kda_shape, t);
+  } else {
+    lp.mla = load_mla(ld, p + "self_attn.", plan.mla_shape);
+  }
+  if (lp.is_moe) {
+    lp.moe = load_moe(ld, p + "block_sparse_moe.", c);
+  } else {
+    lp.dense = load_glu(ld, p + "mlp.", c.intermediate_size, d);
+  }
+  return lp;
+}
+
 ModelPlan build_plan(const format::ModelConfig& c, WeightSource& source) {
   check_supported(c);
   ModelPlan plan;
@@ -143,29 +171,9 @@ ModelPlan build_plan(const format::ModelConfig& c, WeightSource& source) {
   plan.lm_head =
       c.tie_word_embeddings ? plan.embed : ld.matrix(g + "lm_head.weight", c.vocab_size, d);
 
-  plan.layers.resize(c.num_hidden_layers);
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    LayerPlan& lp = plan.layers[l];
-    const std::string p = g + "model.layers." + std::to_string(l) + ".";
-    lp.is_kda = c.layer_is_kda[l];
-    lp.is_moe = c.is_moe_layer(l);
-    lp.input_norm = ld.vector(p + "input_layernorm.weight", d);
-    lp.post_norm = ld.vector(p + "post_attention_layernorm.weight", d);
-    if (t.attn_res_block_size > 0) {
-      lp.attn_res = load_site(ld, p + "self_attention_res", d);
-      lp.mlp_res = load_site(ld, p + "mlp_res", d);
-    }
-    if (lp.is_kda) {
-      lp.kda = load_kda(ld, p + "self_attn.", plan.kda_shape, t);
-    } else {
-      lp.mla = load_mla(ld, p + "self_attn.", plan.mla_shape);
-    }
-    if (lp.is_moe) {
-      lp.moe = load_moe(ld, p + "block_sparse_moe.", c);
-    } else {
-      lp.dense = load_glu(ld, p + "mlp.", c.intermediate_size, d);
-    }
-  }
+  plan.layers.reserve(c.num_hidden_layers);
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+    plan.layers.push_back(build_layer_plan(plan, l, source));
   return plan;
 }
 

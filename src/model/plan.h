@@ -46,6 +46,9 @@ struct ModelPlan {
 
 // Builds the plan; throws base::Error naming the tensor or config field that does not fit.
 ModelPlan build_plan(const format::ModelConfig& config, WeightSource& source);
+// One layer's views, resolved through `source` (a streaming source re-resolves a layer this way
+// once its bytes are in memory). `plan` supplies config, traits and shapes.
+LayerPlan build_layer_plan(const ModelPlan& plan, int64_t layer, WeightSource& source);
 
 // Every routed expert's span and the layout of its matrices within the span.
 experts::ExpertCatalog build_expert_catalog(const format::Checkpoint& checkpoint,
