@@ -233,8 +233,8 @@ std::vector<TensorSpec> head_tensors(const SynthDims& d) {
   t.push_back(norm(m + "norm.weight", d.hidden_size));
   t.push_back(norm(m + "output_attn_res_norm.weight", d.hidden_size));
   t.push_back(linear(m + "output_attn_res_proj.weight", 1, d.hidden_size));
-  // Logits of std ~3: a peaked but not one-hot next-token distribution. The 256 reserved ids get
-  // near-zero logits, as in a trained model, so greedy output is text rather than special tokens.
+  // Logits of std ~3: a peaked but not one-hot next-token distribution. Reserved ids and bytes
+  // that are not text get near-zero logits, as in a trained model, so output reads as text.
   TensorSpec lm_head =
       linear(std::string(kPrefix) + "lm_head.weight", d.vocab_size(), d.hidden_size, 3.0);
   lm_head.init = Init::kUniformTail;

@@ -159,6 +159,19 @@ std::vector<unsigned char> byte_rank_order() {
   return order;
 }
 
+bool is_text_byte_rank(int rank) {
+  static const std::vector<bool> kText = [] {
+    std::vector<bool> text(256);
+    const std::vector<unsigned char> order = byte_rank_order();
+    for (int r = 0; r < 256; ++r) {
+      const unsigned char b = order[r];
+      text[r] = (b >= ' ' && b <= '~') || b == '\t' || b == '\n';
+    }
+    return text;
+  }();
+  return rank >= 0 && rank < 256 && kText[rank];
+}
+
 std::vector<std::string_view> pretokenize_ascii(std::string_view text) {
   Splitter splitter(text);
   std::vector<std::string_view> pieces;

@@ -29,6 +29,10 @@ std::string_view english_corpus();
 // ("!" is rank 0, " " rank 220, "\n" rank 198).
 std::vector<unsigned char> byte_rank_order();
 
+// Whether single-byte rank r (< 256) is printable ASCII, tab, newline or space; the demo model
+// damps the logits of the other 165 bytes so that its output reads as text.
+bool is_text_byte_rank(int rank);
+
 // Splits ASCII text the way K3's pre-tokenizer regex does (spec/kimi-k3.md §5), for training.
 std::vector<std::string_view> pretokenize_ascii(std::string_view text);
 

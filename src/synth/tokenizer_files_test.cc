@@ -50,6 +50,10 @@ TEST(Tokenizer, ByteOrderIsK3s) {
   EXPECT_EQ(order[64], 'a');
   EXPECT_EQ(order[198], '\n');
   EXPECT_EQ(order[220], ' ');
+  int n_text = 0;
+  for (int r = 0; r < 256; ++r) n_text += is_text_byte_rank(r);
+  EXPECT_EQ(n_text, 95 + 2);  // printable ASCII (space included), tab, newline
+  EXPECT_TRUE(is_text_byte_rank(220) && is_text_byte_rank(198) && !is_text_byte_rank(255));
 }
 
 TEST(Tokenizer, PretokenizerFollowsK3Regex) {

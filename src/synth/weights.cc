@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "synth/random.h"
+#include "synth/tokenizer_files.h"
 
 namespace deltafin::synth {
 namespace {
@@ -65,13 +66,19 @@ void fill_bf16(const TensorSpec& t, uint64_t first, size_t n, std::byte* out) {
       bits_to_bf16(out, n, amplitude, 1.0f);
       return;
     case Init::kUniformTail: {
-      // Rows from n_valid on are damped: walk the range in runs of one row kind.
+      // lm_head rows of reserved ids (from n_valid on) and of single bytes that are not text get
+      // 1/16 of the amplitude. Walk the range in runs of rows of one kind.
       const uint64_t row_len = static_cast<uint64_t>(t.shape.back());
-      const uint64_t damped_from = static_cast<uint64_t>(t.n_valid) * row_len;
+      const uint64_t n_valid = static_cast<uint64_t>(t.n_valid);
       for (size_t j = 0; j < n;) {
         const uint64_t i = first + j;
-        const size_t run = i < damped_from ? std::min<uint64_t>(n - j, damped_from - i) : n - j;
-        bits_to_bf16(out + 2 * j, run, i < damped_from ? amplitude : amplitude / 16.0f, 0.0f);
+        const uint64_t row = i / row_len;
+        const uint64_t run_end = row < 256       ? (row + 1) * row_len
+                                 : row < n_valid ? n_valid * row_len
+                                                 : first + n;
+        const size_t run = static_cast<size_t>(std::min<uint64_t>(run_end, first + n) - i);
+        const bool damped = row < 256 ? !is_text_byte_rank(static_cast<int>(row)) : row >= n_valid;
+        bits_to_bf16(out + 2 * j, run, damped ? amplitude / 16.0f : amplitude, 0.0f);
         j += run;
       }
       return;
