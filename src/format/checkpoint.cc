@@ -1,5 +1,5 @@
-// Checkpoint folders: the shard index (streamed, it has ~500k entries for K3), the headers of every
-// shard, their cross-checks, and lazily mapped shards for resident weights.
+// Checkpoint folders: the shard index (~500k entries for K3, kept as views into its text), the
+// headers of every shard read in parallel, their cross-checks, and lazily mapped shards.
 #include "format/checkpoint.h"
 
 #include <fcntl.h>
@@ -144,11 +144,11 @@ struct Checkpoint::Impl {
   std::vector<Shard> shards;
   std::vector<TensorInfo> tensors;
   detail::NameTable by_name;  // over `tensors`, which never changes after open()
+  std::vector<std::unique_ptr<Mapping>> mappings;  // one per shard
 
   int64_t find(std::string_view name) const {
     return by_name.find(name, [this](size_t i) -> std::string_view { return tensors[i].name; });
   }
-  std::vector<std::unique_ptr<Mapping>> mappings;  // one per shard
 
   ~Impl() {
     for (auto& m : mappings) {
@@ -225,6 +225,7 @@ Checkpoint Checkpoint::open(const std::string& dir) {
     if (!errors[s].empty()) fail(errors[s]);
     n_tensors += per_shard[s].size();
   }
+  if (n_tensors >= UINT32_MAX) fail("checkpoint ", dir, ": ", n_tensors, " tensors are too many");
   impl->tensors.reserve(n_tensors);
   for (size_t s = 0; s < n_shards; ++s) {
     impl->shards.push_back(Shard{paths[s], fs::file_size(paths[s]), per_shard[s].size()});
@@ -261,8 +262,9 @@ Checkpoint Checkpoint::open(const std::string& dir) {
         fail("checkpoint ", dir, ": ", kIndexFileName, " puts tensor ", e.name, " in ",
              index.shards[e.shard], " but it is in ", index.shards[shard_of[t]]);
       }
-      if (listed[t])
+      if (listed[t]) {
         fail("checkpoint ", dir, ": ", kIndexFileName, " lists tensor ", e.name, " twice");
+      }
       listed[t] = true;
     }
     for (size_t t = 0; t < tensors.size(); ++t) {

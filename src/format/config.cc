@@ -280,8 +280,9 @@ ModelConfig parse_config_json(const std::string& json_text, const std::string& f
   c.v_head_dim = text.size("v_head_dim");
   // HF's default is false, but Kimi's MLA asserts NoPE and deltafin implements no RoPE.
   c.mla_use_nope = text.boolean_or("mla_use_nope", false);
-  if (!c.mla_use_nope)
+  if (!c.mla_use_nope) {
     text.fail_field("mla_use_nope", "expected true (MLA with RoPE is not supported)");
+  }
   c.mla_use_output_gate = text.boolean_or("mla_use_output_gate", false);
 
   // KDA

@@ -181,10 +181,12 @@ void add_spine(const ModelConfig& c, Roster& r, bool with_experts) {
 
 bool shape_ok(const std::vector<int64_t>& want, ShapeRule rule, const std::vector<int64_t>& got) {
   if (rule == ShapeRule::kExact) return got == want;
+  // At most one dimension differs from 1, so the element count is that dimension (no overflow).
   int64_t numel = 1, n_wide = 0;
   for (int64_t dim : got) {
-    numel *= dim;
-    n_wide += dim != 1;
+    if (dim == 1) continue;
+    ++n_wide;
+    numel = dim;
   }
   return n_wide <= 1 && numel >= want[0];
 }

@@ -1,5 +1,5 @@
-// safetensors header parsing: a streaming JSON reader that builds the tensor table directly, then
-// the range checks (bounds, size agreement, exact tiling of the data section).
+// safetensors header parsing: the JSON pull reader builds the tensor table directly, then the
+// range checks (bounds, size agreement, exact tiling of the data section).
 #include "format/safetensors.h"
 
 #include <fcntl.h>
@@ -225,9 +225,10 @@ std::vector<TensorInfo> parse_safetensors_header(std::string_view file_prefix, u
   detail::NameTable names;
   const int64_t dup =
       names.build(raw.size(), [&](size_t i) -> std::string_view { return raw[i].name; });
-  if (dup >= 0)
+  if (dup >= 0) {
     fail("file ", path, ": tensor ", raw[static_cast<size_t>(dup)].name,
          " appears twice in the header");
+  }
 
   for (const RawEntry& e : raw) {
     const uint64_t begin = e.begin, end = e.end;
@@ -240,9 +241,12 @@ std::vector<TensorInfo> parse_safetensors_header(std::string_view file_prefix, u
            "] run past the end of the data section (", data_bytes,
            " bytes; the file is truncated or the header is wrong)");
     }
+    // Every partial product must fit in int64, so TensorInfo::numel() (and anything that multiplies
+    // the dimensions in order) cannot overflow, even when a later dimension is 0.
     uint64_t numel = 1;
     for (int64_t d : e.shape) {
-      if (__builtin_mul_overflow(numel, static_cast<uint64_t>(d), &numel)) {
+      if (__builtin_mul_overflow(numel, static_cast<uint64_t>(d), &numel) ||
+          numel > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
         fail("file ", path, ": tensor ", e.name, ": shape ", shape_to_string(e.shape),
              " overflows");
       }

@@ -127,6 +127,10 @@ TEST(Safetensors, RejectsByteCountsThatDisagreeWithShapeAndDType) {
   const std::string overflow = parse_error(
       R"({"a":{"dtype":"F64","shape":[4294967296,4294967296,2],"data_offsets":[0,8]}})", 8);
   EXPECT_NE(overflow.find("overflows"), std::string::npos) << overflow;
+  const std::string partial_overflow =  // 2^32 * (2^31 + 1) fits in uint64 but not in int64
+      parse_error(R"({"a":{"dtype":"U8","shape":[4294967296,2147483649,0],"data_offsets":[0,0]}})",
+                  0);
+  EXPECT_NE(partial_overflow.find("overflows"), std::string::npos) << partial_overflow;
   const std::string bytes_overflow =
       parse_error(R"({"a":{"dtype":"F64","shape":[4611686018427387904],"data_offsets":[0,8]}})", 8);
   EXPECT_NE(bytes_overflow.find("needs"), std::string::npos) << bytes_overflow;
