@@ -302,12 +302,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
                         at = int(fault.get("at", 0)) - sent
                         if 0 <= at < len(chunk):
                             chunk = chunk[:at] + bytes([chunk[at] ^ 0x5A]) + chunk[at + 1:]
-                    self.wfile.write(chunk)
-                    sent += len(chunk)
-                    if rate:
+                    if rate:  # pace before sending, so the last byte is not followed by a wait
                         ahead = sent / rate - (time.monotonic() - t0)
                         if ahead > 0:
                             time.sleep(ahead)
+                    self.wfile.write(chunk)
+                    sent += len(chunk)
         finally:
             self.record(206 if rng else 200, sent, fault, rng_header)
         if kind == "stall":
