@@ -3,7 +3,10 @@
 # flags (the variant is chosen at run time, so nothing else may depend on -march), the rest is the
 # library.
 
-set(DELTAFIN_WARNINGS -Wall -Wextra -Wpedantic -Wshadow=local -Wnon-virtual-dtor -Wno-missing-field-initializers)
+set(DELTAFIN_WARNINGS -Wall -Wextra -Wpedantic -Wnon-virtual-dtor -Wno-missing-field-initializers)
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  list(APPEND DELTAFIN_WARNINGS -Wshadow=local)
+endif()
 set(DELTAFIN_AVX2_FLAGS -mavx2 -mfma -mf16c -mbmi2)
 set(DELTAFIN_AVX512_FLAGS -mavx2 -mfma -mf16c -mbmi2 -mavx512f -mavx512bw -mavx512vl -mavx512dq)
 
