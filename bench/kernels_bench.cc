@@ -64,6 +64,9 @@ __attribute__((target("avx512f"))) float read_all_avx512(const uint8_t* p, size_
   __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   size_t i = 0;
   for (; i + 256 <= bytes; i += 256) {
+    // The same software prefetch as the kernels, so that this ceiling is not the easier target.
+    for (int k = 0; k < 4; ++k)
+      _mm_prefetch(reinterpret_cast<const char*>(p + i) + 4096 + 64 * k, _MM_HINT_T0);
     a0 = _mm512_add_ps(a0, _mm512_castsi512_ps(_mm512_loadu_si512(p + i)));
     a1 = _mm512_add_ps(a1, _mm512_castsi512_ps(_mm512_loadu_si512(p + i + 64)));
     a2 = _mm512_add_ps(a2, _mm512_castsi512_ps(_mm512_loadu_si512(p + i + 128)));
@@ -223,6 +226,47 @@ BENCHMARK(BM_Bf16Matmul)
     ->Args({12288, 7168, 1, 1})
     ->Args({12288, 7168, 1, 2})
     ->Args({12288, 7168, 16, 2});
+
+// The compute ceiling: the same GEMVs on one copy of the weights small enough to stay in L2
+// (about 1 MB), one thread. weight_GBps well above the cold read bandwidth means the cold figures
+// are limited by memory, not by decoding. Args: rows, cols.
+void BM_Mxfp4MatmulHot(benchmark::State& state) {
+  const int64_t rows = state.range(0), cols = state.range(1);
+  std::vector<uint8_t> packed(rows * cols / 2), scales(rows * cols / 32);
+  Xorshift rng;
+  for (auto& b : packed) b = static_cast<uint8_t>(rng());
+  for (auto& b : scales) b = static_cast<uint8_t>(118 + rng() % 12);
+  const std::vector<float> x = random_x(cols);
+  std::vector<float> y(rows);
+  base::ThreadPool pool(1);
+  const kernels::Mxfp4Matrix w{packed.data(), scales.data(), rows, cols};
+  for (auto _ : state) {
+    kernels::matmul(w, x.data(), 1, y.data(), pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["weight_GBps"] = benchmark::Counter(
+      static_cast<double>(packed.size() + scales.size()) * state.iterations() / 1e9,
+      benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Mxfp4MatmulHot)->Args({512, 3584})->Unit(benchmark::kMicrosecond);
+
+void BM_Bf16MatmulHot(benchmark::State& state) {
+  const int64_t rows = state.range(0), cols = state.range(1);
+  std::vector<uint16_t> data(rows * cols);
+  Xorshift rng;
+  for (auto& v : data) v = static_cast<uint16_t>(0x3c00 + (rng() & 0x87ff));
+  const std::vector<float> x = random_x(cols);
+  std::vector<float> y(rows);
+  base::ThreadPool pool(1);
+  const kernels::Bf16Matrix w{data.data(), rows, cols};
+  for (auto _ : state) {
+    kernels::matmul(w, x.data(), 1, y.data(), pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["weight_GBps"] = benchmark::Counter(
+      static_cast<double>(data.size() * 2) * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Bf16MatmulHot)->Args({64, 7168})->Unit(benchmark::kMicrosecond);
 
 // The element-wise kernels around the GEMVs, hot in cache (they touch kilobytes): SiTU over one
 // expert's intermediate (3072), RMSNorm over the hidden size (7168), softmax over 4096 scores.

@@ -20,6 +20,8 @@ namespace {
 constexpr int64_t kMxGroupElems = 64;  // elements per 32 packed bytes (two blocks)
 constexpr int64_t kBfChunkElems = 16;  // bf16 elements per 32 bytes
 constexpr int kBlockRows = 4;          // activation rows per register block (16 ymm registers)
+// Weights are prefetched this far ahead (see matmul_avx512.cc for the measurement).
+constexpr int64_t kPrefetchBytes = 4096;
 
 float hsum(__m256 v) {
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -74,6 +76,7 @@ void mxfp4_row(const uint8_t* wp, const uint8_t* sp, int64_t n_blocks, const flo
   const int64_t n_groups = (n_blocks + 1) / 2;
   for (int64_t g = 0; g < n_groups; ++g) {
     const int64_t blocks_here = std::min<int64_t>(2, n_blocks - 2 * g);
+    _mm_prefetch(reinterpret_cast<const char*>(wp + 32 * g) + kPrefetchBytes, _MM_HINT_T0);
     __m256i q;
     if (blocks_here == 2) {
       q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + 32 * g));
@@ -143,8 +146,12 @@ void bf16_row(const uint16_t* wr, int64_t cols, const float* xp, int64_t x_strid
     }
   };
   const int64_t full_chunks = cols / kBfChunkElems, tail = cols % kBfChunkElems;
-  for (int64_t c = 0; c < full_chunks; ++c)
+  for (int64_t c = 0; c < full_chunks; ++c) {
+    if (c % 2 == 0)  // one prefetch per 64-byte line
+      _mm_prefetch(reinterpret_cast<const char*>(wr + c * kBfChunkElems) + kPrefetchBytes,
+                   _MM_HINT_T0);
     chunk(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr + c * kBfChunkElems)), c);
+  }
   if (tail > 0) {
     uint16_t last[kBfChunkElems] = {};
     std::memcpy(last, wr + full_chunks * kBfChunkElems, tail * sizeof(uint16_t));

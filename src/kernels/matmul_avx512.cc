@@ -23,6 +23,12 @@ namespace {
 constexpr int64_t kMxGroupElems = 128;  // elements per 64 packed bytes (one MXFP4 step)
 constexpr int64_t kBfChunkElems = 32;   // bf16 elements per 64 bytes (one BF16 step)
 
+// Weights are prefetched this far ahead of the load that uses them. The hardware prefetcher alone
+// keeps too few lines in flight at the rate these loops consume them when DRAM latency is high (a
+// busy host): measured on the 2-core VM under load, 4 KiB ahead raised the cold MXFP4 GEMV from
+// about 0.4 to 0.75 of the read bandwidth and BF16 from 0.75 to 1.0.
+constexpr int64_t kPrefetchBytes = 4096;
+
 // Activation rows per register block: 8 rows of accumulators and partial sums plus the decoded
 // weights fit the 32 zmm registers.
 constexpr int64_t kBlockRows = 8;
@@ -161,6 +167,7 @@ struct Mxfp4Op {
         const __m512i spread = u == 0 ? spread0 : u == 1 ? spread1 : u == 2 ? spread2 : spread3;
         const __m512 sc = _mm512_permutexvar_ps(spread, sc16);
         if (g < full_groups) {
+          _mm_prefetch(reinterpret_cast<const char*>(wp + 64 * g) + kPrefetchBytes, _MM_HINT_T0);
           group(_mm512_loadu_si512(wp + 64 * g), sc, g);
         } else {  // the partial last group: 1-3 blocks
           const __mmask16 m = static_cast<__mmask16>((1u << (4 * tail_blocks)) - 1);
@@ -218,7 +225,11 @@ struct Bf16Op {
       }
     };
     const int64_t c_full_end = std::min(c1, full_chunks);
-    for (int64_t c = c0; c < c_full_end; ++c) chunk(_mm512_loadu_si512(wr + c * kBfChunkElems), c);
+    for (int64_t c = c0; c < c_full_end; ++c) {
+      _mm_prefetch(reinterpret_cast<const char*>(wr + c * kBfChunkElems) + kPrefetchBytes,
+                   _MM_HINT_T0);
+      chunk(_mm512_loadu_si512(wr + c * kBfChunkElems), c);
+    }
     if (c1 > full_chunks) {
       const __mmask32 m = static_cast<__mmask32>((1ull << tail) - 1);
       chunk(_mm512_maskz_loadu_epi16(m, wr + full_chunks * kBfChunkElems), full_chunks);
