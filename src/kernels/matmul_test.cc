@@ -160,6 +160,16 @@ TEST(Matmul, Mxfp4AllBatchSizes) {
     }
 }
 
+TEST(Matmul, Bf16AllBatchSizes) {
+  std::mt19937 rng(12);
+  RandomBf16 w(37, 545, rng);  // 17 chunks of 32 plus a tail of 1
+  for (Isa isa : supported_isas())
+    for (int64_t n = 1; n <= 17; ++n) {
+      RandomX x(n, 545, rng);
+      check_variant(detail::matmul_variant(isa), base::isa_name(isa), w.m, x.x, n);
+    }
+}
+
 TEST(Matmul, Bf16EveryVariantOddShapes) {
   std::mt19937 rng(3);
   for (Isa isa : supported_isas()) {
