@@ -17,9 +17,13 @@ struct GenerateOptions {
   int top_k = 0;
   float top_p = 1.0f;
   uint64_t seed = 0;
+  // Polled between prefill chunks (a long prompt runs in many); returning true ends generate()
+  // there with StopReason::kCancelled and no new ids. The ids already run stay in the session
+  // (position() counts them). Per generated id, the TokenCallback is the way to stop.
+  std::function<bool()> cancel;
 };
 
-enum class StopReason { kEos, kStopId, kMaxTokens, kCallback };
+enum class StopReason { kEos, kStopId, kMaxTokens, kCallback, kCancelled };
 
 struct GenerateResult {
   std::vector<int32_t> ids;  // generated ids, prompt excluded

@@ -32,8 +32,10 @@ class SessionImpl : public Session {
   const SessionStats& stats() const override { return stats_; }
 
  private:
-  // Runs ids (after any pending id) in chunks; returns all rows' logits or the last row's.
-  std::vector<float> run(std::vector<int32_t> ids, bool all_rows);
+  // Runs ids (after any pending id) in chunks; returns all rows' logits or the last row's. With
+  // `cancel` (last row only), polls it between chunks and stops early, setting *cancelled.
+  std::vector<float> run(std::vector<int32_t> ids, bool all_rows,
+                         const std::function<bool()>* cancel = nullptr, bool* cancelled = nullptr);
 
   model::Model* model_;
   std::mutex* mu_;
@@ -70,7 +72,8 @@ class EngineImpl : public Engine {
   std::mutex mu_;
 };
 
-std::vector<float> SessionImpl::run(std::vector<int32_t> ids, bool all_rows) {
+std::vector<float> SessionImpl::run(std::vector<int32_t> ids, bool all_rows,
+                                    const std::function<bool()>* cancel, bool* cancelled) {
   const bool had_pending = pending_ >= 0;
   if (had_pending) ids.insert(ids.begin(), pending_);
   pending_ = -1;
@@ -79,8 +82,14 @@ std::vector<float> SessionImpl::run(std::vector<int32_t> ids, bool all_rows) {
   DF_ASSERT(n > 0);
   std::lock_guard<std::mutex> lock(*mu_);
   const auto t0 = std::chrono::steady_clock::now();
+  int64_t done = 0;
   for (int64_t begin = 0; begin < n; begin += chunk_) {
+    if (begin > 0 && !all_rows && cancel && *cancel && (*cancel)()) {
+      *cancelled = true;  // the state holds ids[0, begin); `out` has the last row's logits
+      break;
+    }
     const int64_t len = std::min<int64_t>(chunk_, n - begin);
+    done = begin + len;
     // A chunk before the last one still needs its pass for the state when only the last row's
     // logits are wanted; its logits land in `out` and are overwritten.
     model_->forward(state_, std::span(ids).subspan(begin, len), all_rows,
@@ -89,7 +98,7 @@ std::vector<float> SessionImpl::run(std::vector<int32_t> ids, bool all_rows) {
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   (n == 1 ? stats_.decode_ms : stats_.prefill_ms) += ms;
-  (n == 1 ? stats_.decode_tokens : stats_.prefill_tokens) += n;
+  (n == 1 ? stats_.decode_tokens : stats_.prefill_tokens) += done;
   last_logits_.assign(out.end() - vocab, out.end());
   if (had_pending && all_rows) out.erase(out.begin(), out.begin() + vocab);
   return out;
@@ -103,14 +112,19 @@ std::vector<float> SessionImpl::forward(std::span<const int32_t> ids, bool all_r
 GenerateResult SessionImpl::generate(std::span<const int32_t> prompt,
                                      const GenerateOptions& options,
                                      const TokenCallback& on_token) {
+  GenerateResult result;
   if (!prompt.empty()) {
-    run(std::vector<int32_t>(prompt.begin(), prompt.end()), false);
+    bool cancelled = false;
+    run(std::vector<int32_t>(prompt.begin(), prompt.end()), false, &options.cancel, &cancelled);
+    if (cancelled) {
+      result.stop = StopReason::kCancelled;
+      return result;
+    }
   } else if (pending_ >= 0) {
     run({}, false);
   } else if (last_logits_.empty()) {
     base::fail("generate: empty prompt on an empty session");
   }
-  GenerateResult result;
   Sampler sampler(options);
   const int64_t eos = model_->config().eos_token_id;
   for (int i = 0; i < options.max_new_tokens; ++i) {

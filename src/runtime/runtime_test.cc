@@ -110,5 +110,24 @@ TEST(Session, ForwardAllRowsIncludesOnlyTheNewIds) {
   EXPECT_EQ(s->position(), 26);
 }
 
+TEST(Session, CancelBetweenPrefillChunksKeepsWhatRan) {
+  std::unique_ptr<Engine> engine = Engine::load({kModel, 5});  // 24 prompt ids: 5 chunks
+  std::unique_ptr<Session> s = engine->new_session();
+  GenerateOptions opt;
+  opt.max_new_tokens = 16;
+  opt.stop_at_eos = false;
+  int polls = 0;
+  opt.cancel = [&polls] { return ++polls == 2; };  // stop before the third chunk
+  GenerateResult r = s->generate(kPrompt, opt);
+  EXPECT_EQ(r.stop, StopReason::kCancelled);
+  EXPECT_TRUE(r.ids.empty());
+  EXPECT_EQ(s->position(), 10);
+  EXPECT_EQ(s->stats().prefill_tokens, 10);
+  // The rest of the prompt continues from there exactly.
+  opt.cancel = nullptr;
+  r = s->generate(std::span(kPrompt).subspan(10), opt);
+  EXPECT_EQ(r.ids, kGreedy);
+}
+
 }  // namespace
 }  // namespace deltafin
