@@ -1,0 +1,175 @@
+// `deltafin run`: one prompt from the command line, streamed as it is generated. --chat renders
+// the K3 chat format and shows the reasoning and the answer apart; without it the prompt is
+// continued as raw text. Ctrl-C stops after the current token and keeps what was printed.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "chat/k3_render.h"
+#include "command.h"
+#include "server/loaded_model.h"
+#include "server/pipeline.h"
+#include "server/server.h"
+#include "setup/expert_source.h"
+#include "setup/repo.h"
+
+namespace deltafin::apps {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+
+extern "C" void on_interrupt(int) { g_interrupted.store(true); }
+
+// Prints deltas: on a terminal the reasoning is dimmed and the answer plain; otherwise each
+// channel gets a label line, so that logs and pipes stay readable.
+class Printer {
+ public:
+  explicit Printer(bool chat) : chat_(chat) {
+    color_ = isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR");
+  }
+  void print(const server::Delta& d) {
+    using Kind = server::Delta::Kind;
+    if (d.kind != channel_) {
+      if (color_ && channel_ == Kind::kReasoning) std::fputs("\x1b[0m", stdout);
+      if (started_) std::fputs("\n", stdout);
+      if (chat_ && !color_ && d.kind != Kind::kToolCall)
+        std::fputs(d.kind == Kind::kReasoning ? "[reasoning]\n" : "[answer]\n", stdout);
+      if (color_ && d.kind == Kind::kReasoning) std::fputs("\x1b[2m", stdout);
+      channel_ = d.kind;
+    }
+    started_ = true;
+    if (d.kind == Kind::kToolCall) {
+      std::printf("[tool call] %s %s\n", d.call.name.c_str(), d.call.arguments.c_str());
+    } else {
+      std::fputs(d.text.c_str(), stdout);
+    }
+    std::fflush(stdout);
+  }
+  void end() {
+    if (color_ && channel_ == server::Delta::Kind::kReasoning) std::fputs("\x1b[0m", stdout);
+    if (started_) std::fputs("\n", stdout);
+    std::fflush(stdout);
+  }
+
+ private:
+  bool chat_, color_ = false, started_ = false;
+  server::Delta::Kind channel_ = server::Delta::Kind::kContent;
+};
+
+void print_stats(const SessionStats& s, const std::vector<double>& token_ms) {
+  std::fprintf(stderr, "stats: prompt %lld tokens in %.1f ms (%.1f tok/s)\n",
+               static_cast<long long>(s.prefill_tokens), s.prefill_ms,
+               s.prefill_ms > 0 ? s.prefill_tokens * 1000.0 / s.prefill_ms : 0.0);
+  if (token_ms.empty()) return;
+  std::vector<double> sorted = token_ms;
+  std::sort(sorted.begin(), sorted.end());
+  double total = 0;
+  for (double ms : token_ms) total += ms;
+  std::fprintf(stderr,
+               "stats: %zu tokens in %.1f ms (%.2f tok/s); per token: min %.2f / median %.2f / "
+               "max %.2f ms (the first includes the prompt)\n",
+               token_ms.size(), total, total > 0 ? token_ms.size() * 1000.0 / total : 0.0,
+               sorted.front(), sorted[sorted.size() / 2], sorted.back());
+}
+
+int run_run(Args& args) {
+  const std::string model_flag = args.get("model");
+  const bool chat = args.flag("chat");
+  const std::string prompt = args.required("prompt");
+  const std::string system = args.get("system");
+  const bool no_think = args.flag("no-think");
+  const std::string effort = args.get("effort");
+  const bool stats = args.flag("stats");
+  GenerateOptions gen;
+  gen.max_new_tokens = static_cast<int>(args.get_int("max-new", chat ? 2048 : 256));
+  gen.temperature = static_cast<float>(args.get_double("temperature", 0.0));
+  gen.top_p = static_cast<float>(args.get_double("top-p", 1.0));
+  gen.top_k = static_cast<int>(args.get_int("top-k", 0));
+  gen.seed = static_cast<uint64_t>(args.get_int("seed", 0));
+  EngineOptions engine;
+  engine.prefill_chunk_tokens =
+      static_cast<int>(args.get_int("chunk", engine.prefill_chunk_tokens));
+  args.check_done();
+  if (gen.max_new_tokens < 1) base::fail("deltafin run: --max-new must be at least 1");
+  if (gen.temperature < 0 || !(gen.top_p > 0 && gen.top_p <= 1) || gen.top_k < 0)
+    base::fail("deltafin run: need --temperature >= 0, 0 < --top-p <= 1, --top-k >= 0");
+  if (!chat && (!system.empty() || no_think || !effort.empty()))
+    base::fail("deltafin run: --system, --no-think and --effort need --chat");
+  if (prompt.empty()) base::fail("deltafin run: --prompt is empty");
+
+  engine.model_dir = server::resolve_model_dir(model_flag, setup::default_model_dir());
+  setup::warn_if_streaming(engine.model_dir);
+  server::LoadedModel model = server::load_model(engine);
+  if (stats) server::log_model_plan(model);
+
+  std::vector<int32_t> ids;
+  std::unique_ptr<server::TextPipeline> pipeline;
+  if (chat) {
+    nlohmann::ordered_json input = {{"thinking", !no_think}};
+    input["messages"] = nlohmann::ordered_json::array();
+    if (!system.empty()) input["messages"].push_back({{"role", "system"}, {"content", system}});
+    input["messages"].push_back({{"role", "user"}, {"content", prompt}});
+    if (!effort.empty()) input["thinking_effort"] = effort;
+    ids = chat::tokenize_segments(*model.tokenizer, chat::render_k3(input));
+    int n_calls = 0;
+    pipeline = server::make_chat_pipeline(*model.tokenizer, !no_think, {}, false, [&n_calls] {
+      return "call_" + std::to_string(++n_calls);
+    });
+  } else {
+    ids = model.tokenizer->encode_ordinary(prompt);
+    pipeline = server::make_completion_pipeline(*model.tokenizer, model.eos_id, {});
+  }
+
+  // Ctrl-C ends the generation after the current token; a second one kills the process.
+  struct sigaction sa {};
+  sa.sa_handler = on_interrupt;
+  sa.sa_flags = SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+
+  Printer printer(chat);
+  std::vector<server::Delta> deltas;
+  std::vector<double> token_ms;
+  auto last = std::chrono::steady_clock::now();
+  std::unique_ptr<Session> session = model.engine->new_session();
+  const GenerateResult result = session->generate(ids, gen, [&](int32_t id) {
+    const auto now = std::chrono::steady_clock::now();
+    token_ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
+    last = now;
+    if (g_interrupted.load()) return false;
+    const bool more = pipeline->push(id, deltas);
+    for (const server::Delta& d : deltas) printer.print(d);
+    deltas.clear();
+    return more;
+  });
+  pipeline->finish(deltas);
+  for (const server::Delta& d : deltas) printer.print(d);
+  printer.end();
+  signal(SIGINT, SIG_DFL);
+  if (stats) print_stats(session->stats(), token_ms);
+  if (g_interrupted.load()) {
+    std::fprintf(stderr, "run: interrupted after %zu tokens\n", result.ids.size());
+    return 130;
+  }
+  if (result.stop == StopReason::kMaxTokens)
+    base::log_info("run: stopped at --max-new ", gen.max_new_tokens, " tokens");
+  return 0;
+}
+
+}  // namespace
+
+DELTAFIN_COMMAND(run, "run",
+                 "generate from --prompt TEXT: --chat (K3 chat: reasoning and answer) or raw "
+                 "continuation; [--model DIR] [--max-new N] [--temperature T --top-p P --top-k K "
+                 "--seed S] [--system TEXT] [--no-think] [--effort low|high|max] [--stats]",
+                 run_run);
+
+}  // namespace deltafin::apps

@@ -1,0 +1,89 @@
+// The chat pipeline: K3's response parser splits the ids into reasoning, answer and tool calls;
+// stop strings apply to the answer only (a stop string in the reasoning would end the thinking a
+// user asked for, which no client means).
+#include "chat/response_parser.h"
+#include "server/pipeline.h"
+#include "server/stop_matcher.h"
+
+namespace deltafin::server {
+namespace {
+
+class ChatPipeline : public TextPipeline {
+ public:
+  ChatPipeline(const tokenizer::Tokenizer& tokenizer, bool thinking, std::vector<std::string> stops,
+               bool single_tool_call, ToolCallIdSource ids)
+      : parser_(tokenizer, thinking),
+        matcher_(std::move(stops)),
+        single_tool_call_(single_tool_call),
+        ids_(std::move(ids)),
+        close_id_(tokenizer.special_id("<|close|>").value_or(-1)),
+        in_reasoning_(thinking) {}
+
+  bool push(int32_t id, std::vector<Delta>& out) override {
+    // The reasoning is every id before the first closing bracket (that of `think`).
+    if (id == close_id_) in_reasoning_ = false;
+    if (in_reasoning_) ++reasoning_tokens_;
+    return take(parser_.push(id), out);
+  }
+
+  void finish(std::vector<Delta>& out) override {
+    take(parser_.finish(), out);
+    flush_content(out);
+  }
+
+ private:
+  // Returns false once the response is complete.
+  bool take(const std::vector<chat::ParseEvent>& events, std::vector<Delta>& out) {
+    for (const chat::ParseEvent& e : events) {
+      if (done_) break;
+      switch (e.kind) {
+        case chat::ParseEvent::kReasoning:
+          out.push_back(Delta{Delta::Kind::kReasoning, e.text, {}});
+          break;
+        case chat::ParseEvent::kContent:
+          if (std::string text = matcher_.push(e.text); !text.empty())
+            out.push_back(Delta{Delta::Kind::kContent, std::move(text), {}});
+          if (matcher_.stopped()) stopped_by_string_ = done_ = true;
+          break;
+        case chat::ParseEvent::kToolCall:
+          flush_content(out);
+          saw_tool_call_ = true;
+          out.push_back(Delta{Delta::Kind::kToolCall, "",
+                              ToolCall{ids_(), e.call.name, e.call.arguments_json}});
+          if (single_tool_call_) done_ = true;
+          break;
+        case chat::ParseEvent::kEnd:
+          flush_content(out);
+          done_ = true;
+          break;
+      }
+    }
+    return !done_;
+  }
+
+  // The answer's held-back text once no more answer can follow.
+  void flush_content(std::vector<Delta>& out) {
+    if (matcher_.stopped()) return;
+    if (std::string text = matcher_.flush(); !text.empty())
+      out.push_back(Delta{Delta::Kind::kContent, std::move(text), {}});
+  }
+
+  chat::ResponseParser parser_;
+  StopMatcher matcher_;
+  bool single_tool_call_;
+  ToolCallIdSource ids_;
+  int32_t close_id_;
+  bool in_reasoning_;
+  bool done_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<TextPipeline> make_chat_pipeline(const tokenizer::Tokenizer& tokenizer,
+                                                 bool thinking, std::vector<std::string> stops,
+                                                 bool single_tool_call, ToolCallIdSource ids) {
+  return std::make_unique<ChatPipeline>(tokenizer, thinking, std::move(stops), single_tool_call,
+                                        std::move(ids));
+}
+
+}  // namespace deltafin::server

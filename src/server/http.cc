@@ -1,0 +1,535 @@
+// HTTP/1.1 request parsing, body framing and the socket side of the server: reading with limits
+// and timeouts, responses whole or streamed, and connection threads.
+#include "server/http.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "server/api_error.h"
+
+namespace deltafin::server {
+namespace {
+
+constexpr size_t kMaxHeaders = 128;
+constexpr int kPollSliceMs = 200;        // how often blocked reads look at the stop flag
+constexpr int kWriteTimeoutMs = 30'000;  // a client that stops reading is dropped
+constexpr int kLingerMs = 2'000;         // reading (and discarding) after an early error reply
+constexpr uint64_t kLingerBytes = 64 << 20;
+
+bool is_tchar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("!#$%&'*+-.^_`|~", c);
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// Whether a comma-separated header value lists `token` (case-insensitive).
+bool lists_token(const std::string* value, std::string_view token) {
+  if (!value) return false;
+  std::string_view rest = *value;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    if (lower(trim(rest.substr(0, comma))) == token) return true;
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+bool parse_decimal(std::string_view s, uint64_t& out) {
+  if (s.empty() || s.size() > 18) return false;
+  out = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    out = out * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return true;
+}
+
+}  // namespace
+
+const std::string* HttpRequest::header(std::string_view name) const {
+  for (const auto& [k, v] : headers)
+    if (k == name) return &v;
+  return nullptr;
+}
+
+HeadParse parse_request_head(std::string_view data, HttpRequest& out, size_t& head_bytes) {
+  const size_t end = data.find("\r\n\r\n");
+  if (end == std::string_view::npos) return HeadParse::kIncomplete;
+  head_bytes = end + 4;
+  std::string_view head = data.substr(0, end + 2);  // every line keeps its CRLF
+  const size_t line_end = head.find("\r\n");
+  const std::string_view line = head.substr(0, line_end);
+  head.remove_prefix(line_end + 2);
+
+  const size_t sp1 = line.find(' ');
+  const size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+  if (sp2 == std::string_view::npos || line.find(' ', sp2 + 1) != std::string_view::npos)
+    throw HttpError{400, "malformed request line"};
+  const std::string_view method = line.substr(0, sp1);
+  const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  const std::string_view version = line.substr(sp2 + 1);
+  if (method.empty() || method.size() > 16 || !std::all_of(method.begin(), method.end(), is_tchar))
+    throw HttpError{400, "malformed request method"};
+  if (target.empty() || target.front() != '/' || target.size() > 8192)
+    throw HttpError{400, "the request target must be an absolute path"};
+  for (char c : target)
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f)
+      throw HttpError{400, "control character in the request target"};
+  if (version.size() != 8 || version.substr(0, 7) != "HTTP/1.")
+    throw HttpError{version.substr(0, 5) == "HTTP/" ? 505 : 400, "unsupported HTTP version"};
+  if (version[7] != '0' && version[7] != '1') throw HttpError{505, "unsupported HTTP version"};
+
+  out.method = std::string(method);
+  out.target = std::string(target);
+  out.path = std::string(target.substr(0, target.find('?')));
+  out.version_minor = version[7] - '0';
+  out.headers.clear();
+  out.body.clear();
+  while (!head.empty()) {
+    const size_t eol = head.find("\r\n");
+    const std::string_view h = head.substr(0, eol);
+    head.remove_prefix(eol + 2);
+    if (h.empty() || h.front() == ' ' || h.front() == '\t')
+      throw HttpError{400, "folded or empty header line"};
+    const size_t colon = h.find(':');
+    if (colon == 0 || colon == std::string_view::npos ||
+        !std::all_of(h.begin(), h.begin() + colon, is_tchar))
+      throw HttpError{400, "malformed header line"};
+    const std::string_view value = trim(h.substr(colon + 1));
+    for (char c : value)
+      if (c == '\r' || c == '\n' || c == '\0') throw HttpError{400, "control character in header"};
+    if (out.headers.size() == kMaxHeaders) throw HttpError{431, "too many header fields"};
+    out.headers.emplace_back(lower(h.substr(0, colon)), std::string(value));
+  }
+  return HeadParse::kDone;
+}
+
+BodyFraming body_framing(const HttpRequest& head, uint64_t max_body_bytes) {
+  BodyFraming f;
+  bool have_length = false, have_coding = false;
+  for (const auto& [name, value] : head.headers) {
+    if (name == "transfer-encoding") {
+      if (have_coding || lower(value) != "chunked")
+        throw HttpError{501, "only the chunked transfer coding is supported"};
+      have_coding = true;
+    } else if (name == "content-length") {
+      uint64_t n = 0;
+      if (!parse_decimal(value, n)) throw HttpError{400, "malformed Content-Length"};
+      if (have_length && n != f.content_length) throw HttpError{400, "conflicting Content-Length"};
+      have_length = true;
+      f.content_length = n;
+    }
+  }
+  if (have_length && have_coding)
+    throw HttpError{400, "both Content-Length and Transfer-Encoding given"};
+  f.chunked = have_coding;
+  if (f.content_length > max_body_bytes)
+    throw HttpError{413, base::str_cat("the request body has ", f.content_length,
+                                       " bytes; this server accepts at most ", max_body_bytes)};
+  return f;
+}
+
+size_t ChunkedDecoder::feed(std::string_view data, std::string& body) {
+  size_t used = 0;
+  while (used < data.size() && state_ != State::kDone) {
+    if (state_ == State::kData) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(remaining_, data.size() - used));
+      body.append(data.substr(used, n));
+      used += n;
+      remaining_ -= n;
+      if (remaining_ == 0) state_ = State::kDataEnd;
+      continue;
+    }
+    // Line-oriented states: collect up to LF.
+    const char c = data[used++];
+    if (line_.size() > 1024) throw HttpError{400, "chunk line too long"};
+    if (c != '\n') {
+      line_.push_back(c);
+      continue;
+    }
+    if (line_.empty() || line_.back() != '\r') throw HttpError{400, "chunk line without CRLF"};
+    line_.pop_back();
+    if (state_ == State::kDataEnd) {
+      if (!line_.empty()) throw HttpError{400, "chunk data longer than its size"};
+      state_ = State::kSize;
+    } else if (state_ == State::kTrailer) {
+      if (line_.empty()) state_ = State::kDone;
+    } else {  // kSize: hex digits, optional extensions after ';'
+      const std::string_view size = trim(std::string_view(line_).substr(0, line_.find(';')));
+      if (size.empty() || size.size() > 15) throw HttpError{400, "malformed chunk size"};
+      uint64_t n = 0;
+      for (char h : size) {
+        const int d =
+            std::isxdigit(static_cast<unsigned char>(h))
+                ? (std::isdigit(static_cast<unsigned char>(h)) ? h - '0'
+                                                               : (std::tolower(h) - 'a' + 10))
+                : -1;
+        if (d < 0) throw HttpError{400, "malformed chunk size"};
+        n = n * 16 + static_cast<uint64_t>(d);
+      }
+      if (body.size() + n > max_body_bytes_)
+        throw HttpError{413, base::str_cat("the request body exceeds ", max_body_bytes_, " bytes")};
+      remaining_ = n;
+      state_ = n == 0 ? State::kTrailer : State::kData;
+    }
+    line_.clear();
+  }
+  return used;
+}
+
+std::string_view status_reason(int status) {
+  switch (status) {
+    case 100:
+      return "Continue";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 413:
+      return "Payload Too Large";
+    case 417:
+      return "Expectation Failed";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 503:
+      return "Service Unavailable";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return "Unknown";
+  }
+}
+
+HttpConnection::HttpConnection(int fd, const HttpLimits& limits, const std::atomic<bool>* stopping)
+    : fd_(fd), limits_(limits), stopping_(stopping) {}
+
+HttpConnection::~HttpConnection() { ::close(fd_); }
+
+void HttpConnection::linger() {
+  // Closing with unread input makes the kernel reset the connection, which can destroy the reply
+  // before the client reads it. Stop writing, read and discard for a bounded time, then close.
+  ::shutdown(fd_, SHUT_WR);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kLingerMs);
+  uint64_t drained = 0;
+  char sink[16384];
+  while (drained < kLingerBytes) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+    pollfd p{fd_, POLLIN, 0};
+    if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) break;
+    const ssize_t n = ::recv(fd_, sink, sizeof(sink), MSG_DONTWAIT);
+    if (n <= 0) break;
+    drained += static_cast<uint64_t>(n);
+  }
+}
+
+bool HttpConnection::fill(int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!stopping_->load()) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+    if (left <= 0) return false;
+    pollfd p{fd_, POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, kPollSliceMs)));
+    if (r < 0 && errno != EINTR) return false;
+    if (r <= 0) continue;
+    char buf[65536];
+    const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) {
+      broken_ = n < 0;
+      return false;
+    }
+    buffer_.append(buf, static_cast<size_t>(n));
+    return true;
+  }
+  return false;
+}
+
+std::optional<HttpRequest> HttpConnection::read_request() {
+  HttpRequest req;
+  size_t head_bytes = 0;
+  while (parse_request_head(buffer_, req, head_bytes) == HeadParse::kIncomplete) {
+    if (buffer_.size() > limits_.max_head_bytes)
+      throw HttpError{431, "the request head is larger than the server accepts"};
+    const bool started = !buffer_.empty();
+    if (!fill(started ? limits_.read_timeout_ms : limits_.idle_timeout_ms)) {
+      if (started && !broken_ && !stopping_->load())
+        throw HttpError{408, "the request head did not arrive in time"};
+      return std::nullopt;
+    }
+  }
+  if (head_bytes > limits_.max_head_bytes)
+    throw HttpError{431, "the request head is larger than the server accepts"};
+  buffer_.erase(0, head_bytes);
+  responded_ = false;
+  chunked_out_ = false;
+  version_minor_ = req.version_minor;
+  const std::string* connection = req.header("connection");
+  keep_alive_ = req.version_minor == 1 ? !lists_token(connection, "close")
+                                       : lists_token(connection, "keep-alive");
+  const BodyFraming framing = body_framing(req, limits_.max_body_bytes);
+  if (const std::string* expect = req.header("expect")) {
+    if (lower(*expect) != "100-continue") throw HttpError{417, "unsupported Expect header"};
+    if (req.version_minor == 1 && (framing.chunked || framing.content_length > 0) &&
+        buffer_.empty() && !write_all("HTTP/1.1 100 Continue\r\n\r\n"))
+      return std::nullopt;
+  }
+  if (framing.chunked) {
+    ChunkedDecoder decoder(limits_.max_body_bytes);
+    while (true) {
+      buffer_.erase(0, decoder.feed(buffer_, req.body));
+      if (decoder.done()) break;
+      if (!fill(limits_.read_timeout_ms)) {
+        if (broken_ || stopping_->load()) return std::nullopt;
+        throw HttpError{408, "the request body did not arrive in time"};
+      }
+    }
+  } else {
+    while (buffer_.size() < framing.content_length) {
+      if (!fill(limits_.read_timeout_ms)) {
+        if (broken_ || stopping_->load()) return std::nullopt;
+        throw HttpError{408, "the request body did not arrive in time"};
+      }
+    }
+    req.body = buffer_.substr(0, framing.content_length);
+    buffer_.erase(0, framing.content_length);
+  }
+  return req;
+}
+
+bool HttpConnection::write_all(std::string_view data) {
+  while (!data.empty() && !broken_) {
+    pollfd p{fd_, POLLOUT, 0};
+    const int r = ::poll(&p, 1, kWriteTimeoutMs);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0 || (p.revents & (POLLERR | POLLHUP))) {
+      broken_ = true;
+      break;
+    }
+    const ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) {
+      broken_ = true;
+      break;
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return !broken_;
+}
+
+std::string HttpConnection::head(int status, std::string_view content_type,
+                                 const std::vector<std::pair<std::string, std::string>>& extra,
+                                 bool streamed, size_t content_length) {
+  std::string h = base::str_cat("HTTP/1.", version_minor_, " ", status, " ", status_reason(status),
+                                "\r\nContent-Type: ", content_type, "\r\n");
+  if (!streamed) {
+    h += base::str_cat("Content-Length: ", content_length, "\r\n");
+  } else if (chunked_out_) {
+    h += "Transfer-Encoding: chunked\r\n";
+  }
+  h += keep_alive_ ? (version_minor_ == 0 ? "Connection: keep-alive\r\n" : "")
+                   : "Connection: close\r\n";
+  for (const auto& [k, v] : extra) h += k + ": " + v + "\r\n";
+  h += "\r\n";
+  return h;
+}
+
+bool HttpConnection::send(int status, std::string_view content_type, std::string_view body,
+                          const std::vector<std::pair<std::string, std::string>>& extra_headers) {
+  responded_ = true;
+  std::string out = head(status, content_type, extra_headers, false, body.size());
+  out.append(body);
+  return write_all(out);
+}
+
+bool HttpConnection::begin_stream(int status, std::string_view content_type,
+                                  const std::vector<std::pair<std::string, std::string>>& extra) {
+  responded_ = true;
+  chunked_out_ = version_minor_ == 1;
+  if (!chunked_out_) keep_alive_ = false;  // the close marks the end
+  return write_all(head(status, content_type, extra, true, 0));
+}
+
+bool HttpConnection::write(std::string_view data) {
+  if (data.empty()) return !client_gone();
+  if (!chunked_out_) return write_all(data);
+  char size[32];
+  std::snprintf(size, sizeof(size), "%zx\r\n", data.size());
+  std::string out = size;
+  out.append(data);
+  out += "\r\n";
+  return write_all(out);
+}
+
+bool HttpConnection::finish() { return chunked_out_ ? write_all("0\r\n\r\n") : !broken_; }
+
+bool HttpConnection::client_gone() {
+  if (broken_ || stopping_->load()) return true;
+  pollfd p{fd_, POLLIN | POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  if (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) return broken_ = true;
+  char c;
+  const ssize_t n = ::recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) broken_ = true;
+  return broken_;  // bytes waiting are the client's next request, not a hang-up
+}
+
+HttpServer::HttpServer(HttpLimits limits, Handler handler)
+    : limits_(limits), handler_(std::move(handler)) {
+  if (::pipe2(wake_pipe_, O_CLOEXEC | O_NONBLOCK) != 0)
+    base::fail("cannot create the server's wake-up pipe: ", std::strerror(errno));
+}
+
+HttpServer::~HttpServer() {
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+  ::close(wake_pipe_[0]);
+  ::close(wake_pipe_[1]);
+}
+
+void HttpServer::bind(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  if (int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0)
+    base::fail("cannot resolve --host ", host, ": ", ::gai_strerror(rc));
+  std::string last_error = "no address";
+  for (addrinfo* a = found; a; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 128) == 0) {
+      listen_fd_ = fd;
+      sockaddr_storage bound{};
+      socklen_t len = sizeof(bound);
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
+      port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                                : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+      break;
+    }
+    last_error = std::strerror(errno);
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  if (listen_fd_ < 0) base::fail("cannot listen on ", host, ":", port, ": ", last_error);
+}
+
+void HttpServer::request_stop() {
+  stopping_.store(true);
+  const char c = 1;
+  [[maybe_unused]] ssize_t n = ::write(wake_pipe_[1], &c, 1);
+}
+
+void HttpServer::run() {
+  DF_ASSERT(listen_fd_ >= 0);
+  while (!stopping_.load()) {
+    pollfd p[2] = {{listen_fd_, POLLIN, 0}, {wake_pipe_[0], POLLIN, 0}};
+    if (::poll(p, 2, -1) < 0 && errno != EINTR) break;
+    if (!(p[0].revents & POLLIN)) continue;
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    const int one = 1;  // SSE events are small and must leave at once
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    std::unique_lock<std::mutex> lock(mu_);
+    if (n_active_ >= limits_.max_connections) {
+      lock.unlock();
+      const std::string body =
+          error_json(ApiError{503, "too many open connections", "server_error"});
+      const std::string reply =
+          base::str_cat("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n",
+                        "Content-Length: ", body.size(), "\r\nConnection: close\r\n\r\n", body);
+      [[maybe_unused]] ssize_t n =
+          ::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      ::close(fd);
+      continue;
+    }
+    ++n_active_;
+    lock.unlock();
+    std::thread([this, fd] { serve_connection(fd); }).detach();
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_.wait(lock, [&] { return n_active_ == 0; });
+}
+
+void HttpServer::serve_connection(int fd) {
+  {
+    HttpConnection conn(fd, limits_, &stopping_);
+    while (true) {
+      std::optional<HttpRequest> req;
+      try {
+        req = conn.read_request();
+      } catch (const HttpError& e) {
+        conn.set_keep_alive(false);
+        ApiError err{e.status, e.message,
+                     e.status >= 500 ? "server_error" : "invalid_request_error"};
+        if (e.status == 413) err.code = "request_too_large";
+        conn.send(e.status, "application/json", error_json(err));
+        conn.linger();
+        break;
+      }
+      if (!req) break;
+      try {
+        handler_(*req, conn);
+      } catch (const std::exception& e) {
+        // Handlers answer their own errors; this is a bug, logged and answered if still possible.
+        base::log_warn("server: ", req->method, " ", req->path, " failed: ", e.what());
+        conn.set_keep_alive(false);
+        if (!conn.responded())
+          conn.send(
+              500, "application/json",
+              error_json(ApiError{500, "internal error: see the server log", "server_error"}));
+      }
+      if (!conn.keep_alive()) break;
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (--n_active_ == 0) idle_.notify_all();
+}
+
+}  // namespace deltafin::server

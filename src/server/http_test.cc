@@ -1,0 +1,265 @@
+// The HTTP layer: head parsing, body framing, chunked bodies, and a connection over a socket
+// pair (limits before the body is read, 100-continue, streaming, hang-up detection).
+#include "server/http.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+#include <thread>
+
+namespace deltafin::server {
+namespace {
+
+HttpRequest head_of(const std::string& text) {
+  HttpRequest r;
+  size_t n = 0;
+  EXPECT_EQ(parse_request_head(text, r, n), HeadParse::kDone) << text;
+  return r;
+}
+
+int status_of(const std::string& text) {
+  HttpRequest r;
+  size_t n = 0;
+  try {
+    parse_request_head(text, r, n);
+    body_framing(r, 1000);
+  } catch (const HttpError& e) {
+    return e.status;
+  }
+  return 0;
+}
+
+TEST(HttpParse, RequestLineAndHeaders) {
+  HttpRequest r;
+  size_t n = 0;
+  const std::string text =
+      "POST /v1/chat/completions?x=1 HTTP/1.1\r\nHost: a\r\nContent-Type:  application/json \r\n"
+      "X-Empty:\r\n\r\nBODY";
+  ASSERT_EQ(parse_request_head(text, r, n), HeadParse::kDone);
+  EXPECT_EQ(n, text.size() - 4);
+  EXPECT_EQ(r.method, "POST");
+  EXPECT_EQ(r.path, "/v1/chat/completions");
+  EXPECT_EQ(r.target, "/v1/chat/completions?x=1");
+  EXPECT_EQ(r.version_minor, 1);
+  ASSERT_NE(r.header("content-type"), nullptr);
+  EXPECT_EQ(*r.header("content-type"), "application/json");
+  EXPECT_EQ(*r.header("x-empty"), "");
+  EXPECT_EQ(r.header("missing"), nullptr);
+  EXPECT_EQ(parse_request_head("GET / HTTP/1.1\r\nHost: a\r\n", r, n), HeadParse::kIncomplete);
+  EXPECT_EQ(head_of("GET / HTTP/1.0\r\n\r\n").version_minor, 0);
+}
+
+TEST(HttpParse, RefusesMalformedHeads) {
+  EXPECT_EQ(status_of("GET  / HTTP/1.1\r\n\r\n"), 400);
+  EXPECT_EQ(status_of("GET / HTTP/1.1 x\r\n\r\n"), 400);
+  EXPECT_EQ(status_of("GET x HTTP/1.1\r\n\r\n"), 400);
+  EXPECT_EQ(status_of("G(T / HTTP/1.1\r\n\r\n"), 400);
+  EXPECT_EQ(status_of("GET / HTTP/2.0\r\n\r\n"), 505);
+  EXPECT_EQ(status_of("GET / HTTP/1.2\r\n\r\n"), 505);
+  EXPECT_EQ(status_of("GET / FTP/1.1\r\n\r\n"), 400);
+  EXPECT_EQ(status_of("GET / HTTP/1.1\r\n folded\r\n\r\n"), 400);
+  EXPECT_EQ(status_of("GET / HTTP/1.1\r\nno colon\r\n\r\n"), 400);
+  EXPECT_EQ(status_of("GET / HTTP/1.1\r\n: empty name\r\n\r\n"), 400);
+  EXPECT_EQ(status_of(std::string("GET / HTTP/1.1\r\nA: b\0c\r\n\r\n", 28)), 400);
+}
+
+TEST(HttpParse, BodyFraming) {
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\n"), 0);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nContent-Length: 1001\r\n\r\n"), 413);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n"), 400);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n"), 400);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"), 400);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n"), 0);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n"), 501);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n"),
+            400);
+  const BodyFraming f =
+      body_framing(head_of("POST / HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n"), 10);
+  EXPECT_TRUE(f.chunked);
+}
+
+TEST(HttpParse, ChunkedBodies) {
+  std::string body;
+  ChunkedDecoder d(100);
+  const std::string wire = "5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nTrailer: x\r\n\r\nNEXT";
+  // Fed one byte at a time: the decoder must not care how the bytes arrive.
+  size_t used = 0;
+  while (!d.done() && used < wire.size())
+    used += d.feed(std::string_view(wire).substr(used, 1), body);
+  EXPECT_TRUE(d.done());
+  EXPECT_EQ(body, "hello world");
+  EXPECT_EQ(wire.substr(used), "NEXT");
+
+  const auto fails = [](const std::string& w, uint64_t max) {
+    std::string b;
+    ChunkedDecoder c(max);
+    try {
+      c.feed(w, b);
+    } catch (const HttpError& e) {
+      return e.status;
+    }
+    return 0;
+  };
+  EXPECT_EQ(fails("zz\r\n", 100), 400);
+  EXPECT_EQ(fails("5\r\nhelloX\r\n", 100), 400);
+  EXPECT_EQ(fails("5\nhello", 100), 400);
+  EXPECT_EQ(fails("65\r\n", 100), 413);  // 101 bytes announced
+  EXPECT_EQ(fails("fffffffffffffff\r\n", 1 << 20), 413);
+}
+
+// A connection on one end of a socket pair; the test plays the client on the other.
+struct Pair {
+  Pair() {
+    int fds[2];
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+    server_fd = fds[0];
+    client = fds[1];
+  }
+  ~Pair() {
+    if (client >= 0) ::close(client);
+  }
+  void send(const std::string& s) const {
+    ASSERT_EQ(::write(client, s.data(), s.size()), (ssize_t)s.size());
+  }
+  std::string read_some() const {
+    char buf[65536];
+    const ssize_t n = ::read(client, buf, sizeof(buf));
+    return n > 0 ? std::string(buf, n) : std::string();
+  }
+  std::string read_all() const {
+    std::string out, part;
+    while (!(part = read_some()).empty()) out += part;
+    return out;
+  }
+  int server_fd = -1, client = -1;
+  std::atomic<bool> stopping{false};
+};
+
+TEST(HttpConnection, ReadsRequestsAndKeepsAlive) {
+  Pair p;
+  HttpLimits limits;
+  auto conn = std::make_unique<HttpConnection>(p.server_fd, limits, &p.stopping);
+  p.send("POST /a HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET /b HTTP/1.1\r\n\r\n");
+  std::optional<HttpRequest> r = conn->read_request();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "abc");
+  EXPECT_TRUE(conn->keep_alive());
+  EXPECT_TRUE(conn->send(200, "text/plain", "ok"));
+  r = conn->read_request();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->path, "/b");
+  conn->set_keep_alive(false);
+  EXPECT_TRUE(conn->send(404, "text/plain", "no"));
+  conn.reset();
+  const std::string wire = p.read_all();
+  EXPECT_NE(wire.find("HTTP/1.1 200 OK\r\n"), std::string::npos);
+  EXPECT_NE(wire.find("Content-Length: 2\r\n\r\nok"), std::string::npos);
+  EXPECT_NE(wire.find("HTTP/1.1 404 Not Found\r\n"), std::string::npos);
+  EXPECT_NE(wire.find("Connection: close\r\n"), std::string::npos);
+}
+
+TEST(HttpConnection, RefusesLargeBodyBeforeReadingIt) {
+  Pair p;
+  HttpLimits limits;
+  limits.max_body_bytes = 100;
+  HttpConnection conn(p.server_fd, limits, &p.stopping);
+  // Only the head is sent: the answer must not wait for the body.
+  p.send("POST / HTTP/1.1\r\nContent-Length: 5000000\r\nExpect: 100-continue\r\n\r\n");
+  try {
+    conn.read_request();
+    FAIL() << "no error";
+  } catch (const HttpError& e) {
+    EXPECT_EQ(e.status, 413);
+  }
+}
+
+TEST(HttpConnection, ContinuesAndReadsChunkedBody) {
+  Pair p;
+  HttpLimits limits;
+  HttpConnection conn(p.server_fd, limits, &p.stopping);
+  p.send("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n");
+  std::thread client([&] {
+    EXPECT_EQ(p.read_some(), "HTTP/1.1 100 Continue\r\n\r\n");
+    p.send("3\r\nabc\r\n0\r\n\r\n");
+  });
+  std::optional<HttpRequest> r = conn.read_request();
+  client.join();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "abc");
+}
+
+TEST(HttpConnection, StreamsChunksAndNoticesHangUp) {
+  Pair p;
+  HttpLimits limits;
+  HttpConnection conn(p.server_fd, limits, &p.stopping);
+  p.send("GET / HTTP/1.1\r\n\r\n");
+  ASSERT_TRUE(conn.read_request());
+  ASSERT_TRUE(conn.begin_stream(200, "text/event-stream"));
+  ASSERT_TRUE(conn.write("data: 1\n\n"));
+  EXPECT_FALSE(conn.client_gone());
+  const std::string got = p.read_some();
+  EXPECT_NE(got.find("Transfer-Encoding: chunked\r\n"), std::string::npos);
+  EXPECT_NE(got.find("9\r\ndata: 1\n\n\r\n"), std::string::npos);
+  ::close(p.client);
+  p.client = -1;
+  EXPECT_TRUE(conn.client_gone());
+  EXPECT_FALSE(conn.write("data: 2\n\n"));
+}
+
+TEST(HttpConnection, PipelinedBytesAreNotAHangUp) {
+  Pair p;
+  HttpLimits limits;
+  HttpConnection conn(p.server_fd, limits, &p.stopping);
+  p.send("GET / HTTP/1.1\r\n\r\nGET /next HTTP/1.1\r\n");
+  ASSERT_TRUE(conn.read_request());
+  EXPECT_FALSE(conn.client_gone());
+  p.stopping = true;
+  EXPECT_TRUE(conn.client_gone());  // a stopping server cancels generation too
+}
+
+TEST(HttpConnection, Http10ClosesAfterAStream) {
+  Pair p;
+  HttpLimits limits;
+  auto conn = std::make_unique<HttpConnection>(p.server_fd, limits, &p.stopping);
+  p.send("GET / HTTP/1.0\r\n\r\n");
+  ASSERT_TRUE(conn->read_request());
+  EXPECT_FALSE(conn->keep_alive());
+  ASSERT_TRUE(conn->begin_stream(200, "text/plain"));
+  ASSERT_TRUE(conn->write("raw"));
+  ASSERT_TRUE(conn->finish());
+  conn.reset();
+  const std::string wire = p.read_all();
+  EXPECT_EQ(wire.substr(0, 17), "HTTP/1.0 200 OK\r\n");
+  EXPECT_EQ(wire.substr(wire.size() - 7), "\r\n\r\nraw");
+}
+
+TEST(HttpServer, ServesOnLoopbackAndStops) {
+  HttpLimits limits;
+  HttpServer server(
+      limits, [](const HttpRequest& r, HttpConnection& c) { c.send(200, "text/plain", r.path); });
+  server.bind("127.0.0.1", 0);
+  ASSERT_GT(server.port(), 0);
+  std::thread loop([&] { server.run(); });
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const std::string req = "GET /hello HTTP/1.1\r\nConnection: close\r\n\r\n";
+  ASSERT_EQ(::write(fd, req.data(), req.size()), (ssize_t)req.size());
+  std::string got;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) got.append(buf, n);
+  ::close(fd);
+  EXPECT_NE(got.find("\r\n\r\n/hello"), std::string::npos);
+  server.request_stop();
+  loop.join();
+}
+
+}  // namespace
+}  // namespace deltafin::server

@@ -1,0 +1,39 @@
+// What one generation produced, in the order a client sees it: the unit that responses are
+// formatted from (whole or streamed) and that the response memo stores.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace deltafin::server {
+
+struct ToolCall {
+  std::string id;         // "call_..." (fresh per response)
+  std::string name;       // function name
+  std::string arguments;  // JSON object text
+};
+
+struct Delta {
+  enum class Kind { kReasoning, kContent, kToolCall };
+  Kind kind = Kind::kContent;
+  std::string text;  // reasoning or content text (whole UTF-8 characters)
+  ToolCall call;     // kToolCall
+};
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;     // prompt ids taken over from the kept conversation state
+  int64_t reasoning_tokens = 0;  // completion ids spent in the thinking channel
+};
+
+struct Outcome {
+  std::vector<Delta> deltas;
+  std::string finish_reason;  // "stop", "length", "tool_calls"
+  Usage usage;
+
+  size_t bytes() const;  // what it occupies, for the memo's byte bound
+};
+
+}  // namespace deltafin::server

@@ -1,0 +1,69 @@
+// The serve loop and the signal handlers that end it; the model-folder lookup the CLI shares.
+#include "server/server.h"
+
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+
+#include "base/error.h"
+#include "base/log.h"
+
+namespace deltafin::server {
+namespace {
+
+HttpServer* g_server = nullptr;  // for the signal handler only
+
+extern "C" void on_stop_signal(int) {
+  if (g_server) g_server->request_stop();
+}
+
+}  // namespace
+
+void serve(LoadedModel& model, ServeOptions options) {
+  if (options.service.model_id.empty()) options.service.model_id = model.id;
+  const std::string folder = std::filesystem::path(model.dir).filename().string();
+  if (!folder.empty() && folder != options.service.model_id)
+    options.service.model_names.push_back(folder);
+  Service service(*model.engine, *model.tokenizer, model.eos_id, options.service);
+  HttpServer http(options.http,
+                  [&service](const HttpRequest& r, HttpConnection& c) { service.handle(r, c); });
+  http.bind(options.host, options.port);
+
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  struct sigaction old_int {
+  }, old_term{};
+  g_server = &http;
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  base::log_info("serve: model '", options.service.model_id, "' at http://", options.host, ":",
+                 http.port(), "/v1 (",
+                 options.service.api_key.empty() ? "no API key" : "API key required", "; memo ",
+                 options.service.memo ? "on" : "off", "; state reuse ",
+                 options.service.reuse ? "on" : "off", ")");
+  http.run();
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  g_server = nullptr;
+  const ServiceStats& s = service.stats();
+  base::log_info("serve: stopped after ", s.generations.load(), " generations (",
+                 s.memo_hits.load(), " memo hits, ", s.busy_refusals.load(), " busy refusals, ",
+                 s.cancelled.load(), " cancelled)");
+}
+
+std::string resolve_model_dir(const std::string& flag, const std::string& installed_default) {
+  namespace fs = std::filesystem;
+  if (!flag.empty()) return flag;
+  if (const char* env = std::getenv("DELTAFIN_MODEL"); env && *env) return env;
+  if (fs::is_regular_file(fs::path(installed_default) / "config.json")) return installed_default;
+  base::fail(
+      "no model to run: --model is not given, $DELTAFIN_MODEL is not set, and nothing is "
+      "installed at ",
+      installed_default,
+      ".\n  Install Kimi K3 with `deltafin setup` (whole, 1.56 TB; or `deltafin setup "
+      "--stream` to fetch experts on demand),\n  or try the small built-in demo model: "
+      "`deltafin demo`.");
+}
+
+}  // namespace deltafin::server

@@ -1,0 +1,29 @@
+// `deltafin serve` as a library call: the service on an HTTP server, stopped by SIGINT/SIGTERM.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "server/http.h"
+#include "server/loaded_model.h"
+#include "server/service.h"
+
+namespace deltafin::server {
+
+struct ServeOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  HttpLimits http;
+  ServiceOptions service;  // model_id is filled from the model when empty
+};
+
+// Binds, logs the address, serves until SIGINT or SIGTERM (generations in flight are cancelled
+// within one token), then returns. Throws base::Error when it cannot listen.
+void serve(LoadedModel& model, ServeOptions options);
+
+// The model folder to use: `flag` (--model) if given, else $DELTAFIN_MODEL, else
+// `installed_default` (where `deltafin setup` installs). Throws base::Error explaining how to
+// install a model or try the demo when none of them holds a model.
+std::string resolve_model_dir(const std::string& flag, const std::string& installed_default);
+
+}  // namespace deltafin::server

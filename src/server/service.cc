@@ -1,0 +1,344 @@
+// Routing, authentication, the generation slot, streaming and the memo. Validation lives in
+// request.cc, response shapes in format.cc, ids-to-text in pipeline*.cc.
+#include "server/service.h"
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <random>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "chat/k3_render.h"
+#include "server/api_error.h"
+#include "server/format.h"
+#include "server/pipeline.h"
+
+namespace deltafin::server {
+
+using Json = nlohmann::ordered_json;
+
+struct Service::Job {
+  bool chat = true;
+  GenerationParams gen;
+  std::vector<int32_t> prompt;
+  bool thinking = false;
+  bool parallel_tool_calls = true;
+  std::string echo_text;  // completions with echo: the prompt, shown first
+  std::string memo_key;   // "" = the output is not fully determined, so never memoized
+  ResponseMeta meta;
+};
+
+namespace {
+
+constexpr const char* kJson = "application/json";
+
+bool constant_time_equal(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ (i < b.size() ? b[i] : 0);
+  return diff == 0;
+}
+
+void send_error(HttpConnection& conn, const ApiError& error,
+                const std::vector<std::pair<std::string, std::string>>& extra = {}) {
+  if (conn.responded()) {
+    // Mid-stream: the status is gone already; the openai SDKs raise an APIError on this event.
+    conn.write(sse_event(Json::parse(error_json(error))));
+    conn.finish();
+    conn.set_keep_alive(false);
+    return;
+  }
+  conn.send(error.status, kJson, error_json(error), extra);
+}
+
+// Writes one response's stream events. Keeps the tool-call index and the usage-field rule.
+class EventWriter {
+ public:
+  EventWriter(HttpConnection& conn, const ResponseMeta& meta, bool chat, bool include_usage)
+      : conn_(conn), meta_(meta), chat_(chat), include_usage_(include_usage) {}
+
+  bool begin(const std::string& echo_text,
+             const std::vector<std::pair<std::string, std::string>>& headers) {
+    if (!conn_.begin_stream(200, "text/event-stream", headers)) return false;
+    if (chat_)
+      return send(
+          chat_chunk_json(meta_, Json{{"role", "assistant"}, {"content", ""}}, "", include_usage_));
+    return echo_text.empty() || send(completion_chunk_json(meta_, echo_text, "", include_usage_));
+  }
+  bool delta(const Delta& d) {
+    if (!chat_) return send(completion_chunk_json(meta_, d.text, "", include_usage_));
+    const int index = d.kind == Delta::Kind::kToolCall ? n_tool_calls_++ : 0;
+    return send(chat_chunk_json(meta_, chat_delta_json(d, index), "", include_usage_));
+  }
+  bool end(const Outcome& outcome) {
+    bool ok =
+        chat_ ? send(chat_chunk_json(meta_, Json::object(), outcome.finish_reason, include_usage_))
+              : send(completion_chunk_json(meta_, "", outcome.finish_reason, include_usage_));
+    if (ok && include_usage_)
+      ok = send(usage_chunk_json(meta_, chat_ ? "chat.completion.chunk" : "text_completion",
+                                 outcome.usage));
+    return ok && conn_.write(kSseDone) && conn_.finish();
+  }
+
+ private:
+  bool send(const Json& event) { return conn_.write(sse_event(event)); }
+
+  HttpConnection& conn_;
+  const ResponseMeta& meta_;
+  bool chat_, include_usage_;
+  int n_tool_calls_ = 0;
+};
+
+void send_whole(HttpConnection& conn, const ResponseMeta& meta, bool chat, bool thinking,
+                const std::string& echo_text, const Outcome& outcome,
+                const std::vector<std::pair<std::string, std::string>>& headers) {
+  const Json body =
+      chat ? chat_completion_json(meta, outcome, thinking)
+           : completion_json(meta, echo_text + joined(outcome, Delta::Kind::kContent), outcome);
+  conn.send(200, kJson, body.dump(-1, ' ', false, Json::error_handler_t::replace), headers);
+}
+
+}  // namespace
+
+Service::Service(Engine& engine, const tokenizer::Tokenizer& tokenizer, int32_t eos_id,
+                 ServiceOptions options)
+    : engine_(engine),
+      tokenizer_(tokenizer),
+      eos_id_(eos_id),
+      options_(std::move(options)),
+      created_(static_cast<int64_t>(std::time(nullptr))),
+      generator_(engine, options_.reuse),
+      memo_(options_.memo ? options_.memo_entries : 0, options_.memo_bytes),
+      random_state_(std::random_device{}()) {
+  limits_.max_tokens_limit = options_.max_tokens_limit;
+  limits_.vocab_size = engine.info().vocab_size;
+  limits_.model_names = options_.model_names;
+  limits_.model_names.insert(limits_.model_names.begin(), options_.model_id);
+}
+
+std::string Service::random_id(const char* prefix, size_t n_chars) {
+  static constexpr char kAlphabet[] =
+      "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  std::lock_guard<std::mutex> lock(random_mu_);
+  std::string out = prefix;
+  for (size_t i = 0; i < n_chars; ++i) {
+    random_state_ = random_state_ * 6364136223846793005ull + 1442695040888963407ull;
+    out.push_back(kAlphabet[(random_state_ >> 33) % (sizeof(kAlphabet) - 1)]);
+  }
+  return out;
+}
+
+void Service::handle(const HttpRequest& request, HttpConnection& conn) {
+  try {
+    if (request.path == "/health") {
+      if (request.method != "GET") throw ApiError{405, "use GET /health"};
+      conn.send(200, kJson, R"({"status":"ok"})");
+      return;
+    }
+    if (!options_.api_key.empty()) {
+      const std::string* auth = request.header("authorization");
+      if (!auth)
+        throw ApiError{401,
+                       "You didn't provide an API key. Send it as 'Authorization: Bearer KEY'.",
+                       "invalid_request_error", "", ""};
+      const std::string_view given = std::string_view(*auth).substr(
+          std::min<size_t>(auth->size(), auth->rfind("Bearer ", 0) == 0 ? 7 : auth->size()));
+      if (auth->rfind("Bearer ", 0) != 0 || !constant_time_equal(given, options_.api_key))
+        throw ApiError{401, "Incorrect API key provided.", "invalid_request_error", "",
+                       "invalid_api_key"};
+    }
+    const bool models_path =
+        request.path == "/v1/models" || request.path.rfind("/v1/models/", 0) == 0;
+    const bool chat_path = request.path == "/v1/chat/completions";
+    const bool completions_path = request.path == "/v1/completions";
+    if (!models_path && !chat_path && !completions_path)
+      throw ApiError{404, base::str_cat("Invalid URL (", request.method, " ", request.path, ")"),
+                     "invalid_request_error", "", "unknown_url"};
+    const char* want = models_path ? "GET" : "POST";
+    if (request.method != want)
+      throw ApiError{405, base::str_cat("use ", want, " ", request.path), "invalid_request_error",
+                     "", "method_not_allowed"};
+    if (models_path) return models(request, conn);
+    if (chat_path) return chat(request, conn);
+    return completions(request, conn);
+  } catch (const ApiError& e) {
+    if (e.status >= 500)
+      base::log_warn("server: ", request.method, " ", request.path, ": ", e.message);
+    std::vector<std::pair<std::string, std::string>> extra;
+    if (e.status == 429) extra.emplace_back("Retry-After", "1");
+    if (e.status == 405)
+      extra.emplace_back(
+          "Allow",
+          request.path == "/health" || request.path.rfind("/v1/models", 0) == 0 ? "GET" : "POST");
+    send_error(conn, e, extra);
+  }
+}
+
+void Service::models(const HttpRequest& request, HttpConnection& conn) {
+  const Json model = {{"id", options_.model_id},
+                      {"object", "model"},
+                      {"created", created_},
+                      {"owned_by", "deltafin"}};
+  if (request.path == "/v1/models") {
+    conn.send(200, kJson, Json{{"object", "list"}, {"data", Json::array({model})}}.dump());
+    return;
+  }
+  const std::string name = request.path.substr(std::string("/v1/models/").size());
+  if (std::find(limits_.model_names.begin(), limits_.model_names.end(), name) ==
+      limits_.model_names.end())
+    throw ApiError{404, base::str_cat("The model '", name, "' does not exist"),
+                   "invalid_request_error", "model", "model_not_found"};
+  conn.send(200, kJson, model.dump());
+}
+
+void Service::chat(const HttpRequest& request, HttpConnection& conn) {
+  ChatRequest r = parse_chat_request(request.body, limits_);
+  Job job;
+  job.chat = true;
+  job.gen = r.gen;
+  job.thinking = r.thinking;
+  job.parallel_tool_calls = r.parallel_tool_calls;
+  try {
+    job.prompt = chat::tokenize_segments(tokenizer_, chat::render_k3(r.render_input));
+  } catch (const base::Error& e) {
+    throw bad_request("messages", e.what());
+  }
+  if (job.gen.deterministic() && options_.memo) job.memo_key = "chat\n" + request.body;
+  job.meta = ResponseMeta{random_id("chatcmpl-", 24), 0, options_.model_id};
+  execute(job, conn);
+}
+
+void Service::completions(const HttpRequest& request, HttpConnection& conn) {
+  CompletionRequest r = parse_completion_request(request.body, limits_);
+  Job job;
+  job.chat = false;
+  job.gen = r.gen;
+  job.prompt = r.prompt_text ? tokenizer_.encode_ordinary(*r.prompt_text) : r.prompt_ids;
+  if (r.echo) job.echo_text = r.prompt_text ? *r.prompt_text : tokenizer_.decode(r.prompt_ids);
+  if (job.gen.deterministic() && options_.memo) job.memo_key = "completions\n" + request.body;
+  job.meta = ResponseMeta{random_id("cmpl-", 24), 0, options_.model_id};
+  execute(job, conn);
+}
+
+void Service::replay(const Job& job, const Outcome& recorded, HttpConnection& conn) {
+  Outcome outcome = recorded;
+  for (Delta& d : outcome.deltas)  // tool-call ids stay unique per response
+    if (d.kind == Delta::Kind::kToolCall) d.call.id = random_id("call_", 24);
+  const std::vector<std::pair<std::string, std::string>> headers = {{"X-Deltafin-Memo", "hit"}};
+  if (!job.gen.stream) {
+    send_whole(conn, job.meta, job.chat, job.thinking, job.echo_text, outcome, headers);
+    return;
+  }
+  EventWriter events(conn, job.meta, job.chat, job.gen.include_usage);
+  if (!events.begin(job.echo_text, headers)) return;
+  for (const Delta& d : outcome.deltas)
+    if (!events.delta(d)) return;
+  events.end(outcome);
+}
+
+void Service::execute(Job& job, HttpConnection& conn) {
+  job.meta.created = static_cast<int64_t>(std::time(nullptr));
+  if (!job.memo_key.empty()) {
+    if (std::optional<Outcome> hit = memo_.find(job.memo_key)) {
+      ++stats_.memo_hits;
+      replay(job, *hit, conn);
+      return;
+    }
+  }
+  std::unique_lock<std::mutex> slot(generation_mu_, std::try_to_lock);
+  if (!slot.owns_lock()) {
+    ++stats_.busy_refusals;
+    throw ApiError{429,
+                   "the server is generating for another request; it runs one generation at a "
+                   "time. Retry when it is done.",
+                   "rate_limit_error", "", "server_busy"};
+  }
+  ++stats_.generations;
+
+  GenerateOptions options;
+  options.max_new_tokens = job.gen.max_tokens;
+  options.stop_at_eos = true;
+  options.temperature = static_cast<float>(job.gen.temperature);
+  options.top_p = static_cast<float>(job.gen.top_p);
+  options.top_k = job.gen.top_k;
+  options.seed = job.gen.seed ? *job.gen.seed : std::random_device{}();
+  bool cancelled = false;
+  options.cancel = [&] { return cancelled = cancelled || conn.client_gone(); };
+  std::unique_ptr<TextPipeline> pipeline =
+      job.chat
+          ? make_chat_pipeline(tokenizer_, job.thinking, job.gen.stop, !job.parallel_tool_calls,
+                               [this] { return random_id("call_", 24); })
+          : make_completion_pipeline(tokenizer_, eos_id_, job.gen.stop);
+
+  Outcome outcome;
+  std::optional<EventWriter> events;
+  if (job.gen.stream) {
+    events.emplace(conn, job.meta, job.chat, job.gen.include_usage);
+    if (!events->begin(job.echo_text, {})) return;
+  }
+  std::vector<Delta> fresh;
+  const auto emit = [&] {
+    for (Delta& d : fresh) {
+      if (events && !events->delta(d)) cancelled = true;
+      outcome.deltas.push_back(std::move(d));
+    }
+    fresh.clear();
+  };
+  GenerationRun run;
+  try {
+    run = generator_.generate(job.prompt, options, [&](int32_t id) {
+      // Checked before the id is run through the model: a client that left costs nothing more.
+      if (conn.client_gone()) {
+        cancelled = true;
+        return false;
+      }
+      const bool more = pipeline->push(id, fresh);
+      emit();
+      return more && !cancelled;
+    });
+  } catch (const std::exception& e) {
+    base::log_warn("server: generation failed: ", e.what());
+    send_error(conn, ApiError{500, base::str_cat("generation failed: ", e.what()), "server_error"});
+    conn.set_keep_alive(false);
+    return;
+  }
+  const char* what = job.chat ? "chat" : "completion";
+  if (cancelled) {
+    ++stats_.cancelled;
+    base::log_info("server: ", what, " cancelled (client gone) after ", run.result.ids.size(),
+                   " tokens");
+    conn.set_keep_alive(false);
+    return;
+  }
+  pipeline->finish(fresh);
+  emit();
+  const StopReason stop = run.result.stop;
+  if (pipeline->saw_tool_call() && stop != StopReason::kMaxTokens) {
+    outcome.finish_reason = "tool_calls";
+  } else if (stop == StopReason::kMaxTokens && !pipeline->stopped_by_string()) {
+    outcome.finish_reason = "length";
+  } else {
+    outcome.finish_reason = "stop";
+  }
+  outcome.usage.prompt_tokens = run.prompt_tokens;
+  outcome.usage.completion_tokens = static_cast<int64_t>(run.result.ids.size());
+  outcome.usage.cached_tokens = run.reused_tokens;
+  outcome.usage.reasoning_tokens = pipeline->reasoning_tokens();
+  const double decode_ms = run.total_ms - run.first_token_ms;
+  base::log_info("server: ", what, ": prompt ", run.prompt_tokens, " tokens (", run.reused_tokens,
+                 " reused), first token after ", run.first_token_ms, " ms, ", run.result.ids.size(),
+                 " tokens in ", run.total_ms, " ms",
+                 run.result.ids.size() > 1
+                     ? base::str_cat(" (", (run.result.ids.size() - 1) * 1000.0 / decode_ms,
+                                     " tok/s after the first)")
+                     : std::string(),
+                 ", finish ", outcome.finish_reason);
+  if (events) {
+    events->end(outcome);
+  } else {
+    send_whole(conn, job.meta, job.chat, job.thinking, job.echo_text, outcome, {});
+  }
+  if (!job.memo_key.empty()) memo_.insert(job.memo_key, outcome);
+}
+
+}  // namespace deltafin::server

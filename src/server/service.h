@@ -1,0 +1,78 @@
+// The OpenAI-compatible API over one engine: /v1/models, /v1/chat/completions and
+// /v1/completions, one generation at a time (a second gets 429 while the others keep answering),
+// cancellation when the client goes, conversation-state reuse and the exact-response memo.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "deltafin/engine.h"
+#include "server/generator.h"
+#include "server/http.h"
+#include "server/memo.h"
+#include "server/outcome.h"
+#include "server/request.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deltafin::server {
+
+struct ServiceOptions {
+  std::string model_id;                  // what /v1/models lists
+  std::vector<std::string> model_names;  // further accepted values of "model"
+  int max_tokens_limit = 4096;           // ceiling on max_tokens per request
+  bool memo = true;
+  size_t memo_entries = 32;
+  size_t memo_bytes = 64u << 20;
+  bool reuse = true;    // conversation-state reuse
+  std::string api_key;  // "" = no authentication
+};
+
+// Counters for logs and tests.
+struct ServiceStats {
+  std::atomic<int64_t> generations{0};  // requests that ran the model
+  std::atomic<int64_t> memo_hits{0};
+  std::atomic<int64_t> busy_refusals{0};  // 429s
+  std::atomic<int64_t> cancelled{0};      // generations ended because the client went away
+};
+
+class Service {
+ public:
+  Service(Engine& engine, const tokenizer::Tokenizer& tokenizer, int32_t eos_id,
+          ServiceOptions options);
+
+  // The HttpServer handler: answers one request on `conn`.
+  void handle(const HttpRequest& request, HttpConnection& conn);
+
+  const ServiceStats& stats() const { return stats_; }
+  const ResponseMemo& memo() const { return memo_; }
+
+ private:
+  struct Job;
+  void models(const HttpRequest& request, HttpConnection& conn);
+  void chat(const HttpRequest& request, HttpConnection& conn);
+  void completions(const HttpRequest& request, HttpConnection& conn);
+  void execute(Job& job, HttpConnection& conn);
+  // Formats a finished outcome (from the memo) as the job's response.
+  void replay(const Job& job, const Outcome& outcome, HttpConnection& conn);
+  std::string random_id(const char* prefix, size_t n_chars);
+
+  Engine& engine_;
+  const tokenizer::Tokenizer& tokenizer_;
+  int32_t eos_id_;
+  ServiceOptions options_;
+  RequestLimits limits_;
+  int64_t created_;  // start time, the model's "created"
+
+  std::mutex generation_mu_;  // held by the one running generation
+  Generator generator_;       // guarded by generation_mu_
+  ResponseMemo memo_;
+  std::mutex random_mu_;
+  uint64_t random_state_;
+  ServiceStats stats_;
+};
+
+}  // namespace deltafin::server
