@@ -83,7 +83,7 @@ struct MatchState {
   MatchState() {
     data = pcre2_match_data_create(1, nullptr);
     context = pcre2_match_context_create(nullptr);
-    jit_stack = pcre2_jit_stack_create(64 * 1024, 256 * 1024 * 1024, nullptr);
+    jit_stack = pcre2_jit_stack_create(64 * 1024, 64 * 1024 * 1024, nullptr);
     DF_ASSERT(data && context && jit_stack);
     pcre2_jit_stack_assign(context, nullptr, jit_stack);
     pcre2_set_heap_limit(context, 1024 * 1024);  // KiB, for the interpreter when JIT is missing
