@@ -221,11 +221,13 @@ namespace {
 Json deep_sort_at(const Json& value, int depth) {
   if (depth > kMaxDepth) base::fail("JSON value nested deeper than ", kMaxDepth, " levels");
   if (value.is_object()) {
-    std::vector<std::string> keys;
-    for (const auto& [key, item] : value.items()) keys.push_back(key);
-    std::sort(keys.begin(), keys.end());  // byte order of UTF-8 == code point order
+    std::vector<std::pair<std::string, const Json*>> items;
+    for (const auto& [key, item] : value.items()) items.emplace_back(key, &item);
+    // Byte order of UTF-8 is code point order, which is how Python sorts str keys.
+    std::sort(items.begin(), items.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
     Json out = Json::object();
-    for (const auto& key : keys) out[key] = deep_sort_at(value.at(key), depth + 1);
+    for (const auto& [key, item] : items) out.emplace(key, deep_sort_at(*item, depth + 1));
     return out;
   }
   if (value.is_array()) {
