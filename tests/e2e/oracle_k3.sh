@@ -46,8 +46,13 @@ for ref in "$tests"/fixtures/*/reference.safetensors; do
     echo "oracle: $name: logits: $report"
   fi
 
+  rc=0
   got=$("$deltafin" generate --model "$case_dir" --ids "$prompt" --max-new "$n_new" --ignore-eos \
-    2>"$work/$name.gen.err") || { cat "$work/$name.gen.err" >&2; got="(exit $?)"; }
+    2>"$work/$name.gen.err") || rc=$?
+  if ((rc != 0)); then
+    cat "$work/$name.gen.err" >&2
+    got="nothing (exit $rc)"
+  fi
   if [[ $got != "[$greedy]" ]]; then
     echo "oracle: FAIL: $name: generate printed $got, expected [$greedy]" >&2
     failed=1
