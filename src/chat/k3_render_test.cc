@@ -126,6 +126,18 @@ TEST(K3Render, PlainJsonInputWorksToo) {
             "[<|open|>]message role=\"assistant\"[<|sep|>][<|open|>]response[<|sep|>]");
 }
 
+TEST(K3Render, SegmentsAreTokenizedOneByOne) {
+  // Byte vocabulary plus "ab": merging the segments "a" and "b" would yield the "ab" token.
+  std::vector<std::string> tokens;
+  for (int b = 0; b < 256; ++b) tokens.emplace_back(1, static_cast<char>(b));
+  tokens.push_back("ab");
+  const auto tok =
+      tokenizer::Tokenizer::from_parts(tokens, tokenizer::Pattern::kKimi, {{"<|open|>", 300}}, 0);
+  const std::vector<Segment> segments = {{"a", false}, {"b<|open|>", false}, {"<|open|>ab", true}};
+  EXPECT_EQ(tokenize_segments(tok, segments),
+            (std::vector<int32_t>{'a', 'b', '<', '|', 'o', 'p', 'e', 'n', '|', '>', 300, 256}));
+}
+
 TEST(PyJson, FloatsAndStringsAsPythonWritesThem) {
   const auto dumps = [](const std::string& json) {
     return py_json_dumps(Json::parse(json), false);
