@@ -203,12 +203,14 @@ void BM_Bf16Matmul(benchmark::State& state) {
 double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
 double max_of(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
 
-void configure(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"rows", "cols", "n", "threads"})
-      ->UseManualTime()
-      ->Unit(benchmark::kMicrosecond)
+void with_min_max(benchmark::internal::Benchmark* b) {
+  b->Unit(benchmark::kMicrosecond)
       ->ComputeStatistics("min", min_of)
       ->ComputeStatistics("max", max_of);
+}
+
+void configure(benchmark::internal::Benchmark* b) {
+  with_min_max(b->ArgNames({"rows", "cols", "n", "threads"})->UseManualTime());
 }
 
 // K3 expert: gate/up (w1, w3) [3072, 3584] and down (w2) [3584, 3072].
@@ -248,7 +250,7 @@ void BM_Mxfp4MatmulHot(benchmark::State& state) {
       static_cast<double>(packed.size() + scales.size()) * state.iterations() / 1e9,
       benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_Mxfp4MatmulHot)->Args({512, 3584})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Mxfp4MatmulHot)->Args({512, 3584})->Apply(with_min_max);
 
 void BM_Bf16MatmulHot(benchmark::State& state) {
   const int64_t rows = state.range(0), cols = state.range(1);
@@ -266,7 +268,7 @@ void BM_Bf16MatmulHot(benchmark::State& state) {
   state.counters["weight_GBps"] = benchmark::Counter(
       static_cast<double>(data.size() * 2) * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_Bf16MatmulHot)->Args({64, 7168})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Bf16MatmulHot)->Args({64, 7168})->Apply(with_min_max);
 
 // The element-wise kernels around the GEMVs, hot in cache (they touch kilobytes): SiTU over one
 // expert's intermediate (3072), RMSNorm over the hidden size (7168), softmax over 4096 scores.
@@ -280,7 +282,7 @@ void BM_SituGlu(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * n);
 }
-BENCHMARK(BM_SituGlu)->Arg(3072)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_SituGlu)->Arg(3072)->Apply(with_min_max);
 
 void BM_Rmsnorm(benchmark::State& state) {
   const int64_t n = state.range(0);
@@ -292,7 +294,7 @@ void BM_Rmsnorm(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * n);
 }
-BENCHMARK(BM_Rmsnorm)->Arg(7168)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Rmsnorm)->Arg(7168)->Apply(with_min_max);
 
 void BM_Softmax(benchmark::State& state) {
   const int64_t n = state.range(0);
@@ -305,7 +307,7 @@ void BM_Softmax(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * n);
 }
-BENCHMARK(BM_Softmax)->Arg(4096)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Softmax)->Arg(4096)->Apply(with_min_max);
 
 }  // namespace
 }  // namespace deltafin
