@@ -37,8 +37,8 @@ class Printer {
   }
   void print(const server::Delta& d) {
     using Kind = server::Delta::Kind;
-    if (d.kind != channel_) {
-      if (color_ && channel_ == Kind::kReasoning) std::fputs("\x1b[0m", stdout);
+    if (!started_ || d.kind != channel_) {
+      if (color_ && started_ && channel_ == Kind::kReasoning) std::fputs("\x1b[0m", stdout);
       if (started_) std::fputs("\n", stdout);
       if (chat_ && !color_ && d.kind != Kind::kToolCall)
         std::fputs(d.kind == Kind::kReasoning ? "[reasoning]\n" : "[answer]\n", stdout);
@@ -54,7 +54,8 @@ class Printer {
     std::fflush(stdout);
   }
   void end() {
-    if (color_ && channel_ == server::Delta::Kind::kReasoning) std::fputs("\x1b[0m", stdout);
+    if (color_ && started_ && channel_ == server::Delta::Kind::kReasoning)
+      std::fputs("\x1b[0m", stdout);
     if (started_) std::fputs("\n", stdout);
     std::fflush(stdout);
   }

@@ -7,4 +7,11 @@ cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)"
-exec ./build/release/deltafin --version
+# The main job: a chat turn on the installed model (where `deltafin setup` puts it, or
+# $DELTAFIN_MODEL), else on the demo model, made on first use.
+home=${DELTAFIN_HOME:-${XDG_DATA_HOME:+$XDG_DATA_HOME/deltafin}}
+home=${home:-$HOME/.local/share/deltafin}
+if [[ -n ${DELTAFIN_MODEL:-} || -f $home/models/moonshotai/Kimi-K3/config.json ]]; then
+  exec ./build/release/deltafin run --chat --prompt "Hello! What can you do?" --max-new 256 --stats
+fi
+exec ./build/release/deltafin demo --stats

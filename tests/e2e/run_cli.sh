@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# `deltafin run` and `deltafin demo` on the demo model: chat with labelled reasoning/answer when
+# not on a terminal, raw continuation, --stats, the model lookup ($DELTAFIN_MODEL, the install
+# location, the message when there is none), Ctrl-C keeping what was printed, the demo's cache.
+# usage: run_cli.sh DELTAFIN TESTS_DIR
+set -euo pipefail
+deltafin=$1
+tmp=$(mktemp -d)
+bg=""
+trap '[[ -n $bg ]] && kill -KILL "$bg" 2>/dev/null; rm -rf "$tmp"' EXIT
+failures=0
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+export DELTAFIN_HOME=$tmp/home  # nothing installed there
+unset DELTAFIN_MODEL XDG_DATA_HOME XDG_CACHE_HOME
+"$deltafin" synth --out "$tmp/demo" --preset demo >/dev/null
+
+# No model anywhere: a clear message naming both ways forward.
+if "$deltafin" run --prompt hi >"$tmp/out" 2>"$tmp/err"; then fail "ran without a model"; fi
+grep -q "deltafin setup" "$tmp/err" && grep -q "deltafin demo" "$tmp/err" ||
+  fail "no-model message: $(cat "$tmp/err")"
+
+# Chat, not on a terminal: labelled channels; the same output twice (greedy).
+"$deltafin" run --model "$tmp/demo" --chat --prompt "Hello" --max-new 16 >"$tmp/chat1" 2>/dev/null
+head -1 "$tmp/chat1" | grep -qx '\[reasoning\]' || fail "chat output has no [reasoning] label"
+DELTAFIN_MODEL=$tmp/demo "$deltafin" run --chat --prompt "Hello" --max-new 16 >"$tmp/chat2" 2>/dev/null
+cmp -s "$tmp/chat1" "$tmp/chat2" || fail "\$DELTAFIN_MODEL run differs from --model run"
+"$deltafin" run --model "$tmp/demo" --chat --no-think --prompt "Hello" --max-new 8 >"$tmp/plain" 2>/dev/null
+head -1 "$tmp/plain" | grep -qx '\[answer\]' || fail "--no-think output is not labelled [answer]"
+
+# Raw continuation with --stats.
+"$deltafin" run --model "$tmp/demo" --prompt "Once upon a time" --max-new 12 --stats \
+  >"$tmp/raw" 2>"$tmp/raw.err"
+[[ -s $tmp/raw ]] || fail "raw continuation printed nothing"
+grep -q "^stats: 12 tokens in" "$tmp/raw.err" || fail "--stats: $(cat "$tmp/raw.err")"
+grep -q "per token: min" "$tmp/raw.err" || fail "--stats has no per-token figures"
+if "$deltafin" run --model "$tmp/demo" --prompt x --effort high 2>/dev/null; then
+  fail "--effort without --chat was accepted"
+fi
+
+# Ctrl-C: stops after the current token, keeps what was printed, exits 130.
+"$deltafin" run --model "$tmp/demo" --prompt "Go on" --max-new 100000 >"$tmp/int" 2>"$tmp/int.err" &
+bg=$!
+for _ in $(seq 1 200); do [[ -s $tmp/int ]] && break; sleep 0.05; done
+kill -INT "$bg"
+status=0
+wait "$bg" || status=$?
+bg=""
+[[ $status == 130 ]] || fail "Ctrl-C exit status $status, want 130"
+grep -q "interrupted after [0-9]* tokens" "$tmp/int.err" || fail "no interruption note: $(cat "$tmp/int.err")"
+[[ -s $tmp/int ]] || fail "nothing printed before Ctrl-C"
+
+# The demo makes its model once, in $DELTAFIN_HOME/demo, then reuses it.
+"$deltafin" demo --max-new 8 >"$tmp/demo1" 2>"$tmp/demo1.err"
+grep -q "making the demo model" "$tmp/demo1.err" || fail "the first demo did not make its model"
+[[ -f $DELTAFIN_HOME/demo/model.safetensors.index.json ]] || fail "the demo model is not cached"
+"$deltafin" demo --max-new 8 >"$tmp/demo2" 2>"$tmp/demo2.err"
+grep -q "making the demo model" "$tmp/demo2.err" && fail "the second demo made its model again"
+cmp -s "$tmp/demo1" "$tmp/demo2" || fail "the demo's output changed between runs"
+grep -qx '\[reasoning\]' "$tmp/demo1" || fail "the demo shows no chat turn"
+
+((failures == 0)) || exit 1
+echo "run_cli: PASS"

@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# `deltafin serve` at the HTTP level with curl, on the demo model: every refusal (400, 401, 404,
+# 405, 413, 429, 431) in OpenAI's error shape, a client hang-up cancelling its generation (streamed
+# and not), the exact-response memo (and --no-memo), and conversation-state reuse: identical output
+# with and without it, and the time to the first token both ways (logged).
+# usage: server_curl.sh DELTAFIN TESTS_DIR
+set -euo pipefail
+deltafin=$1
+tests=$2
+tmp=$(mktemp -d)
+source "$tests/e2e/lib/server.sh"
+bg_pids=()
+cleanup() {
+  for p in "${bg_pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  server_cleanup
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+failures=0
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+json() {  # json FILE EXPR: a Python expression over the parsed file, bound to d
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"
+}
+
+"$deltafin" synth --out "$tmp/demo" --preset demo >/dev/null
+start_server main --model "$tmp/demo" --api-key k --max-request-bytes 100000 \
+  --max-tokens-limit 1000000
+base="http://127.0.0.1:$port"
+auth=(-H "Authorization: Bearer k")
+
+# expect NAME STATUS CODE PARAM -- CURL_ARGS...: the status, and error.code / error.param when
+# given ("-" skips), in the OpenAI error shape.
+expect() {
+  local name=$1 status=$2 code=$3 param=$4
+  shift 5
+  local got
+  got=$(curl -s -o "$tmp/out" -w '%{http_code}' "$@") || true
+  if [[ $got != "$status" ]]; then
+    fail "$name: status $got, want $status: $(head -c 300 "$tmp/out")"
+    return
+  fi
+  [[ $status == 200 ]] && return
+  local shape
+  shape=$(json "$tmp/out" "sorted(d['error'].keys()) == ['code','message','param','type'] and bool(d['error']['message'])")
+  [[ $shape == True ]] || fail "$name: not an OpenAI error body: $(head -c 300 "$tmp/out")"
+  [[ $code == - || "$(json "$tmp/out" "d['error']['code']")" == "$code" ]] ||
+    fail "$name: error.code $(json "$tmp/out" "d['error']['code']"), want $code"
+  [[ $param == - || "$(json "$tmp/out" "d['error']['param']")" == "$param" ]] ||
+    fail "$name: error.param $(json "$tmp/out" "d['error']['param']"), want $param"
+}
+chat() { echo "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]$1}"; }
+post_chat() { expect "$1" "$2" "$3" "$4" -- "${auth[@]}" "$base/v1/chat/completions" -d "$(chat "$5")"; }
+
+# --- refusals
+expect "no key" 401 - - -- "$base/v1/models"
+expect "wrong key" 401 invalid_api_key - -- -H "Authorization: Bearer nope" "$base/v1/models"
+expect "models" 200 - - -- "${auth[@]}" "$base/v1/models"
+expect "unknown path" 404 unknown_url - -- "${auth[@]}" "$base/v1/embeddings" -d '{}'
+expect "wrong method" 405 method_not_allowed - -- "${auth[@]}" -X DELETE "$base/v1/models"
+expect "malformed json" 400 invalid_json - -- "${auth[@]}" "$base/v1/chat/completions" -d '{"messages":'
+post_chat "unknown model" 404 model_not_found model ',"model":"gpt-4o"'
+post_chat "n" 400 unsupported_value n ',"n":3'
+post_chat "logprobs" 400 unsupported_parameter logprobs ',"logprobs":true'
+post_chat "top_logprobs" 400 unsupported_parameter top_logprobs ',"top_logprobs":3'
+post_chat "penalty" 400 unsupported_parameter presence_penalty ',"presence_penalty":1'
+post_chat "logit_bias" 400 unsupported_parameter logit_bias ',"logit_bias":{"1":5}'
+post_chat "unknown field" 400 unknown_parameter mystery ',"mystery":1'
+post_chat "effort" 400 unsupported_value reasoning_effort ',"reasoning_effort":"medium"'
+post_chat "ceiling" 400 invalid_value max_tokens ',"max_tokens":2000000'
+post_chat "temperature" 400 invalid_value temperature ',"temperature":3'
+post_chat "stop count" 400 invalid_value stop ',"stop":["a","b","c","d","e"]'
+post_chat "stream_options" 400 invalid_value stream_options ',"stream_options":{"include_usage":true}'
+post_chat "named tool_choice" 400 unsupported_value tool_choice \
+  ',"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"f"}}'
+post_chat "image" 400 unsupported_value "messages[0].content[0].type" \
+  ',"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]'
+expect "completion prompt ids" 400 invalid_value prompt -- "${auth[@]}" "$base/v1/completions" \
+  -d '{"prompt":[1,2,999999]}'
+expect "suffix" 400 unsupported_parameter suffix -- "${auth[@]}" "$base/v1/completions" \
+  -d '{"prompt":"a","suffix":"b"}'
+head -c 300000 /dev/zero | tr '\0' 'x' >"$tmp/big"
+expect "body too large" 413 request_too_large - -- "${auth[@]}" "$base/v1/completions" \
+  --data-binary @"$tmp/big"
+expect "body too large, chunked" 413 request_too_large - -- "${auth[@]}" \
+  -H "Transfer-Encoding: chunked" "$base/v1/completions" --data-binary @"$tmp/big"
+expect "head too large" 431 - - -- "${auth[@]}" -H "X-Big: $(head -c 70000 /dev/zero | tr '\0' 'y')" \
+  "$base/v1/models"
+
+# --- one generation at a time: 429 while /v1/models answers; a hang-up cancels within a token
+cancelled() { grep -c "cancelled (client gone)" "$tmp/main.log" || true; }
+curl -sN "${auth[@]}" "$base/v1/completions" \
+  -d '{"prompt":"Count:","max_tokens":1000000,"stream":true}' >"$tmp/long" &
+long=$!
+bg_pids+=("$long")
+for _ in $(seq 1 200); do grep -q '^data: ' "$tmp/long" && break; sleep 0.05; done
+grep -q '^data: ' "$tmp/long" || fail "the long generation did not start"
+expect "busy" 429 server_busy - -- "${auth[@]}" "$base/v1/completions" -d '{"prompt":"x"}'
+curl -s -D "$tmp/h" -o /dev/null "${auth[@]}" "$base/v1/completions" -d '{"prompt":"x"}' || true
+grep -qi '^retry-after: 1' "$tmp/h" || fail "429 without Retry-After"
+expect "models while busy" 200 - - -- "${auth[@]}" "$base/v1/models"
+before=$(cancelled)
+t0=$(date +%s%N)
+kill "$long"
+wait "$long" 2>/dev/null || true
+for _ in $(seq 1 400); do [[ $(cancelled) -gt $before ]] && break; sleep 0.005; done
+t1=$(date +%s%N)
+[[ $(cancelled) -gt $before ]] || fail "the streamed generation was not cancelled on hang-up"
+echo "server_curl: streamed generation cancelled $(((t1 - t0) / 1000000)) ms after the hang-up"
+expect "free again" 200 - - -- "${auth[@]}" "$base/v1/completions" -d '{"prompt":"x","max_tokens":1}'
+# A non-streamed request whose client gives up (curl --max-time) is cancelled too.
+before=$(cancelled)
+curl -s -m 1 "${auth[@]}" "$base/v1/completions" -d '{"prompt":"Go","max_tokens":1000000}' \
+  >/dev/null || true
+for _ in $(seq 1 400); do [[ $(cancelled) -gt $before ]] && break; sleep 0.005; done
+[[ $(cancelled) -gt $before ]] || fail "the non-streamed generation was not cancelled on hang-up"
+
+# --- the memo: byte-identical deterministic requests come from it, with fresh ids
+body='{"prompt":"Memo me","max_tokens":24}'
+curl -s -D "$tmp/h1" -o "$tmp/r1" "${auth[@]}" "$base/v1/completions" -d "$body"
+curl -s -D "$tmp/h2" -o "$tmp/r2" "${auth[@]}" "$base/v1/completions" -d "$body"
+grep -qi '^x-deltafin-memo: hit' "$tmp/h1" && fail "memo hit on the first request"
+grep -qi '^x-deltafin-memo: hit' "$tmp/h2" || fail "no memo hit on the identical second request"
+[[ "$(json "$tmp/r1" "d['choices']")" == "$(json "$tmp/r2" "d['choices']")" ]] ||
+  fail "the memo answered differently"
+[[ "$(json "$tmp/r1" "d['id']")" != "$(json "$tmp/r2" "d['id']")" ]] || fail "the memo reused the id"
+sbody='{"prompt":"Memo me","max_tokens":24,"stream":true}'
+curl -s -o "$tmp/s1" "${auth[@]}" "$base/v1/completions" -d "$sbody"
+curl -s -D "$tmp/h3" -o "$tmp/s2" "${auth[@]}" "$base/v1/completions" -d "$sbody"
+grep -qi '^x-deltafin-memo: hit' "$tmp/h3" || fail "no memo hit on a repeated stream"
+strip() { sed -E 's/"id":"[^"]*","object":"[^"]*","created":[0-9]*//' "$1"; }
+[[ "$(strip "$tmp/s1")" == "$(strip "$tmp/s2")" ]] || fail "the memo's stream differs from the original"
+sampled='{"prompt":"Memo me","max_tokens":8,"temperature":1}'
+curl -s -o /dev/null "${auth[@]}" "$base/v1/completions" -d "$sampled"
+curl -s -D "$tmp/h4" -o /dev/null "${auth[@]}" "$base/v1/completions" -d "$sampled"
+grep -qi '^x-deltafin-memo' "$tmp/h4" && fail "an unseeded sampled request was memoized"
+
+start_server nomemo --model "$tmp/demo" --no-memo
+nomemo=$port
+curl -s -o /dev/null "http://127.0.0.1:$nomemo/v1/completions" -d "$body"
+curl -s -D "$tmp/h5" -o "$tmp/r5" "http://127.0.0.1:$nomemo/v1/completions" -d "$body"
+grep -qi '^x-deltafin-memo' "$tmp/h5" && fail "--no-memo still memoizes"
+[[ "$(json "$tmp/r5" "d['choices']")" == "$(json "$tmp/r1" "d['choices']")" ]] ||
+  fail "greedy output differs between servers"
+
+# --- conversation-state reuse: a prompt that extends the kept state runs only its new ids;
+# the output is the same as from a cold start. Token-id prompts make the extension exact.
+ids() { python3 -c "import random; r=random.Random($1); print(','.join(str(r.randrange(0,700)) for _ in range($2)))"; }
+prefix=$(ids 1 400)
+suffix=$(ids 2 20)
+warm='{"prompt":['$prefix'],"max_tokens":0}'
+full='{"prompt":['$prefix','$suffix'],"max_tokens":16}'
+other='{"prompt":[1,2,3],"max_tokens":1}'
+url="http://127.0.0.1:$nomemo/v1/completions"
+warm_ms=()
+cold_ms=()
+for round in 1 2; do
+  curl -s -o /dev/null "$url" -d "$warm"
+  warm_ms+=("$(curl -s -o "$tmp/warm$round" -w '%{time_total}' "$url" -d "$full")")
+  curl -s -o /dev/null "$url" -d "$other"
+  cold_ms+=("$(curl -s -o "$tmp/cold$round" -w '%{time_total}' "$url" -d "$full")")
+  [[ $(json "$tmp/warm$round" "d['usage']['prompt_tokens_details']['cached_tokens']") == 400 ]] ||
+    fail "reuse: the warm request did not reuse the 400 kept ids"
+  [[ $(json "$tmp/cold$round" "d['usage']['prompt_tokens_details']['cached_tokens']") == 0 ]] ||
+    fail "reuse: the cold request reused state"
+  [[ "$(json "$tmp/warm$round" "d['choices']")" == "$(json "$tmp/cold$round" "d['choices']")" ]] ||
+    fail "reuse changed the output"
+done
+echo "server_curl: 420-id prompt + 16 tokens, total seconds with the 400-id state kept:" \
+  "${warm_ms[*]}; from cold: ${cold_ms[*]}"
+grep "server: completion: prompt 420" "$tmp/nomemo.log" | sed 's/^/server_curl: /' || true
+
+if ((failures > 0)); then
+  echo "--- server log (tail)" >&2
+  tail -20 "$tmp/main.log" >&2
+  exit 1
+fi
+echo "server_curl: PASS"
