@@ -54,6 +54,8 @@ void OutFile::sync() {
   if (::fsync(fd_) != 0) fail("fsync of ", path_, " failed: ", std::strerror(errno));
 }
 
+void OutFile::drop_cache() { ::posix_fadvise(fd_, 0, 0, POSIX_FADV_DONTNEED); }
+
 void OutFile::close() {
   sync();
   const int fd = fd_;
@@ -191,6 +193,7 @@ void PartialFile::truncate_to(uint64_t n_bytes) {
 
 void PartialFile::mark() {
   out_.sync();
+  out_.drop_cache();
   synced_ = out_.size();
   write_file_atomic(out_.path() + ".mark", boot_id() + "\n" + std::to_string(synced_) + "\n");
 }

@@ -22,7 +22,10 @@ class OutFile {
   void write(const void* data, size_t n_bytes);
   uint64_t size() const { return size_; }
   void truncate_to(uint64_t n_bytes);
-  void sync();   // fsync
+  void sync();  // fsync
+  // Drops the file's pages from the page cache (after sync(), so they are clean): a 1.5 TB
+  // download must not evict what the machine is using.
+  void drop_cache();
   void close();  // fsync + close; throws on failure
   const std::string& path() const { return path_; }
 
