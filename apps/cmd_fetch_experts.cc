@@ -10,6 +10,7 @@
 #include "setup/install.h"
 #include "setup/progress.h"
 #include "setup/repo.h"
+#include "setup/verify.h"
 
 namespace deltafin::apps {
 namespace {
@@ -18,12 +19,37 @@ int run_fetch_experts(Args& args) {
   const std::string dir = args.get("model", setup::default_model_dir());
   const setup::LayerRanges layers = setup::LayerRanges::parse(args.get("layers", ""));
   const bool dry_run = args.flag("dry-run");
+  const bool verify = args.flag("verify");
   const int jobs = static_cast<int>(args.get_int("jobs", 4));
   if (jobs < 1 || jobs > 64) base::fail("deltafin fetch-experts: --jobs must be 1..64");
   args.check_done();
 
   if (!setup::is_streaming_install(dir)) {
     std::printf("%s is not a streaming install: every expert is local\n", dir.c_str());
+    return 0;
+  }
+  if (verify) {
+    if (dry_run) base::fail("deltafin fetch-experts: --verify and --dry-run exclude each other");
+    int n_bad = 0;
+    for (const setup::ShardCheck& c : setup::verify_streaming_install(dir)) {
+      using R = setup::ShardCheck::Result;
+      if (c.result == R::kOk) std::printf("%s: ok (sha256 matches)\n", c.shard.c_str());
+      if (c.result == R::kNoHash)
+        std::printf("%s: no published sha256 to check\n", c.shard.c_str());
+      if (c.result == R::kIncomplete)
+        std::printf("%s: not checked, %lld experts not local yet\n", c.shard.c_str(),
+                    static_cast<long long>(c.n_missing));
+      if (c.result == R::kMismatch) {
+        std::printf("%s: MISMATCH: %s\n", c.shard.c_str(), c.detail.c_str());
+        ++n_bad;
+      }
+    }
+    if (n_bad) {
+      base::fail(
+          "fetch-experts --verify: ", n_bad,
+          " shard(s) differ from the repository; remove their "
+          "experts/L* folders and spine files and rerun deltafin setup --stream and fetch-experts");
+    }
     return 0;
   }
   setup::ExpertSourceOptions options;

@@ -11,6 +11,7 @@
 #include "setup/files.h"
 #include "setup/setup.h"
 #include "setup/testing/hf_test_server.h"
+#include "setup/verify.h"
 
 namespace deltafin::setup {
 namespace {
@@ -187,6 +188,28 @@ TEST_F(ExpertSourceTest, RerunOfSetupIsANoOpAndRefusesAnotherRepo) {
   for (const auto& req : server_.log()) EXPECT_NE(req["method"], "GET") << req.dump();
   o.remote.repo = "test/other";
   EXPECT_THROW(run_setup(o), base::Error);
+}
+
+TEST_F(ExpertSourceTest, VerifyReassemblesShardsAgainstTheirSha256) {
+  auto s = open();
+  using R = ShardCheck::Result;
+  for (const ShardCheck& c : verify_streaming_install(dir_.path())) {
+    EXPECT_EQ(c.result, R::kIncomplete) << c.shard;
+    EXPECT_GT(c.n_missing, 0);
+  }
+  fetch_planned(*s, plan_expert_fetch(*s, LayerRanges::parse("")), 8, nullptr);
+  auto checks = verify_streaming_install(dir_.path());
+  ASSERT_EQ(checks.size(), 2u);
+  for (const ShardCheck& c : checks) EXPECT_EQ(c.result, R::kOk) << c.shard << " " << c.detail;
+  // One flipped byte in one cached expert is found, in the shard that expert belongs to.
+  const ExpertLayer& l = *s->manifest().find_layer(10);
+  const std::string path = s->find_local(10, 3)->path;
+  std::string bytes = read_small_file(path);
+  bytes[100] ^= 1;
+  write_file_atomic(path, bytes);
+  checks = verify_streaming_install(dir_.path());
+  for (size_t i = 0; i < checks.size(); ++i)
+    EXPECT_EQ(checks[i].result, i == l.file[3] ? R::kMismatch : R::kOk) << checks[i].shard;
 }
 
 }  // namespace

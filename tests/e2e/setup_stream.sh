@@ -49,6 +49,19 @@ hf_log_reset
 "$DF" fetch-experts --model "$S" >/dev/null 2>"$WORK/err"
 [[ $(hf_count 'True') == 0 ]] || fail "a complete pool still sent requests"
 
+# 3b. --verify reassembles each shard from the spine and the cache and checks its sha256.
+"$DF" fetch-experts --model "$S" --verify >"$WORK/v1" 2>"$WORK/err" || fail "verify: $(cat "$WORK/v1" "$WORK/err")"
+[[ $(grep -c "ok (sha256 matches)" "$WORK/v1") == $(echo "$(cd "$WORK/repo" && ls model-*.safetensors)" | wc -l) ]] ||
+  fail "verify: $(cat "$WORK/v1")"
+victim=$(find "$S/experts" -name 'E0003.bin' | head -1)
+cp "$victim" "$WORK/victim.bak"
+python3 -c "
+import sys; f = open(sys.argv[1], 'r+b'); f.seek(100); b = f.read(1); f.seek(100); f.write(bytes([b[0] ^ 1]))" "$victim"
+expect_fail "$WORK/v2.err" "$DF" fetch-experts --model "$S" --verify
+grep -q "MISMATCH" "$WORK/v2.err.out" || fail "verify missed a corrupted expert: $(cat "$WORK/v2.err.out")"
+cp "$WORK/victim.bak" "$victim"
+echo "verify: $(grep -c ok "$WORK/v1") shards match their sha256; a flipped byte is found"
+
 # 4. Bad --layers and a folder that is not a streaming install.
 expect_fail "$WORK/e1" "$DF" fetch-experts --model "$S" --layers 3-x
 expect_in "$WORK/e1" "not a layer or a range"
