@@ -1,11 +1,13 @@
-// `deltafin generate --model DIR --ids 1,2,3 --max-new N [--ignore-eos]`: greedy decoding; the
-// generated ids go to stdout as one JSON array on one line, timings to stderr.
+// `deltafin generate --model DIR --ids 1,2,3 --max-new N [--ignore-eos] [--stats]` plus the
+// streaming flags (stream_flags.h): greedy decoding; the generated ids go to stdout as one JSON
+// array on one line, timings (and with --stats one line per token) to stderr.
 #include <cstdio>
 
 #include "base/log.h"
 #include "command.h"
 #include "deltafin/engine.h"
 #include "deltafin/token_ids.h"
+#include "stream_flags.h"
 
 namespace deltafin::apps {
 namespace {
@@ -19,12 +21,23 @@ int run_generate(Args& args) {
   gen.stop_at_eos = !args.flag("ignore-eos");
   options.prefill_chunk_tokens =
       static_cast<int>(args.get_int("chunk", options.prefill_chunk_tokens));
+  read_stream_flags(args, &options);
+  const bool stats = args.flag("stats");
   args.check_done();
   if (gen.max_new_tokens < 0) base::fail("deltafin generate: --max-new must be >= 0");
 
   std::unique_ptr<Engine> engine = Engine::load(options);
   std::unique_ptr<Session> session = engine->new_session();
-  const GenerateResult result = session->generate(ids, gen);
+  std::unique_ptr<TokenStatsPrinter> printer;
+  if (stats) printer = std::make_unique<TokenStatsPrinter>(*engine);
+  int n_generated = 0;
+  const GenerateResult result = session->generate(ids, gen, [&](int32_t) {
+    // The first id comes after the prompt's pass; each later one after one decode pass.
+    if (printer)
+      printer->mark(n_generated == 0 ? "prompt" : "token " + std::to_string(n_generated));
+    ++n_generated;
+    return true;
+  });
   std::printf("%s\n", token_ids_json(result.ids).c_str());
   std::fflush(stdout);
   const SessionStats& s = session->stats();

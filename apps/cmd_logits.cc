@@ -1,5 +1,6 @@
-// `deltafin logits --model DIR --ids 1,2,3 --out FILE`: the logits at every position of the ids
-// from one chunked prefill, written as a safetensors file with one F32 tensor `logits` [T, vocab].
+// `deltafin logits --model DIR --ids 1,2,3 --out FILE` (plus the streaming flags of
+// stream_flags.h): the logits at every position of the ids from one chunked prefill, written as a
+// safetensors file with one F32 tensor `logits` [T, vocab].
 #include <cstddef>
 
 #include "base/log.h"
@@ -7,6 +8,7 @@
 #include "deltafin/engine.h"
 #include "deltafin/token_ids.h"
 #include "format/safetensors_writer.h"
+#include "stream_flags.h"
 
 namespace deltafin::apps {
 namespace {
@@ -18,6 +20,7 @@ int run_logits(Args& args) {
   const std::string out = args.required("out");
   options.prefill_chunk_tokens =
       static_cast<int>(args.get_int("chunk", options.prefill_chunk_tokens));
+  read_stream_flags(args, &options);
   args.check_done();
 
   std::unique_ptr<Engine> engine = Engine::load(options);

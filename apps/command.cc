@@ -77,6 +77,13 @@ double Args::get_double(const std::string& name, double fallback) {
   return d;
 }
 
+std::string Args::take_positional() {
+  if (positional_.empty()) return "";
+  std::string first = positional_.front();
+  positional_.erase(positional_.begin());
+  return first;
+}
+
 void Args::check_done() const {
   for (const auto& [key, used] : used_) {
     if (!used) fail("deltafin ", command_, ": unknown option --", key);

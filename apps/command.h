@@ -21,6 +21,9 @@ class Args {
   long long get_int(const std::string& name, long long fallback);
   double get_double(const std::string& name, double fallback);
   const std::vector<std::string>& positional() const { return positional_; }
+  // Removes and returns the first positional argument ("" when there is none): for commands
+  // with a verb, like `bench decode`.
+  std::string take_positional();
   // Throws if an option was given that no get/flag call asked about.
   void check_done() const;
 

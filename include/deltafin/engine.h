@@ -10,9 +10,55 @@
 
 namespace deltafin {
 
+// Where routed experts come from: the checkpoint's mapping (page cache) or explicit O_DIRECT
+// reads into a slot pool sized from the memory budget. kAuto maps when the whole model fits.
+enum class ExpertMode { kAuto, kMapped, kStream };
+// kAuto keeps as many spine layers resident as the budget allows; kStream streams every layer
+// (tests, and machines where the spine must not stay in memory).
+enum class SpineMode { kAuto, kStream };
+
 struct EngineOptions {
   std::string model_dir;
   int prefill_chunk_tokens = 64;  // rows per multi-row pass during prefill
+  std::string memory_budget;      // "24G", "512M"...; empty: cgroup limit / MemAvailable - reserve
+  ExpertMode experts = ExpertMode::kAuto;
+  SpineMode spine = SpineMode::kAuto;
+  int expert_slots = 0;      // > 0: this many expert slots instead of what the budget gives
+  bool prefetch = true;      // next-layer router lookahead (streamed experts only)
+  std::string trace_routes;  // when set, one JSON line per pass and MoE layer: its experts
+};
+
+// What the engine decided at load (also logged then).
+struct MemoryPlanInfo {
+  uint64_t budget_bytes = 0;
+  bool streaming = false;  // experts read explicitly (else mapped)
+  uint64_t resident_spine_bytes = 0;
+  int64_t streamed_layers = 0;
+  uint64_t streamed_spine_bytes_per_pass = 0;
+  int expert_slots = 0;
+  uint64_t expert_slot_bytes = 0;  // per slot
+  std::string summary;             // the startup message
+};
+
+// Byte and time counters since load; take differences around a token for per-token figures.
+struct StreamStats {
+  uint64_t expert_bytes_read = 0;  // O_DIRECT expert reads, unused prefetches included
+  uint64_t spine_bytes_read = 0;   // streamed spine layers
+  // Bytes the passes needed from disk: requested experts not in memory from an earlier use, plus
+  // every streamed spine layer once per pass. Divided by the device's ceiling: the I/O floor.
+  uint64_t needed_bytes = 0;
+  uint64_t experts_requested = 0;
+  uint64_t cache_hits = 0;
+  uint64_t prefetch_hits = 0;
+  uint64_t demand_reads = 0;
+  uint64_t prefetch_reads = 0;
+  uint64_t prefetch_wasted = 0;     // read, evicted unused
+  uint64_t prefetch_cancelled = 0;  // dropped before the device
+  uint64_t predicted_actual = 0;    // lookahead recall = predicted_matched / predicted_actual
+  uint64_t predicted_matched = 0;
+  double expert_wait_seconds = 0;  // compute blocked on expert reads
+  double spine_wait_seconds = 0;   // compute blocked on spine reads
+  double disk_busy_seconds = 0;    // time with at least one read in flight
 };
 
 struct ModelInfo {
@@ -33,6 +79,8 @@ class Engine {
   virtual const ModelInfo& info() const = 0;
   // A new, empty sequence. Sessions share the engine's weights and must not outlive it.
   virtual std::unique_ptr<Session> new_session() = 0;
+  virtual MemoryPlanInfo memory_plan() const { return {}; }
+  virtual StreamStats stream_stats() const { return {}; }
 };
 
 }  // namespace deltafin

@@ -72,11 +72,42 @@ class ExpertBatch {
   virtual void release(size_t index) = 0;
 };
 
+// Cumulative counters of a store; a store that never reads leaves the byte figures at 0.
+struct ExpertStoreStats {
+  uint64_t experts_requested = 0;  // (layer, expert) pairs asked of request()
+  uint64_t cache_hits = 0;         // in memory from an earlier use
+  uint64_t prefetch_hits = 0;      // brought in, or on its way, because of a prefetch
+  uint64_t demand_reads = 0;       // read because request() asked for it
+  uint64_t bytes_read = 0;         // everything read, unused prefetches included
+  // Bytes of requested experts that were not in memory from an earlier use (demand reads and
+  // prefetch hits): what the route itself needed from disk, the I/O floor's share.
+  uint64_t needed_bytes = 0;
+  uint64_t prefetch_reads = 0;      // speculative reads issued
+  uint64_t prefetch_cancelled = 0;  // dropped before reaching the device
+  uint64_t prefetch_wasted = 0;     // read, then evicted without being requested
+  // Lookahead quality over layers where a prediction was made: recall = matched / actual.
+  uint64_t predicted_actual = 0;
+  uint64_t predicted_matched = 0;
+  double wait_seconds = 0;  // time acquire_next() blocked on reads
+};
+
 class ExpertStore {
  public:
   virtual ~ExpertStore() = default;
   // Announces that `layer` needs `experts` (distinct ids) now; reads may start immediately.
   virtual std::unique_ptr<ExpertBatch> request(int layer, std::span<const int32_t> experts) = 0;
+  // A forward pass over n_rows ids starting at `position` begins (traces, statistics).
+  virtual void begin_pass(int64_t position, int64_t n_rows) {
+    (void)position;
+    (void)n_rows;
+  }
+  // A guess that `layer` will need `experts` soon. A store that reads may start reading them
+  // when that is likely to pay; what request() hands out never depends on it.
+  virtual void prefetch(int layer, std::span<const int32_t> experts) {
+    (void)layer;
+    (void)experts;
+  }
+  virtual ExpertStoreStats stats() const { return {}; }
 };
 
 }  // namespace deltafin::experts

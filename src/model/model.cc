@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "experts/mapped_expert_store.h"
 #include "format/config.h"
+#include "model/lookahead.h"
 #include "model/ops.h"
 
 namespace deltafin::model {
@@ -92,8 +93,18 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
   std::vector<float> x(n * d), a(n * d), m(n * d);
   std::vector<std::vector<float>> blocks;  // AttnRes block representations, each [n, d]
   std::vector<const float*> block_ptrs;
+  store_->begin_pass(state.n_positions, n);
+  if (layers_) layers_->begin_pass();
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    const LayerPlan& lp = plan_.layers[l];
+    // A streamed layer's bytes stay valid until the end of this iteration (or an exception).
+    struct Held {
+      LayerSource* source;
+      int64_t layer;
+      ~Held() {
+        if (source) source->release(layer);
+      }
+    } held{layers_.get(), l};
+    const LayerPlan& lp = layers_ ? layers_->acquire(l) : plan_.layers[l];
     if (block > 0) {
       // h is the running partial sum of the current block; at a block boundary it is stored as a
       // block and the partial sum restarts from the attention output.
@@ -126,6 +137,10 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
       rmsnorm_rows(h.data(), lp.post_norm.data(), n, d, eps, x.data());
       mlp(lp, l, x.data(), n, m.data());
       for (int64_t i = 0; i < n * d; ++i) h[i] += m[i];
+    }
+    if (lookahead_ && n == 1 && l + 1 < c.num_hidden_layers && plan_.layers[l + 1].is_moe) {
+      const int next = static_cast<int>(l + 1);
+      store_->prefetch(next, predict_route(plan_, plan_.layers[next], block_ptrs, h.data()));
     }
   }
   state.n_positions += n;

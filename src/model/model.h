@@ -11,6 +11,7 @@
 
 #include "experts/expert_store.h"
 #include "format/checkpoint.h"
+#include "model/layer_source.h"
 #include "model/plan.h"
 
 namespace deltafin::model {
@@ -39,8 +40,14 @@ class Model {
   const format::ModelConfig& config() const { return plan_.config; }
   const ModelPlan& plan() const { return plan_; }
   const experts::ExpertCatalog& expert_catalog() const { return catalog_; }
+  const format::Checkpoint& checkpoint() const { return *checkpoint_; }
   // Replaces the expert store (streaming stores, tests).
   void set_expert_store(std::unique_ptr<experts::ExpertStore> store);
+  experts::ExpertStore& expert_store() { return *store_; }
+  // Serves layer plans from `source` (a streamed spine) instead of plan().layers; null: resident.
+  void set_layer_source(std::unique_ptr<LayerSource> source) { layers_ = std::move(source); }
+  // Decode steps (one row) guess each next MoE layer's route and tell the store (see lookahead.h).
+  void set_lookahead(bool on) { lookahead_ = on; }
 
   SequenceState new_state() const;
   void reset(SequenceState& state) const;
@@ -62,6 +69,8 @@ class Model {
   ModelPlan plan_;
   experts::ExpertCatalog catalog_;
   std::unique_ptr<experts::ExpertStore> store_;
+  std::unique_ptr<LayerSource> layers_;
+  bool lookahead_ = false;
 };
 
 }  // namespace deltafin::model

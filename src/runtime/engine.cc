@@ -9,6 +9,7 @@
 #include "deltafin/engine.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
+#include "runtime/streaming.h"
 
 namespace deltafin {
 namespace runtime {
@@ -58,8 +59,11 @@ class EngineImpl : public Engine {
     info_.bos_id = c.bos_token_id;
     info_.eos_id = c.eos_token_id;
     info_.pad_id = c.pad_token_id;
+    streaming_ = Streaming::configure(*model_, options_);
   }
   const ModelInfo& info() const override { return info_; }
+  MemoryPlanInfo memory_plan() const override { return streaming_->info(); }
+  StreamStats stream_stats() const override { return streaming_->stats(); }
   std::unique_ptr<Session> new_session() override {
     return std::make_unique<SessionImpl>(model_.get(), &mu_,
                                          std::max(1, options_.prefill_chunk_tokens));
@@ -68,6 +72,7 @@ class EngineImpl : public Engine {
  private:
   EngineOptions options_;
   std::unique_ptr<model::Model> model_;
+  std::unique_ptr<Streaming> streaming_;
   ModelInfo info_;
   std::mutex mu_;
 };

@@ -1,0 +1,223 @@
+// `deltafin bench decode --model DIR [--tokens N] [--prompt-tokens P] [--json]` plus the streaming
+// flags (stream_flags.h): drops the shards from the page cache, measures the device's read ceiling
+// on them in this process (as bench-io does), loads the model, runs a P-token prompt, then N
+// greedy decode steps, and reports time per token against the I/O floor: the bytes each token
+// needed from disk (its requested experts that were not in memory from an earlier use, and every
+// streamed spine layer) divided by the ceiling. Speculative reads that went unused count in the
+// bytes read but not in the floor, so waste shows in the ratio. With streamed experts, a peak RSS
+// above the budget is an error.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "base/memory_budget.h"
+#include "command.h"
+#include "deltafin/engine.h"
+#include "deltafin/token_ids.h"
+#include "format/checkpoint.h"
+#include "io/read_ceiling.h"
+#include "stream_flags.h"
+
+namespace deltafin::apps {
+namespace {
+
+using base::fail;
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// /proc/self/io read_bytes: what this process made the block layer fetch (mmap faults included),
+// the one byte count that covers the mapped store too.
+uint64_t process_read_bytes() {
+  std::ifstream in("/proc/self/io");
+  std::string key;
+  uint64_t value = 0;
+  while (in >> key >> value) {
+    if (key == "read_bytes:") return value;
+  }
+  return 0;
+}
+
+int run_bench(Args& args) {
+  if (args.take_positional() != "decode")
+    fail("deltafin bench: expected `deltafin bench decode --model DIR ...`");
+  EngineOptions options;
+  options.model_dir = args.required("model");
+  const long long n_tokens = args.get_int("tokens", 8);
+  const long long n_prompt = args.get_int("prompt-tokens", 4);
+  const bool json = args.flag("json");
+  const bool keep_cache = args.flag("keep-page-cache");
+  const long long ceiling_reps = args.get_int("ceiling-reps", 3);
+  const double ceiling_gb = args.get_double("ceiling-gb", 0.5);
+  read_stream_flags(args, &options);
+  args.check_done();
+  if (n_tokens < 1 || n_prompt < 1)
+    fail("deltafin bench decode: --tokens and --prompt-tokens must be >= 1");
+  if (ceiling_reps < 1 || ceiling_gb <= 0) fail("deltafin bench decode: bad ceiling options");
+
+  std::vector<std::string> shards;
+  uint64_t smallest = UINT64_MAX;
+  {
+    const format::Checkpoint checkpoint = format::Checkpoint::open(options.model_dir);
+    for (const format::Checkpoint::Shard& s : checkpoint.shards()) {
+      shards.push_back(s.path);
+      smallest = std::min(smallest, s.size_bytes);
+    }
+  }
+  if (!keep_cache) {
+    for (const std::string& p : shards) io::drop_page_cache(p);
+  }
+  io::CeilingOptions copt;
+  copt.queues = {io::QueueKind::kAuto};
+  copt.pages = {io::PageKind::kHuge};
+  copt.depths = {4};
+  // K3-expert-sized reads; models whose shards are smaller than that (tests, the demo) get reads
+  // of half their smallest shard so there is still a figure.
+  copt.read_bytes = std::min<uint64_t>(io::kK3ExpertSpanBytes, smallest / 2 / 4096 * 4096);
+  copt.repetitions = static_cast<int>(ceiling_reps);
+  copt.bytes_per_repetition = static_cast<uint64_t>(ceiling_gb * 1e9);
+  double ceiling_gbps = 0;
+  std::string ceiling_note;
+  try {
+    const io::CeilingReport r = io::measure_read_ceiling(shards, copt);
+    ceiling_gbps = r.ceiling_gbps;
+    if (r.mode != io::ReadMode::kDirect) ceiling_note = "buffered reads: page-cache figures";
+  } catch (const base::Error& e) {
+    ceiling_note = e.what();  // shards smaller than one read (tiny models): no ceiling
+  }
+  base::log_info("bench decode: read ceiling ", ceiling_gbps, " GB/s",
+                 ceiling_note.empty() ? "" : " (", ceiling_note, ceiling_note.empty() ? "" : ")");
+
+  const auto t_load = std::chrono::steady_clock::now();
+  std::unique_ptr<Engine> engine = Engine::load(options);
+  const double load_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
+  const MemoryPlanInfo plan = engine->memory_plan();
+  std::unique_ptr<Session> session = engine->new_session();
+  const int64_t vocab = engine->info().vocab_size;
+  std::vector<int32_t> prompt;
+  for (long long i = 0; i < n_prompt; ++i)
+    prompt.push_back(static_cast<int32_t>((100 + 37 * i) % vocab));
+
+  GenerateOptions gen;
+  gen.max_new_tokens = static_cast<int>(n_tokens) + 1;  // the first id needs no decode pass
+  gen.stop_at_eos = false;
+  std::vector<PassFigures> passes;
+  std::vector<uint64_t> proc_bytes;
+  StreamStats last = engine->stream_stats();
+  uint64_t last_io = process_read_bytes();
+  auto t = std::chrono::steady_clock::now();
+  double prompt_s = 0;
+  bool prompt_done = false;
+  const GenerateResult result = session->generate(prompt, gen, [&](int32_t) {
+    const auto now = std::chrono::steady_clock::now();
+    const StreamStats s = engine->stream_stats();
+    const uint64_t io = process_read_bytes();
+    const double wall = std::chrono::duration<double>(now - t).count();
+    if (!prompt_done) {
+      prompt_s = wall;
+      prompt_done = true;
+    } else {
+      passes.push_back(pass_figures(last, s, wall));
+      proc_bytes.push_back(io - last_io);
+      base::log_info("token ", passes.size(), ": ", describe_pass(passes.back()));
+    }
+    last = s;
+    last_io = io;
+    t = std::chrono::steady_clock::now();  // stats and logging are not the token's time
+    return true;
+  });
+  DF_ASSERT(passes.size() == static_cast<size_t>(n_tokens));
+
+  std::vector<double> wall, floor, io_wait;
+  double busy = 0, read = 0, needed = 0, proc = 0, total_wall = 0;
+  uint64_t requested = 0, hits = 0, pf_hits = 0, actual = 0, matched = 0, pf_reads = 0;
+  for (size_t i = 0; i < passes.size(); ++i) {
+    const PassFigures& f = passes[i];
+    wall.push_back(f.wall_s);
+    io_wait.push_back(f.io_wait_s);
+    floor.push_back(ceiling_gbps > 0 ? f.needed_bytes / (ceiling_gbps * 1e9) : 0);
+    busy += f.busy_s;
+    read += static_cast<double>(f.read_bytes());
+    needed += static_cast<double>(f.needed_bytes);
+    proc += static_cast<double>(proc_bytes[i]);
+    total_wall += f.wall_s;
+    requested += f.requested;
+    hits += f.cache_hits;
+    pf_hits += f.prefetch_hits;
+    actual += f.predicted_actual;
+    matched += f.predicted_matched;
+    pf_reads += f.prefetch_reads;
+  }
+  const double n = static_cast<double>(passes.size());
+  const double spt = median(wall), floor_s = median(floor);
+  const uint64_t rss_peak = base::peak_rss_bytes();
+  const bool within = rss_peak <= plan.budget_bytes;
+
+  std::ostringstream o;
+  o.precision(6);
+  std::string dir;
+  for (char c : options.model_dir) {
+    if (c == '"' || c == '\\') dir += '\\';
+    dir += c;
+  }
+  o << "{\"model\":\"" << dir << "\",\"experts\":\"" << (plan.streaming ? "stream" : "mapped")
+    << "\",\"prefetch\":" << (options.prefetch && plan.streaming ? "true" : "false")
+    << ",\"tokens\":" << passes.size() << ",\"prompt_tokens\":" << n_prompt
+    << ",\"load_seconds\":" << load_s << ",\"prompt_seconds\":" << prompt_s
+    << ",\"seconds_per_token\":" << spt
+    << ",\"seconds_per_token_min\":" << *std::min_element(wall.begin(), wall.end())
+    << ",\"seconds_per_token_max\":" << *std::max_element(wall.begin(), wall.end())
+    << ",\"io_wait_seconds_per_token\":" << median(io_wait)
+    << ",\"disk_read_bytes_per_token\":" << static_cast<uint64_t>(read / n)
+    << ",\"process_read_bytes_per_token\":" << static_cast<uint64_t>(proc / n)
+    << ",\"needed_bytes_per_token\":" << static_cast<uint64_t>(needed / n)
+    << ",\"achieved_read_gbps\":" << (busy > 0 ? read / busy / 1e9 : 0)
+    << ",\"read_gbps_over_wall\":" << (total_wall > 0 ? read / total_wall / 1e9 : 0)
+    << ",\"device_ceiling_gbps\":" << ceiling_gbps << ",\"io_floor_seconds_per_token\":" << floor_s
+    << ",\"ratio\":" << (floor_s > 0 ? spt / floor_s : 0)
+    << ",\"cache_hit_rate\":" << (requested ? static_cast<double>(hits) / requested : 0)
+    << ",\"prefetch_recall\":" << (actual ? static_cast<double>(matched) / actual : 0)
+    << ",\"prefetch_reads_per_token\":" << pf_reads / n
+    << ",\"prefetch_hits_per_token\":" << pf_hits / n << ",\"budget_bytes\":" << plan.budget_bytes
+    << ",\"expert_slots\":" << plan.expert_slots
+    << ",\"resident_spine_bytes\":" << plan.resident_spine_bytes
+    << ",\"streamed_layers\":" << plan.streamed_layers << ",\"rss_peak_bytes\":" << rss_peak
+    << ",\"rss_within_budget\":" << (within ? "true" : "false")
+    << ",\"ids\":" << token_ids_json(result.ids) << "}";
+  if (json) {
+    std::printf("%s\n", o.str().c_str());
+  } else {
+    std::printf(
+        "%.3f s/token (median of %zu; min %.3f, max %.3f), I/O floor %.3f s, ratio %.3f, "
+        "%.2f GB read per token at %.2f GB/s (ceiling %.2f), peak RSS %s of budget %s\n",
+        spt, passes.size(), *std::min_element(wall.begin(), wall.end()),
+        *std::max_element(wall.begin(), wall.end()), floor_s, floor_s > 0 ? spt / floor_s : 0.0,
+        read / n / 1e9, busy > 0 ? read / busy / 1e9 : 0.0, ceiling_gbps,
+        base::format_bytes(rss_peak).c_str(), base::format_bytes(plan.budget_bytes).c_str());
+  }
+  std::fflush(stdout);
+  if (plan.streaming && !within)
+    fail("bench decode: peak RSS ", base::format_bytes(rss_peak), " exceeds the memory budget ",
+         base::format_bytes(plan.budget_bytes));
+  return 0;
+}
+
+}  // namespace
+
+DELTAFIN_COMMAND(bench, "bench",
+                 "`bench decode --model DIR --tokens N [--json]`: decode speed against the I/O "
+                 "floor and the device's ceiling",
+                 run_bench);
+
+}  // namespace deltafin::apps

@@ -1,0 +1,91 @@
+// Streaming flags and per-pass statistics for the inference commands.
+#include "stream_flags.h"
+
+#include <cstdio>
+
+#include "base/error.h"
+#include "base/memory_budget.h"
+
+namespace deltafin::apps {
+
+void read_stream_flags(Args& args, EngineOptions* options) {
+  options->memory_budget = args.get("memory-budget", options->memory_budget);
+  if (!options->memory_budget.empty()) base::parse_byte_size(options->memory_budget);
+  const std::string experts = args.get("experts", "auto");
+  if (experts == "auto") {
+    options->experts = ExpertMode::kAuto;
+  } else if (experts == "mapped") {
+    options->experts = ExpertMode::kMapped;
+  } else if (experts == "stream") {
+    options->experts = ExpertMode::kStream;
+  } else {
+    base::fail("--experts must be auto, mapped or stream, got '", experts, "'");
+  }
+  const std::string spine = args.get("spine", "auto");
+  if (spine == "auto") {
+    options->spine = SpineMode::kAuto;
+  } else if (spine == "stream") {
+    options->spine = SpineMode::kStream;
+  } else {
+    base::fail("--spine must be auto or stream, got '", spine, "'");
+  }
+  const long long slots = args.get_int("expert-slots", 0);
+  if (slots < 0 || slots == 1 || slots > 1'000'000)
+    base::fail("--expert-slots must be 0 (from the budget) or at least 2, got ", slots);
+  options->expert_slots = static_cast<int>(slots);
+  options->prefetch = !args.flag("no-prefetch");
+  options->trace_routes = args.get("trace-routes", "");
+}
+
+PassFigures pass_figures(const StreamStats& a, const StreamStats& b, double wall_s) {
+  PassFigures f;
+  f.wall_s = wall_s;
+  f.expert_wait_s = b.expert_wait_seconds - a.expert_wait_seconds;
+  f.spine_wait_s = b.spine_wait_seconds - a.spine_wait_seconds;
+  f.io_wait_s = f.expert_wait_s + f.spine_wait_s;
+  f.busy_s = b.disk_busy_seconds - a.disk_busy_seconds;
+  f.expert_bytes = b.expert_bytes_read - a.expert_bytes_read;
+  f.spine_bytes = b.spine_bytes_read - a.spine_bytes_read;
+  f.needed_bytes = b.needed_bytes - a.needed_bytes;
+  f.requested = b.experts_requested - a.experts_requested;
+  f.cache_hits = b.cache_hits - a.cache_hits;
+  f.prefetch_hits = b.prefetch_hits - a.prefetch_hits;
+  f.demand_reads = b.demand_reads - a.demand_reads;
+  f.predicted_actual = b.predicted_actual - a.predicted_actual;
+  f.predicted_matched = b.predicted_matched - a.predicted_matched;
+  f.prefetch_reads = b.prefetch_reads - a.prefetch_reads;
+  return f;
+}
+
+std::string describe_pass(const PassFigures& f) {
+  char line[512];
+  const double recall =
+      f.predicted_actual ? static_cast<double>(f.predicted_matched) / f.predicted_actual : 0.0;
+  std::snprintf(
+      line, sizeof line,
+      "wall %.1f ms, compute %.1f ms, I/O wait %.1f ms (experts %.1f, spine %.1f), "
+      "read %s (spine %s, experts %s), cache hits %llu/%llu, prefetch recall %.2f "
+      "(%llu reads, %llu used), %.2f GB/s while busy (%.1f ms)",
+      1e3 * f.wall_s, 1e3 * (f.wall_s - f.io_wait_s), 1e3 * f.io_wait_s, 1e3 * f.expert_wait_s,
+      1e3 * f.spine_wait_s, base::format_bytes(f.read_bytes()).c_str(),
+      base::format_bytes(f.spine_bytes).c_str(), base::format_bytes(f.expert_bytes).c_str(),
+      static_cast<unsigned long long>(f.cache_hits), static_cast<unsigned long long>(f.requested),
+      recall, static_cast<unsigned long long>(f.prefetch_reads),
+      static_cast<unsigned long long>(f.prefetch_hits),
+      f.busy_s > 0 ? f.read_bytes() / f.busy_s / 1e9 : 0.0, 1e3 * f.busy_s);
+  return line;
+}
+
+TokenStatsPrinter::TokenStatsPrinter(const Engine& engine)
+    : engine_(engine), last_(engine.stream_stats()), t_(std::chrono::steady_clock::now()) {}
+
+void TokenStatsPrinter::mark(const std::string& label) {
+  const auto now = std::chrono::steady_clock::now();
+  const StreamStats s = engine_.stream_stats();
+  const PassFigures f = pass_figures(last_, s, std::chrono::duration<double>(now - t_).count());
+  std::fprintf(stderr, "%s: %s\n", label.c_str(), describe_pass(f).c_str());
+  last_ = s;
+  t_ = now;
+}
+
+}  // namespace deltafin::apps

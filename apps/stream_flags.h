@@ -1,0 +1,42 @@
+// Flags shared by the commands that load a model for inference: the memory budget and the tiers
+// (--memory-budget, --experts, --spine, --expert-slots, --no-prefetch, --trace-routes), and the
+// per-token --stats line built from Engine::stream_stats().
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "command.h"
+#include "deltafin/engine.h"
+
+namespace deltafin::apps {
+
+// Reads the flags above into `options` (leaving defaults where absent).
+void read_stream_flags(Args& args, EngineOptions* options);
+
+// Per-pass figures between two snapshots of an engine's counters.
+struct PassFigures {
+  double wall_s = 0, io_wait_s = 0, expert_wait_s = 0, spine_wait_s = 0, busy_s = 0;
+  uint64_t expert_bytes = 0, spine_bytes = 0, needed_bytes = 0;
+  uint64_t requested = 0, cache_hits = 0, prefetch_hits = 0, demand_reads = 0;
+  uint64_t predicted_actual = 0, predicted_matched = 0, prefetch_reads = 0;
+  uint64_t read_bytes() const { return expert_bytes + spine_bytes; }
+};
+PassFigures pass_figures(const StreamStats& before, const StreamStats& after, double wall_s);
+// One line: wall, compute, I/O wait, bytes read (spine, experts), cache hits, prefetch recall,
+// GB/s while the disk was busy.
+std::string describe_pass(const PassFigures& f);
+
+// Times passes and prints describe_pass() per token to stderr.
+class TokenStatsPrinter {
+ public:
+  explicit TokenStatsPrinter(const Engine& engine);
+  void mark(const std::string& label);  // the pass since the previous mark (or construction)
+
+ private:
+  const Engine& engine_;
+  StreamStats last_;
+  std::chrono::steady_clock::time_point t_;
+};
+
+}  // namespace deltafin::apps

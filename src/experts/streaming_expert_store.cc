@@ -1,0 +1,323 @@
+// StreamingExpertStore: slot bookkeeping (pins, LRU, speculative reads), batches that hand out
+// experts as their reads complete, and the lookahead's per-layer recall gate.
+#include "experts/streaming_expert_store.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <utility>
+
+#include "base/error.h"
+
+namespace deltafin::experts {
+
+class StreamingExpertStore::Batch : public ExpertBatch {
+ public:
+  struct Entry {
+    int32_t expert = 0;
+    int slot = -1;  // -1 while waiting for a free slot
+    bool handed = false;
+    bool released = false;
+  };
+
+  Batch(StreamingExpertStore* store, int layer, std::span<const int32_t> experts)
+      : store_(store), layer_(layer) {
+    entries_.reserve(experts.size());
+    for (int32_t e : experts) entries_.push_back({e});
+  }
+
+  ~Batch() override {
+    std::lock_guard<std::mutex> lock(store_->mu_);
+    std::erase_if(store_->waiters_, [this](const Waiter& w) { return w.batch == this; });
+    for (Entry& e : entries_) {
+      if (e.slot >= 0 && !e.released) store_->unpin(e.slot);
+    }
+    store_->cv_.notify_all();
+  }
+
+  size_t size() const override { return entries_.size(); }
+
+  ReadyExpert acquire_next() override {
+    std::unique_lock<std::mutex> lock(store_->mu_);
+    DF_ASSERT(n_handed_ < entries_.size());
+    const auto t0 = std::chrono::steady_clock::now();
+    bool waited = false;
+    size_t pick = entries_.size();
+    for (;;) {
+      for (size_t i = 0; i < entries_.size() && pick == entries_.size(); ++i) {
+        const Entry& e = entries_[i];
+        if (e.slot < 0 || e.handed) continue;
+        const Slot& s = store_->slots_[e.slot];
+        if (s.state == SlotState::kFailed)
+          base::fail("layer ", layer_, " expert ", e.expert, ": ", s.error);
+        if (s.state == SlotState::kReady) pick = i;
+      }
+      if (pick < entries_.size()) break;
+      waited = true;
+      store_->cv_.wait(lock);
+    }
+    if (waited) {
+      store_->stats_.wait_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    Entry& e = entries_[pick];
+    e.handed = true;
+    ++n_handed_;
+    Slot& slot = store_->slots_[e.slot];
+    const ExpertWeights w = view_expert(store_->catalog_.layers[layer_].layout,
+                                        store_->slot_data(e.slot) + slot.data_offset);
+    if (!slot.checked) {
+      lock.unlock();  // the slot is pinned: nothing can reuse it meanwhile
+      check_expert_scales(w, layer_, e.expert);
+      lock.lock();
+      slot.checked = true;
+    }
+    return {pick, e.expert, w};
+  }
+
+  void release(size_t index) override {
+    std::lock_guard<std::mutex> lock(store_->mu_);
+    DF_ASSERT(index < entries_.size() && entries_[index].handed && !entries_[index].released);
+    entries_[index].released = true;
+    store_->unpin(entries_[index].slot);
+  }
+
+  std::vector<Entry> entries_;
+
+ private:
+  StreamingExpertStore* store_;
+  int layer_;
+  size_t n_handed_ = 0;
+};
+
+uint64_t StreamingExpertStore::slot_bytes(const ExpertCatalog& catalog) {
+  size_t most = 0;
+  for (const ExpertCatalog::Layer& layer : catalog.layers) {
+    for (const format::ExpertSpan& span : layer.spans)
+      most = std::max(most, io::align_span(span.offset, span.nbytes).read_length);
+  }
+  return most;
+}
+
+StreamingExpertStore::StreamingExpertStore(ExpertCatalog catalog,
+                                           std::shared_ptr<ReadScheduler> scheduler,
+                                           const StreamingStoreOptions& options)
+    : catalog_(std::move(catalog)), scheduler_(std::move(scheduler)), options_(options) {
+  DF_ASSERT(options_.n_slots >= 2);
+  for (const ExpertCatalog::Layer& layer : catalog_.layers) {
+    n_experts_max_ = std::max<uint64_t>(n_experts_max_, layer.spans.size());
+    for (const format::ExpertSpan& span : layer.spans) {
+      if (!files_.contains(span.file))
+        files_.emplace(span.file, io::DirectFile::open(span.file, options_.allow_direct));
+    }
+  }
+  slot_stride_ = slot_bytes(catalog_);
+  DF_ASSERT(slot_stride_ > 0);
+  pool_ = io::HugeBuffer(slot_stride_ * static_cast<size_t>(options_.n_slots));
+  slots_.resize(options_.n_slots);
+  predicted_.resize(catalog_.layers.size());
+  recall_.assign(catalog_.layers.size(), 1.0);
+}
+
+StreamingExpertStore::~StreamingExpertStore() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (Slot& s : slots_) {
+    if (s.state == SlotState::kReading && scheduler_->cancel(s.job)) {
+      s.state = SlotState::kEmpty;
+      --reads_in_flight_;
+    }
+  }
+  cv_.wait(lock, [&] { return reads_in_flight_ == 0; });
+}
+
+bool StreamingExpertStore::prefetch_enabled(int layer) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return recall_[layer] >= options_.min_prefetch_recall;
+}
+
+int StreamingExpertStore::take_slot(bool for_prefetch) {
+  int best = -1;
+  for (int i = 0; i < static_cast<int>(slots_.size()); ++i) {
+    const Slot& s = slots_[i];
+    if (s.pins > 0 || s.state == SlotState::kReading) continue;
+    if (s.state != SlotState::kReady) {  // empty or failed: free
+      best = i;
+      break;
+    }
+    // A prediction never displaces another prediction that is still waiting to be used.
+    if (for_prefetch && s.speculative) continue;
+    if (best < 0 || s.last_use < slots_[best].last_use) best = i;
+  }
+  if (best < 0) return -1;
+  Slot& s = slots_[best];
+  if (s.state == SlotState::kReady) {
+    where_.erase(key(s.layer, s.expert));
+    if (s.speculative) {
+      ++stats_.prefetch_wasted;
+      --speculative_slots_;
+    }
+  }
+  s = Slot{};
+  return best;
+}
+
+void StreamingExpertStore::start_read(int s, int layer, int32_t expert, ReadPriority priority) {
+  const format::ExpertSpan& span = catalog_.layers[layer].spans[expert];
+  const io::AlignedSpan a = io::align_span(span.offset, span.nbytes);
+  DF_ASSERT(a.read_length <= slot_stride_);
+  Slot& slot = slots_[s];
+  slot.state = SlotState::kReading;
+  slot.layer = layer;
+  slot.expert = expert;
+  slot.data_offset = a.data_offset;
+  slot.read_bytes = a.read_length;
+  slot.speculative = priority == ReadPriority::kPrefetch;
+  slot.last_use = ++tick_;
+  where_[key(layer, expert)] = s;
+  ++reads_in_flight_;
+  ReadJob job;
+  job.file = &files_.at(span.file);
+  job.offset = a.read_offset;
+  job.length = a.read_length;
+  job.required_bytes = a.required_bytes;
+  job.dest = slot_data(s);
+  job.priority = priority;
+  job.done = [this, s](const io::ReadCompletion& c) { on_read_done(s, c); };
+  slot.job = scheduler_->submit(std::move(job));
+}
+
+void StreamingExpertStore::on_read_done(int s, const io::ReadCompletion& c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Slot& slot = slots_[s];
+  --reads_in_flight_;
+  stats_.bytes_read += c.bytes;
+  if (c.ok()) {
+    slot.state = SlotState::kReady;
+  } else {
+    slot.state = SlotState::kFailed;
+    slot.error = c.message;
+    where_.erase(key(slot.layer, slot.expert));
+    if (slot.speculative) --speculative_slots_;
+    slot.speculative = false;
+  }
+  if (slot.pins == 0) serve_waiters();
+  cv_.notify_all();
+}
+
+void StreamingExpertStore::unpin(int s) {
+  Slot& slot = slots_[s];
+  DF_ASSERT(slot.pins > 0);
+  slot.last_use = ++tick_;
+  if (--slot.pins == 0) serve_waiters();
+}
+
+void StreamingExpertStore::serve_waiters() {
+  while (!waiters_.empty()) {
+    const int s = take_slot(/*for_prefetch=*/false);
+    if (s < 0) return;
+    const Waiter w = waiters_.front();
+    waiters_.erase(waiters_.begin());
+    Batch::Entry& e = w.batch->entries_[w.index];
+    start_read(s, w.layer, e.expert, ReadPriority::kDemand);
+    Slot& slot = slots_[s];
+    slot.pins = 1;
+    slot.used = true;
+    ++stats_.demand_reads;
+    stats_.needed_bytes += slot.read_bytes;
+    e.slot = s;
+  }
+}
+
+std::unique_ptr<ExpertBatch> StreamingExpertStore::request(int layer,
+                                                           std::span<const int32_t> experts) {
+  DF_ASSERT(layer >= 0 && static_cast<size_t>(layer) < catalog_.layers.size());
+  auto batch = std::make_unique<Batch>(this, layer, experts);
+  std::lock_guard<std::mutex> lock(mu_);
+
+  std::vector<int32_t>& predicted = predicted_[layer];
+  if (!predicted.empty()) {
+    uint64_t matched = 0;
+    for (int32_t e : experts) matched += std::count(predicted.begin(), predicted.end(), e);
+    stats_.predicted_actual += experts.size();
+    stats_.predicted_matched += matched;
+    recall_[layer] = (1 - kRecallWeight) * recall_[layer] +
+                     kRecallWeight * static_cast<double>(matched) / experts.size();
+    predicted.clear();
+  }
+  // Predictions for this layer that missed and have not reached the device yet: drop them.
+  for (Slot& s : slots_) {
+    if (s.layer != layer || !s.speculative || s.state != SlotState::kReading) continue;
+    if (std::find(experts.begin(), experts.end(), s.expert) != experts.end()) continue;
+    if (!scheduler_->cancel(s.job)) continue;
+    where_.erase(key(s.layer, s.expert));
+    --reads_in_flight_;
+    --speculative_slots_;
+    ++stats_.prefetch_cancelled;
+    s = Slot{};
+  }
+
+  for (size_t i = 0; i < experts.size(); ++i) {
+    const int32_t e = experts[i];
+    DF_ASSERT(e >= 0 && static_cast<size_t>(e) < catalog_.layers[layer].spans.size());
+    ++stats_.experts_requested;
+    Batch::Entry& entry = batch->entries_[i];
+    auto it = where_.find(key(layer, e));
+    if (it != where_.end()) {
+      Slot& s = slots_[it->second];
+      if (s.speculative) {
+        ++stats_.prefetch_hits;
+        stats_.needed_bytes += s.read_bytes;
+        s.speculative = false;
+        --speculative_slots_;
+        if (s.state == SlotState::kReading) scheduler_->promote(s.job, ReadPriority::kDemand);
+      } else {
+        ++stats_.cache_hits;
+      }
+      s.used = true;
+      ++s.pins;
+      s.last_use = ++tick_;
+      entry.slot = it->second;
+      continue;
+    }
+    const int s = take_slot(/*for_prefetch=*/false);
+    if (s < 0) {
+      waiters_.push_back({batch.get(), layer, i});
+      continue;
+    }
+    start_read(s, layer, e, ReadPriority::kDemand);
+    slots_[s].pins = 1;
+    slots_[s].used = true;
+    ++stats_.demand_reads;
+    stats_.needed_bytes += slots_[s].read_bytes;
+    entry.slot = s;
+  }
+  return batch;
+}
+
+void StreamingExpertStore::prefetch(int layer, std::span<const int32_t> experts) {
+  DF_ASSERT(layer >= 0 && static_cast<size_t>(layer) < catalog_.layers.size());
+  std::lock_guard<std::mutex> lock(mu_);
+  predicted_[layer].assign(experts.begin(), experts.end());
+  if (recall_[layer] < options_.min_prefetch_recall) return;
+  for (int32_t e : experts) {
+    DF_ASSERT(e >= 0 && static_cast<size_t>(e) < catalog_.layers[layer].spans.size());
+    auto it = where_.find(key(layer, e));
+    if (it != where_.end()) {
+      slots_[it->second].last_use = ++tick_;  // keep it until the route is known
+      continue;
+    }
+    if (speculative_slots_ >= options_.max_prefetch_slots) break;
+    const int s = take_slot(/*for_prefetch=*/true);
+    if (s < 0) break;
+    start_read(s, layer, e, ReadPriority::kPrefetch);
+    ++speculative_slots_;
+    ++stats_.prefetch_reads;
+  }
+}
+
+ExpertStoreStats StreamingExpertStore::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace deltafin::experts

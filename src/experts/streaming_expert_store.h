@@ -1,0 +1,113 @@
+// StreamingExpertStore: routed experts read from the shards on demand, one O_DIRECT read per
+// expert into a fixed pool of slots in huge-page memory, handed out in completion order. The pool
+// is also the RAM cache: a released slot keeps its expert until the least recently used one is
+// needed again, and prefetches land in the same slots without ever evicting a slot in use.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "experts/expert_store.h"
+#include "experts/read_scheduler.h"
+#include "io/direct_file.h"
+#include "io/huge_buffer.h"
+
+namespace deltafin::experts {
+
+struct StreamingStoreOptions {
+  int n_slots = 32;  // experts held at once (in use, in flight, cached); at least 2
+  // Prefetches stay below this many slots that are being read or were read and not yet used.
+  int max_prefetch_slots = 16;
+  // A layer's lookahead is acted on only while its recent recall (exponential average over
+  // passes, weight kRecallWeight) is at least this; below, predictions are only scored.
+  double min_prefetch_recall = 0.25;
+  bool allow_direct = true;  // false: buffered reads + FADV_DONTNEED (tests)
+};
+
+class StreamingExpertStore : public ExpertStore {
+ public:
+  static constexpr double kRecallWeight = 0.25;
+
+  // Opens every shard the catalog names. Throws base::Error naming the file.
+  StreamingExpertStore(ExpertCatalog catalog, std::shared_ptr<ReadScheduler> scheduler,
+                       const StreamingStoreOptions& options);
+  ~StreamingExpertStore() override;  // waits for its reads in flight
+
+  std::unique_ptr<ExpertBatch> request(int layer, std::span<const int32_t> experts) override;
+  void prefetch(int layer, std::span<const int32_t> experts) override;
+  ExpertStoreStats stats() const override;
+
+  // The bytes one slot takes: the largest aligned read of any expert (4 KiB granularity).
+  static uint64_t slot_bytes(const ExpertCatalog& catalog);
+  int n_slots() const { return static_cast<int>(slots_.size()); }
+  uint64_t pool_bytes() const { return pool_.size(); }
+  // Whether prefetches for `layer` are being issued now (its lookahead recall is high enough).
+  bool prefetch_enabled(int layer) const;
+
+ private:
+  class Batch;
+  friend class Batch;
+
+  enum class SlotState { kEmpty, kReading, kReady, kFailed };
+  struct Slot {
+    SlotState state = SlotState::kEmpty;
+    int layer = -1;
+    int32_t expert = -1;
+    int pins = 0;              // batch entries holding it
+    uint64_t last_use = 0;     // LRU tick
+    size_t data_offset = 0;    // where the span starts inside the slot
+    size_t read_bytes = 0;     // the aligned read's length
+    uint64_t job = 0;          // scheduler job id while kReading
+    bool speculative = false;  // read by a prefetch and not requested since
+    bool used = false;         // requested at least once since it was read
+    bool checked = false;      // MXFP4 scales validated
+    std::string error;         // kFailed
+  };
+  // A batch entry waiting for a slot.
+  struct Waiter {
+    Batch* batch;
+    int layer;
+    size_t index;
+  };
+
+  uint64_t key(int layer, int32_t expert) const {
+    return static_cast<uint64_t>(layer) * n_experts_max_ + static_cast<uint64_t>(expert);
+  }
+  uint8_t* slot_data(int s) { return pool_.data() + static_cast<size_t>(s) * slot_stride_; }
+  // The evictable slot to reuse (empty first, then least recently used); -1 when all are busy.
+  // Caller holds mu_.
+  int take_slot(bool for_prefetch);
+  void start_read(int s, int layer, int32_t expert, ReadPriority priority);
+  void on_read_done(int s, const io::ReadCompletion& c);
+  // Hands freed slots to batch entries waiting for one. Caller holds mu_.
+  void serve_waiters();
+  void unpin(int s);
+
+  ExpertCatalog catalog_;
+  std::shared_ptr<ReadScheduler> scheduler_;
+  StreamingStoreOptions options_;
+  std::map<std::string, io::DirectFile> files_;  // by shard path
+  uint64_t n_experts_max_ = 0;
+  size_t slot_stride_ = 0;
+  io::HugeBuffer pool_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Slot> slots_;
+  std::unordered_map<uint64_t, int> where_;  // key(layer, expert) → slot
+  std::vector<Waiter> waiters_;
+  uint64_t tick_ = 0;
+  int reads_in_flight_ = 0;
+  int speculative_slots_ = 0;                    // kReading or kReady with speculative set
+  std::vector<std::vector<int32_t>> predicted_;  // [layer]: this pass's prediction
+  std::vector<double> recall_;                   // [layer]: exponential average
+  ExpertStoreStats stats_;
+};
+
+}  // namespace deltafin::experts

@@ -1,0 +1,260 @@
+// The read scheduler and the streaming store against files on a real disk: every expert arrives
+// whole whatever its alignment, batches larger than the slot pool, cache hits, prefetch hits,
+// cancelled and wasted predictions, the recall gate, read errors and NaN scales.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "base/error.h"
+#include "experts/streaming_expert_store.h"
+#include "io/test_files.h"
+
+namespace deltafin::experts {
+namespace {
+
+using io::testing::pattern_byte;
+
+std::string scratch() { return std::string(DELTAFIN_BINARY_DIR) + "/experts_test_tmp"; }
+
+// Layer 1 holds n experts of `span` bytes each, starting at an odd offset of a pattern file so no
+// span is 4096-aligned; BF16 matrices (no scale bytes) unless `mxfp4`.
+struct Bank {
+  std::string path;
+  ExpertCatalog catalog;
+  uint64_t span = 0;
+};
+
+Bank make_bank(const std::string& name, int n, bool mxfp4 = false, uint8_t bad_scale = 0) {
+  Bank b;
+  ExpertLayout lay;
+  uint64_t off = 0;
+  for (ExpertMatrixLayout* m : {&lay.gate, &lay.down, &lay.up}) {
+    const bool down = m == &lay.down;
+    const int64_t rows = down ? 64 : 32, cols = down ? 32 : 64;
+    if (mxfp4) {
+      *m = {format::DType::kU8, off, off + rows * cols / 2, rows, cols};
+      off += rows * cols / 2 + rows * cols / 32;
+    } else {
+      *m = {format::DType::kBF16, off, 0, rows, cols};
+      off += rows * cols * 2;
+    }
+  }
+  lay.span_bytes = b.span = off;
+  const uint64_t start = 1234;
+  const uint64_t size = start + n * off + 100;
+  b.path = io::testing::write_pattern_file(scratch(), name, size);
+  if (mxfp4) {  // valid scales everywhere; `bad_scale` != 0 plants a 255 in the last expert
+    std::fstream f(b.path, std::ios::in | std::ios::out | std::ios::binary);
+    for (int e = 0; e < n; ++e) {
+      for (const ExpertMatrixLayout* m : {&lay.gate, &lay.down, &lay.up}) {
+        std::string scales(m->rows * m->cols / 32, static_cast<char>(120));
+        if (bad_scale && e == n - 1 && m == &lay.up) scales[3] = static_cast<char>(bad_scale);
+        f.seekp(static_cast<std::streamoff>(start + e * off + m->scales_offset));
+        f.write(scales.data(), static_cast<std::streamsize>(scales.size()));
+      }
+    }
+  }
+  b.catalog.layers.resize(3);
+  for (int layer : {1, 2}) {
+    b.catalog.layers[layer].layout = lay;
+    for (int e = 0; e < n; ++e)
+      b.catalog.layers[layer].spans.push_back({layer, e, b.path, start + e * off, off});
+  }
+  return b;
+}
+
+std::shared_ptr<ReadScheduler> scheduler(int depth = 4) {
+  return std::make_shared<ReadScheduler>(depth);
+}
+
+// Takes every expert of the batch, checks its bytes against the file (the pattern, where the bank
+// has no planted scales), returns the ids in hand-out order.
+std::vector<int32_t> drain(ExpertBatch& batch, const Bank& b, int layer, bool pattern = true) {
+  std::vector<int32_t> order;
+  std::set<size_t> seen;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const ReadyExpert r = batch.acquire_next();
+    EXPECT_TRUE(seen.insert(r.index).second);
+    const format::ExpertSpan& span = b.catalog.layers[layer].spans[r.expert];
+    if (pattern) {
+      EXPECT_EQ(io::testing::first_mismatch(r.weights.gate.data, span.offset, span.nbytes), -1)
+          << "expert " << r.expert;
+    } else {
+      EXPECT_EQ(r.weights.gate.scales[0], 120) << "expert " << r.expert;
+    }
+    EXPECT_EQ(r.weights.up.data,
+              r.weights.gate.data + b.catalog.layers[layer].layout.up.data_offset);
+    order.push_back(r.expert);
+    batch.release(r.index);
+  }
+  return order;
+}
+
+TEST(ReadScheduler, EveryJobCompletesOrIsCancelled) {
+  const std::string path = io::testing::write_pattern_file(scratch(), "sched.bin", 1 << 20);
+  io::DirectFile f = io::DirectFile::open(path);
+  auto s = scheduler(2);
+  constexpr int kJobs = 24;
+  io::HugeBuffer buf(kJobs * 16384);
+  std::atomic<int> done{0};
+  std::vector<uint64_t> ids;
+  std::vector<std::atomic<int>> calls(kJobs);
+  for (int i = 0; i < kJobs; ++i) {
+    ReadJob job{&f,     uint64_t(i) * 16384,    16384,
+                0,      buf.data() + i * 16384, static_cast<ReadPriority>(i % kReadPriorities),
+                nullptr};
+    job.done = [&, i](const io::ReadCompletion& c) {
+      EXPECT_TRUE(c.ok()) << c.message;
+      EXPECT_EQ(io::testing::first_mismatch(buf.data() + i * 16384, i * 16384, 16384), -1);
+      ++calls[i];
+      ++done;
+    };
+    ids.push_back(s->submit(std::move(job)));
+  }
+  s->promote(ids.back(), ReadPriority::kDemand);
+  int cancelled = 0;
+  for (int i = kJobs - 4; i < kJobs; ++i) cancelled += s->cancel(ids[i]);
+  while (done.load() + cancelled < kJobs) std::this_thread::yield();
+  s.reset();  // joins the I/O thread
+  for (int i = 0; i < kJobs; ++i) EXPECT_LE(calls[i].load(), 1);
+  EXPECT_EQ(done.load() + cancelled, kJobs);
+}
+
+TEST(ReadScheduler, ShutdownCancelsQueuedJobs) {
+  const std::string path = io::testing::write_pattern_file(scratch(), "sched2.bin", 1 << 22);
+  io::DirectFile f = io::DirectFile::open(path);
+  io::HugeBuffer buf(1 << 22);
+  std::atomic<int> ok{0}, cancelled{0};
+  {
+    ReadScheduler s(1);
+    for (int i = 0; i < 64; ++i) {
+      s.submit({&f, uint64_t(i % 64) * 65536, 65536, 0, buf.data() + i * 65536,
+                ReadPriority::kPrefetch,
+                [&](const io::ReadCompletion& c) { (c.error == ECANCELED ? cancelled : ok)++; }});
+    }
+  }
+  EXPECT_EQ(ok + cancelled, 64);
+}
+
+TEST(StreamingExpertStore, DeliversEveryExpertWholeWithFewerSlotsThanRequested) {
+  const Bank b = make_bank("bank1.bin", 9);
+  StreamingExpertStore store(b.catalog, scheduler(), {.n_slots = 3});
+  EXPECT_EQ(StreamingExpertStore::slot_bytes(b.catalog) % 4096, 0u);
+  const std::vector<int32_t> ids = {7, 0, 3, 8, 1, 5};
+  auto batch = store.request(1, ids);
+  std::vector<int32_t> got = drain(*batch, b, 1);
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (std::vector<int32_t>{0, 1, 3, 5, 7, 8}));
+  batch.reset();
+  const ExpertStoreStats s = store.stats();
+  EXPECT_EQ(s.experts_requested, 6u);
+  EXPECT_EQ(s.demand_reads, 6u);
+  EXPECT_EQ(s.cache_hits, 0u);
+  // Needed counts whole aligned reads; the last expert's read stops early at EOF.
+  EXPECT_LE(s.bytes_read, s.needed_bytes);
+  EXPECT_GE(s.bytes_read, 6 * b.span);
+}
+
+TEST(StreamingExpertStore, ReleasedSlotsServeAsAnLruCache) {
+  const Bank b = make_bank("bank2.bin", 6);
+  StreamingExpertStore store(b.catalog, scheduler(), {.n_slots = 4});
+  const std::vector<int32_t> first = {0, 1, 2};
+  drain(*store.request(1, first), b, 1);
+  const uint64_t read_after_first = store.stats().bytes_read;
+  drain(*store.request(1, first), b, 1);  // all three still cached
+  ExpertStoreStats s = store.stats();
+  EXPECT_EQ(s.cache_hits, 3u);
+  EXPECT_EQ(s.bytes_read, read_after_first);
+  EXPECT_EQ(s.needed_bytes, read_after_first);
+  // Same ids on another layer are other experts.
+  drain(*store.request(2, std::vector<int32_t>{0, 1}), b, 2);
+  EXPECT_EQ(store.stats().demand_reads, 5u);
+  // Layer 1 expert 0 was the least recently used and made room; 2 is still there.
+  drain(*store.request(1, std::vector<int32_t>{2}), b, 1);
+  EXPECT_EQ(store.stats().cache_hits, 4u);
+  drain(*store.request(1, std::vector<int32_t>{0}), b, 1);
+  EXPECT_EQ(store.stats().demand_reads, 6u);
+}
+
+TEST(StreamingExpertStore, PrefetchHitsCountAndPredictionsAreScored) {
+  const Bank b = make_bank("bank3.bin", 8);
+  StreamingExpertStore store(b.catalog, scheduler(), {.n_slots = 8, .max_prefetch_slots = 4});
+  store.prefetch(1, std::vector<int32_t>{4, 5, 6});
+  drain(*store.request(1, std::vector<int32_t>{5, 1}), b, 1);
+  ExpertStoreStats s = store.stats();
+  EXPECT_EQ(s.prefetch_reads, 3u);
+  EXPECT_EQ(s.prefetch_hits, 1u);
+  EXPECT_EQ(s.demand_reads, 1u);
+  EXPECT_EQ(s.predicted_actual, 2u);
+  EXPECT_EQ(s.predicted_matched, 1u);
+  // 4 and 6 were read or cancelled, never requested: the bytes the route needed exclude them.
+  auto read_length = [&](int e) {
+    return io::align_span(b.catalog.layers[1].spans[e].offset, b.span).read_length;
+  };
+  EXPECT_EQ(s.needed_bytes, read_length(5) + read_length(1));
+  // Filling the pool evicts the unused predictions: wasted, or cancelled before the device.
+  drain(*store.request(2, std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7}), b, 2);
+  s = store.stats();
+  EXPECT_EQ(s.prefetch_wasted + s.prefetch_cancelled, 2u);
+}
+
+TEST(StreamingExpertStore, LowRecallClosesTheGateButKeepsScoring) {
+  const Bank b = make_bank("bank4.bin", 8);
+  StreamingExpertStore store(b.catalog, scheduler(),
+                             {.n_slots = 8, .max_prefetch_slots = 4, .min_prefetch_recall = 0.5});
+  for (int pass = 0; pass < 4; ++pass) {
+    store.prefetch(1, std::vector<int32_t>{6, 7});
+    drain(*store.request(1, std::vector<int32_t>{0, 1}), b, 1);
+  }
+  EXPECT_FALSE(store.prefetch_enabled(1));
+  EXPECT_TRUE(store.prefetch_enabled(2));
+  const uint64_t reads = store.stats().prefetch_reads;
+  EXPECT_LT(reads, 8u);
+  store.prefetch(1, std::vector<int32_t>{0, 1});  // gate closed: scored, not read
+  EXPECT_EQ(store.stats().prefetch_reads, reads);
+  drain(*store.request(1, std::vector<int32_t>{0, 1}), b, 1);
+  EXPECT_EQ(store.stats().predicted_matched, 2u);
+}
+
+TEST(StreamingExpertStore, ReadPastEndOfFileNamesTheFile) {
+  Bank b = make_bank("bank5.bin", 3);
+  b.catalog.layers[1].spans[2].offset += 4 * b.span;  // beyond EOF
+  StreamingExpertStore store(b.catalog, scheduler(), {.n_slots = 2});
+  auto batch = store.request(1, std::vector<int32_t>{2});
+  try {
+    batch->acquire_next();
+    FAIL() << "read past EOF accepted";
+  } catch (const base::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bank5.bin"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("expert 2"), std::string::npos) << e.what();
+  }
+  batch.reset();
+  drain(*store.request(1, std::vector<int32_t>{0, 1}), b, 1);  // the store still works
+}
+
+TEST(StreamingExpertStore, ChecksScalesOfEveryRead) {
+  const Bank b = make_bank("bank6.bin", 3, /*mxfp4=*/true, /*bad_scale=*/255);
+  StreamingExpertStore store(b.catalog, scheduler(), {.n_slots = 2});
+  drain(*store.request(1, std::vector<int32_t>{0, 1}), b, 1, /*pattern=*/false);
+  auto batch = store.request(1, std::vector<int32_t>{2});
+  try {
+    batch->acquire_next();
+    FAIL() << "scale byte 255 accepted";
+  } catch (const base::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 1 expert 2"), std::string::npos) << e.what();
+  }
+}
+
+TEST(StreamingExpertStore, BufferedFallbackReadsTheSameBytes) {
+  const Bank b = make_bank("bank7.bin", 5);
+  StreamingExpertStore store(b.catalog, scheduler(), {.n_slots = 2, .allow_direct = false});
+  drain(*store.request(2, std::vector<int32_t>{4, 0, 2}), b, 2);
+}
+
+}  // namespace
+}  // namespace deltafin::experts

@@ -1,0 +1,19 @@
+// Next-layer router lookahead: a guess at an MoE layer's route, made from the hidden state that
+// enters the layer before it, so that the guessed experts' reads can start while that layer's
+// attention still computes. A guess only starts reads; the route the layer really takes decides.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/plan.h"
+
+namespace deltafin::model {
+
+// Routes one row as layer `next` would if its MLP input were the current state: the mix before
+// its MLP (K3) over `blocks` and `h`, its post-attention norm, its router. `next` must be an MoE
+// layer of `plan`. Returns top_k expert ids in rank order.
+std::vector<int32_t> predict_route(const ModelPlan& plan, const LayerPlan& next,
+                                   const std::vector<const float*>& blocks, const float* h);
+
+}  // namespace deltafin::model

@@ -1,0 +1,291 @@
+// Streamed spine: which bytes each layer needs (recorded while building its plan), pre-faulting
+// the resident part, and the two-buffer read-ahead of streamed layers.
+#include "model/streamed_spine.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <set>
+
+#include "base/error.h"
+
+namespace deltafin::model {
+namespace {
+
+// Large layers are read in pieces so that the current layer's expert reads, which outrank them,
+// never wait behind a whole layer.
+constexpr size_t kSpineChunkBytes = size_t{16} << 20;
+
+// Resolves through the mapping and records every tensor asked for.
+class RecordingSource : public WeightSource {
+ public:
+  explicit RecordingSource(const format::Checkpoint& checkpoint) : checkpoint_(checkpoint) {}
+  const format::TensorInfo& info(std::string_view name) const override {
+    const format::TensorInfo& t = checkpoint_.get(name);
+    seen_.insert(&t);
+    return t;
+  }
+  const uint8_t* bytes(const format::TensorInfo& tensor) override {
+    return checkpoint_.map(tensor).data();
+  }
+  std::set<const format::TensorInfo*> take() { return std::move(seen_); }
+
+ private:
+  const format::Checkpoint& checkpoint_;
+  mutable std::set<const format::TensorInfo*> seen_;
+};
+
+// Resolves a streamed layer's tensors inside the buffer its reads landed in.
+class BufferSource : public WeightSource {
+ public:
+  BufferSource(const format::Checkpoint& checkpoint, const SpineLayerReads& reads,
+               const uint8_t* base, int64_t layer)
+      : checkpoint_(checkpoint), reads_(reads), base_(base), layer_(layer) {}
+  const format::TensorInfo& info(std::string_view name) const override {
+    return checkpoint_.get(name);
+  }
+  const uint8_t* bytes(const format::TensorInfo& tensor) override {
+    auto it = reads_.tensor_offset.find(&tensor);
+    if (it == reads_.tensor_offset.end())
+      base::fail("streamed spine layer ", layer_, ": tensor ", tensor.name,
+                 " was not among the tensors recorded for it at load");
+    return base_ + it->second;
+  }
+
+ private:
+  const format::Checkpoint& checkpoint_;
+  const SpineLayerReads& reads_;
+  const uint8_t* base_;
+  int64_t layer_;
+};
+
+SpineLayerReads plan_reads(std::vector<const format::TensorInfo*> tensors) {
+  std::sort(tensors.begin(), tensors.end(), [](const auto* a, const auto* b) {
+    return a->file != b->file ? a->file < b->file : a->offset < b->offset;
+  });
+  SpineLayerReads r;
+  size_t i = 0;
+  while (i < tensors.size()) {
+    size_t j = i + 1;
+    uint64_t end = tensors[i]->offset + tensors[i]->nbytes;
+    while (j < tensors.size() && tensors[j]->file == tensors[i]->file &&
+           tensors[j]->offset <= end + SpineLayerReads::kMaxGapBytes) {
+      end = std::max(end, tensors[j]->offset + tensors[j]->nbytes);
+      ++j;
+    }
+    SpineLayerReads::Run run;
+    run.file = tensors[i]->file;
+    run.file_offset = tensors[i]->offset;
+    run.span = io::align_span(run.file_offset, end - run.file_offset);
+    run.buffer_offset = r.read_bytes;
+    for (size_t k = i; k < j; ++k) {
+      r.tensor_offset[tensors[k]] =
+          run.buffer_offset + run.span.data_offset + (tensors[k]->offset - run.file_offset);
+      r.tensor_bytes += tensors[k]->nbytes;
+    }
+    r.read_bytes += run.span.read_length;
+    r.runs.push_back(std::move(run));
+    i = j;
+  }
+  return r;
+}
+
+}  // namespace
+
+std::vector<SpineLayerReads> spine_layer_reads(const ModelPlan& plan,
+                                               const format::Checkpoint& checkpoint) {
+  std::vector<SpineLayerReads> out;
+  out.reserve(plan.layers.size());
+  for (size_t l = 0; l < plan.layers.size(); ++l) {
+    RecordingSource rec(checkpoint);
+    build_layer_plan(plan, static_cast<int64_t>(l), rec);
+    const std::set<const format::TensorInfo*> seen = rec.take();
+    out.push_back(plan_reads({seen.begin(), seen.end()}));
+  }
+  return out;
+}
+
+std::vector<const format::TensorInfo*> global_spine_tensors(const ModelPlan& plan,
+                                                            const format::Checkpoint& checkpoint) {
+  RecordingSource rec(checkpoint);
+  const ModelPlan again = build_plan(plan.config, rec);
+  std::set<const format::TensorInfo*> all = rec.take();
+  for (size_t l = 0; l < plan.layers.size(); ++l) {
+    RecordingSource layer(checkpoint);
+    build_layer_plan(plan, static_cast<int64_t>(l), layer);
+    for (const format::TensorInfo* t : layer.take()) all.erase(t);
+  }
+  std::vector<const format::TensorInfo*> out;
+  for (const format::TensorInfo* t : all) {
+    const bool embed = checkpoint.map(*t).data() == again.embed.data;
+    if (!embed || again.lm_head.data == again.embed.data) out.push_back(t);
+  }
+  return out;
+}
+
+void populate_mapped(const format::Checkpoint& checkpoint,
+                     const std::vector<const format::TensorInfo*>& tensors) {
+  constexpr int kPopulateRead = 22;  // MADV_POPULATE_READ (Linux 5.14); glibc may lack the name
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  for (const format::TensorInfo* t : tensors) {
+    const std::span<const uint8_t> bytes = checkpoint.map(*t);
+    if (bytes.empty()) continue;
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(bytes.data()) & ~(page - 1);
+    const uintptr_t end = reinterpret_cast<uintptr_t>(bytes.data() + bytes.size());
+    if (madvise(reinterpret_cast<void*>(begin), end - begin, kPopulateRead) == 0) continue;
+    volatile uint8_t sink = 0;
+    for (uintptr_t p = begin; p < end; p += page) sink = sink + *reinterpret_cast<uint8_t*>(p);
+    (void)sink;
+  }
+}
+
+StreamedSpine::StreamedSpine(const ModelPlan& plan, const format::Checkpoint& checkpoint,
+                             std::vector<SpineLayerReads> reads, std::vector<bool> resident,
+                             std::shared_ptr<experts::ReadScheduler> scheduler, bool allow_direct)
+    : plan_(plan),
+      checkpoint_(checkpoint),
+      reads_(std::move(reads)),
+      resident_(std::move(resident)),
+      scheduler_(std::move(scheduler)) {
+  DF_ASSERT(reads_.size() == plan_.layers.size() && resident_.size() == plan_.layers.size());
+  for (size_t l = 0; l < reads_.size(); ++l) {
+    if (resident_[l]) continue;
+    streamed_.push_back(static_cast<int64_t>(l));
+    buffer_size_ = std::max<size_t>(buffer_size_, reads_[l].read_bytes);
+    streamed_bytes_per_pass_ += reads_[l].read_bytes;
+    for (const SpineLayerReads::Run& run : reads_[l].runs) {
+      if (!files_.contains(run.file))
+        files_.emplace(run.file, io::DirectFile::open(run.file, allow_direct));
+    }
+  }
+  if (!streamed_.empty()) {
+    for (Buffer& b : buffers_) b.memory = io::HugeBuffer(buffer_size_);
+  }
+}
+
+StreamedSpine::~StreamedSpine() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (Buffer& b : buffers_) {
+    for (uint64_t job : b.jobs) b.pending -= scheduler_->cancel(job) ? 1 : 0;
+  }
+  cv_.wait(lock, [&] { return buffers_[0].pending == 0 && buffers_[1].pending == 0; });
+}
+
+int StreamedSpine::find(int64_t layer) const {
+  for (int i = 0; i < 2; ++i) {
+    if (buffers_[i].layer == layer) return i;
+  }
+  return -1;
+}
+
+int64_t StreamedSpine::next_streamed(int64_t layer) const {
+  auto it = std::upper_bound(streamed_.begin(), streamed_.end(), layer);
+  return it == streamed_.end() ? streamed_.front() : *it;
+}
+
+void StreamedSpine::start_load(int64_t layer) {
+  int bi = find(-1);
+  if (bi < 0) return;
+  Buffer& b = buffers_[bi];
+  b.layer = layer;
+  b.error.clear();
+  b.jobs.clear();
+  for (const SpineLayerReads::Run& run : reads_[layer].runs) {
+    const io::DirectFile* file = &files_.at(run.file);
+    for (size_t done = 0; done < run.span.read_length; done += kSpineChunkBytes) {
+      experts::ReadJob job;
+      job.file = file;
+      job.offset = run.span.read_offset + done;
+      job.length = std::min(kSpineChunkBytes, run.span.read_length - done);
+      // Only the last piece may run into EOF: it must still cover the wanted bytes.
+      if (done + job.length == run.span.read_length)
+        job.required_bytes = run.span.required_bytes - done;
+      job.dest = b.memory.data() + run.buffer_offset + done;
+      job.priority = experts::ReadPriority::kSpine;
+      job.done = [this, bi](const io::ReadCompletion& c) {
+        std::lock_guard<std::mutex> lock(mu_);
+        Buffer& buf = buffers_[bi];
+        stats_.bytes_read += c.bytes;
+        if (!c.ok() && buf.error.empty()) buf.error = c.message;
+        if (--buf.pending == 0) cv_.notify_all();
+      };
+      ++b.pending;
+      b.jobs.push_back(scheduler_->submit(std::move(job)));
+    }
+  }
+  ++stats_.layers_read;
+}
+
+void StreamedSpine::begin_pass() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.passes;
+  if (streamed_.empty()) return;
+  if (find(streamed_.front()) < 0) start_load(streamed_.front());
+}
+
+const LayerPlan& StreamedSpine::acquire(int64_t layer) {
+  if (resident_[layer]) return plan_.layers[layer];
+  std::unique_lock<std::mutex> lock(mu_);
+  int bi = find(layer);
+  if (bi < 0) {
+    // Both buffers hold other layers (a pass that ended early): free one and load this layer.
+    if (find(-1) < 0) {
+      const int victim = buffers_[0].in_use ? 1 : 0;
+      cv_.wait(lock, [&] { return buffers_[victim].pending == 0; });
+      buffers_[victim].layer = -1;
+    }
+    start_load(layer);
+    bi = find(layer);
+    DF_ASSERT(bi >= 0);
+  }
+  Buffer& b = buffers_[bi];
+  if (b.pending > 0) {
+    const auto t0 = std::chrono::steady_clock::now();
+    cv_.wait(lock, [&] { return b.pending == 0; });
+    stats_.wait_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  if (!b.error.empty()) {
+    const std::string error = b.error;
+    b.layer = -1;
+    base::fail("streamed spine layer ", layer, ": ", error);
+  }
+  b.in_use = true;
+  lock.unlock();
+  try {
+    BufferSource source(checkpoint_, reads_[layer], b.memory.data(), layer);
+    b.plan = build_layer_plan(plan_, layer, source);
+  } catch (...) {
+    lock.lock();
+    b.in_use = false;
+    b.layer = -1;
+    throw;
+  }
+  lock.lock();
+  const int64_t next = next_streamed(layer);
+  if (next != layer && find(next) < 0) start_load(next);
+  return *b.plan;
+}
+
+void StreamedSpine::release(int64_t layer) {
+  if (resident_[layer]) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  const int bi = find(layer);
+  DF_ASSERT(bi >= 0 && buffers_[bi].in_use);
+  Buffer& b = buffers_[bi];
+  b.in_use = false;
+  b.plan.reset();
+  b.layer = -1;
+  const int64_t next = next_streamed(layer);
+  if (find(next) < 0) start_load(next);
+}
+
+SpineStats StreamedSpine::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace deltafin::model

@@ -1,0 +1,58 @@
+// The memory plan: given the budget and what each tier costs, which spine layers stay resident,
+// which stream, and how many expert slots (routes, prefetch, cache) the rest pays for. RAM goes
+// where it saves the most bytes per token: a resident spine layer saves its whole size every
+// token, an expert cache byte saves only top_k / n_experts of it under flat routing, so the spine
+// is served first and the cache gets what remains.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "deltafin/engine.h"
+
+namespace deltafin::runtime {
+
+struct TierInputs {
+  uint64_t budget_bytes = 0;
+  uint64_t process_bytes = 0;         // RSS before any tier: binary, heap, the plan's small vectors
+  uint64_t working_bytes = 0;         // activations, sequence state, scratch
+  uint64_t global_bytes = 0;          // lm_head and the final norms: always resident
+  std::vector<uint64_t> layer_bytes;  // per layer: what reading its spine takes
+  std::vector<uint64_t> router_bytes;  // per layer: mapped router pages the lookahead touches
+                                       // when the layer streams (0: no lookahead or no MoE)
+  uint64_t expert_bytes = 0;           // every routed expert
+  int64_t n_experts = 0;               // (layer, expert) pairs
+  uint64_t slot_bytes = 0;             // one expert slot
+  int min_slots = 0;                   // a route plus prefetch room
+  ExpertMode experts = ExpertMode::kAuto;
+  SpineMode spine = SpineMode::kAuto;
+  int forced_slots = 0;  // > 0: exactly this many slots
+};
+
+struct TierPlan {
+  bool experts_mapped = false;
+  std::vector<bool> resident;  // per layer
+  uint64_t resident_spine_bytes = 0;
+  int64_t n_streamed = 0;
+  uint64_t streamed_bytes_per_pass = 0;
+  uint64_t stream_buffer_bytes = 0;  // two buffers of the largest streamed layer
+  uint64_t router_bytes = 0;
+  int n_slots = 0;
+  uint64_t slot_pool_bytes = 0;
+  uint64_t planned_bytes = 0;  // everything above plus process, working and globals
+  bool within_budget = true;   // false only for mapped experts larger than the budget
+};
+
+// Throws base::Error when the budget cannot hold even the smallest streaming configuration
+// (saying what that needs), or for a forced slot count below 2.
+TierPlan plan_tiers(const TierInputs& in);
+
+// The startup message: budget and its source, each tier's bytes, what streams.
+std::string describe_tiers(const TierInputs& in, const TierPlan& plan,
+                           const std::string& budget_source);
+
+// Rounded up to whole 2 MiB pages, as huge-page buffers are allocated.
+uint64_t huge_rounded(uint64_t bytes);
+
+}  // namespace deltafin::runtime

@@ -1,0 +1,161 @@
+// Streaming setup: measures each tier's cost on the loaded model, plans, installs.
+#include "runtime/streaming.h"
+
+#include "base/error.h"
+#include "base/log.h"
+#include "base/memory_budget.h"
+#include "experts/mapped_expert_store.h"
+#include "experts/route_trace.h"
+#include "experts/streaming_expert_store.h"
+#include "runtime/memory_plan.h"
+
+namespace deltafin::runtime {
+namespace {
+
+// Reads in flight: the device here is saturated from depth 2 (docs/IO.md); 4 leaves headroom for
+// devices that want more without hurting this one.
+constexpr int kReadDepth = 4;
+
+// Activations of one prefill chunk (including all-rows logits), the sequence state and scratch;
+// the attention caches of long contexts come on top and are not modelled.
+uint64_t working_bytes(const model::ModelPlan& plan, int chunk_rows) {
+  const format::ModelConfig& c = plan.config;
+  const uint64_t rows = static_cast<uint64_t>(std::max(chunk_rows, 1));
+  uint64_t kda_state = 0;
+  for (const model::LayerPlan& lp : plan.layers) {
+    if (lp.is_kda) {
+      kda_state += static_cast<uint64_t>(plan.kda_shape.n_heads) * plan.kda_shape.head_dim *
+                   plan.kda_shape.head_dim * sizeof(float);
+    }
+  }
+  const uint64_t activations = rows * static_cast<uint64_t>(c.hidden_size) * sizeof(float) * 16;
+  const uint64_t logits = 2 * rows * static_cast<uint64_t>(c.vocab_size) * sizeof(float);
+  return (uint64_t{256} << 20) + kda_state + activations + logits;
+}
+
+// The same spans the model's own mapped store uses, for a store we wrap in a trace.
+std::unique_ptr<experts::ExpertStore> mapped_store(const model::Model& model) {
+  const format::Checkpoint* ckpt = &model.checkpoint();
+  return std::make_unique<experts::MappedExpertStore>(
+      model.expert_catalog(), [ckpt](const format::ExpertSpan& span) {
+        const format::TensorInfo whole{base::str_cat("layer ", span.layer, " expert ", span.expert),
+                                       format::DType::kU8,
+                                       {static_cast<int64_t>(span.nbytes)},
+                                       span.file,
+                                       span.offset,
+                                       span.nbytes};
+        return ckpt->map(whole).data();
+      });
+}
+
+}  // namespace
+
+std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const EngineOptions& options) {
+  std::unique_ptr<Streaming> s(new Streaming());
+  s->model_ = &model;
+  const model::ModelPlan& plan = model.plan();
+  const format::Checkpoint& ckpt = model.checkpoint();
+  const experts::ExpertCatalog& catalog = model.expert_catalog();
+  const base::MemoryBudget budget = base::memory_budget(options.memory_budget);
+
+  std::vector<model::SpineLayerReads> reads = model::spine_layer_reads(plan, ckpt);
+  const std::vector<const format::TensorInfo*> globals = model::global_spine_tensors(plan, ckpt);
+  TierInputs in;
+  in.budget_bytes = budget.budget_bytes;
+  in.process_bytes = base::current_rss_bytes();
+  in.working_bytes = working_bytes(plan, options.prefill_chunk_tokens);
+  for (const format::TensorInfo* t : globals) in.global_bytes += t->nbytes;
+  for (size_t l = 0; l < plan.layers.size(); ++l) {
+    in.layer_bytes.push_back(reads[l].read_bytes);
+    const model::LayerPlan& lp = plan.layers[l];
+    in.router_bytes.push_back(lp.is_moe && options.prefetch
+                                  ? static_cast<uint64_t>(lp.moe.router.rows) * lp.moe.router.cols *
+                                        format::dtype_size(lp.moe.router.dtype)
+                                  : 0);
+  }
+  for (const experts::ExpertCatalog::Layer& layer : catalog.layers) {
+    for (const format::ExpertSpan& span : layer.spans) in.expert_bytes += span.nbytes;
+    in.n_experts += static_cast<int64_t>(layer.spans.size());
+  }
+  in.slot_bytes = in.n_experts > 0 ? experts::StreamingExpertStore::slot_bytes(catalog) : 0;
+  in.min_slots = 2 * plan.moe_shape.router.top_k;
+  in.experts = options.experts;
+  in.spine = options.spine;
+  in.forced_slots = options.expert_slots;
+  const TierPlan tiers = plan_tiers(in);
+  const std::string summary = describe_tiers(in, tiers, budget.source);
+  if (tiers.within_budget) {
+    base::log_info(summary);
+  } else {
+    base::log_warn(summary);
+  }
+
+  MemoryPlanInfo& info = s->info_;
+  info.budget_bytes = budget.budget_bytes;
+  info.streaming = !tiers.experts_mapped;
+  info.resident_spine_bytes = tiers.resident_spine_bytes;
+  info.streamed_layers = tiers.n_streamed;
+  info.streamed_spine_bytes_per_pass = tiers.streamed_bytes_per_pass;
+  info.expert_slots = tiers.n_slots;
+  info.expert_slot_bytes = in.slot_bytes;
+  info.summary = summary;
+
+  if (!tiers.experts_mapped || tiers.n_streamed > 0)
+    s->scheduler_ = std::make_shared<experts::ReadScheduler>(kReadDepth);
+  std::unique_ptr<experts::ExpertStore> store;
+  if (!tiers.experts_mapped) {
+    experts::StreamingStoreOptions so;
+    so.n_slots = tiers.n_slots;
+    so.max_prefetch_slots = plan.moe_shape.router.top_k;
+    store = std::make_unique<experts::StreamingExpertStore>(catalog, s->scheduler_, so);
+    model.set_lookahead(options.prefetch);
+  } else if (!options.trace_routes.empty()) {
+    store = mapped_store(model);
+  }
+  if (store && !options.trace_routes.empty())
+    store = std::make_unique<experts::RouteTracingStore>(std::move(store), options.trace_routes);
+  if (store) model.set_expert_store(std::move(store));
+
+  if (tiers.n_streamed > 0) {
+    auto spine =
+        std::make_unique<model::StreamedSpine>(plan, ckpt, reads, tiers.resident, s->scheduler_);
+    s->spine_ = spine.get();
+    model.set_layer_source(std::move(spine));
+  }
+  if (!tiers.experts_mapped) {
+    std::vector<const format::TensorInfo*> resident = globals;
+    for (size_t l = 0; l < plan.layers.size(); ++l) {
+      if (!tiers.resident[l]) continue;
+      for (const auto& [tensor, offset] : reads[l].tensor_offset) resident.push_back(tensor);
+    }
+    model::populate_mapped(ckpt, resident);
+  }
+  return s;
+}
+
+StreamStats Streaming::stats() const {
+  StreamStats out;
+  const experts::ExpertStoreStats e = model_->expert_store().stats();
+  out.expert_bytes_read = e.bytes_read;
+  out.needed_bytes = e.needed_bytes;
+  out.experts_requested = e.experts_requested;
+  out.cache_hits = e.cache_hits;
+  out.prefetch_hits = e.prefetch_hits;
+  out.demand_reads = e.demand_reads;
+  out.prefetch_reads = e.prefetch_reads;
+  out.prefetch_wasted = e.prefetch_wasted;
+  out.prefetch_cancelled = e.prefetch_cancelled;
+  out.predicted_actual = e.predicted_actual;
+  out.predicted_matched = e.predicted_matched;
+  out.expert_wait_seconds = e.wait_seconds;
+  if (spine_ != nullptr) {
+    const model::SpineStats sp = spine_->stats();
+    out.spine_bytes_read = sp.bytes_read;
+    out.spine_wait_seconds = sp.wait_seconds;
+    out.needed_bytes += sp.passes * spine_->streamed_bytes_per_pass();
+  }
+  if (scheduler_) out.disk_busy_seconds = scheduler_->stats().busy_seconds;
+  return out;
+}
+
+}  // namespace deltafin::runtime

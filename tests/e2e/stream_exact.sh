@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Streaming changes where bytes come from, never what is computed: on the oracle models and the
+# synth demo, `deltafin logits` with streamed experts and a streamed spine (several slot counts,
+# chunk sizes, prefetch on and off) must write a file byte-identical to the mapped path's, and
+# `deltafin generate` must print identical greedy ids. Also checks --trace-routes, --stats and the
+# budget refusal.
+set -euo pipefail
+deltafin=$1
+tests=$2
+root=$(cd "$tests/.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+py=/usr/bin/python3
+export DF_TOOLS="$root/tools"
+failed=0
+
+ids_of() {  # ids_of FILE TENSOR -> "1,2,3"
+  "$py" - "$1" "$2" <<'PY'
+import os, sys
+sys.path.insert(0, os.environ["DF_TOOLS"])
+from compare_logits import read_safetensors
+print(",".join(str(int(i)) for i in read_safetensors(sys.argv[1])[sys.argv[2]].reshape(-1)))
+PY
+}
+
+fail() {
+  echo "stream_exact: FAIL: $*" >&2
+  failed=1
+}
+
+"$deltafin" synth --out "$work/demo" --preset demo >/dev/null 2>"$work/synth.err" ||
+  { cat "$work/synth.err" >&2; exit 1; }
+
+declare -A prompts
+prompts[k3-tiny-a]=$(ids_of "$tests/fixtures/k3-tiny-a/reference.safetensors" prompt_ids)
+prompts[kimi-linear-tiny]=$(ids_of "$tests/fixtures/kimi-linear-tiny/reference.safetensors" prompt_ids)
+prompts[demo]="464,1012,300,7,88,512,9,130,44,61,700,2,3,999,15,16,23,42,77,101"
+declare -A dirs=([k3-tiny-a]="$tests/fixtures/k3-tiny-a"
+  [kimi-linear-tiny]="$tests/fixtures/kimi-linear-tiny" [demo]="$work/demo")
+
+# name|flags: each variant against the mapped path.
+variants=(
+  "stream-all|--experts stream --spine stream"
+  "stream-2-slots|--experts stream --spine stream --expert-slots 2"
+  "stream-5-slots-chunk-3|--experts stream --spine stream --expert-slots 5 --chunk 3"
+  "experts-only|--experts stream"
+  "spine-only|--experts mapped --spine stream"
+  "no-prefetch|--experts stream --spine stream --no-prefetch --expert-slots 9"
+)
+
+for name in k3-tiny-a kimi-linear-tiny demo; do
+  dir=${dirs[$name]}
+  prompt=${prompts[$name]}
+  for v in "${variants[@]}"; do
+    label=${v%%|*}
+    read -r -a flags <<<"${v#*|}"
+    # The reference: the mapped path with the same prefill chunking (chunk sizes change rounding).
+    chunk=(--chunk 64)
+    [[ " ${flags[*]} " =~ " --chunk "([0-9]+)" " ]] && chunk=(--chunk "${BASH_REMATCH[1]}")
+    "$deltafin" logits --model "$dir" --ids "$prompt" --out "$work/$name.mapped.st" \
+      --experts mapped "${chunk[@]}" 2>"$work/err" ||
+      { cat "$work/err" >&2; fail "$name: mapped logits"; continue; }
+    ref_ids=$("$deltafin" generate --model "$dir" --ids "$prompt" --max-new 12 --ignore-eos \
+      --experts mapped "${chunk[@]}" 2>"$work/err") ||
+      { cat "$work/err" >&2; fail "$name: mapped generate"; continue; }
+    if ! "$deltafin" logits --model "$dir" --ids "$prompt" --out "$work/$name.$label.st" \
+        "${flags[@]}" 2>"$work/err"; then
+      cat "$work/err" >&2
+      fail "$name $label: logits exited non-zero"
+      continue
+    fi
+    grep -q "memory budget" "$work/err" || fail "$name $label: no memory plan at startup"
+    if [[ $label != spine-only ]] && ! grep -q "experts streamed" "$work/err"; then
+      fail "$name $label: experts were not streamed: $(grep 'memory budget' "$work/err")"
+    fi
+    if cmp -s "$work/$name.mapped.st" "$work/$name.$label.st"; then
+      echo "stream_exact: $name $label: logits byte-identical"
+    else
+      fail "$name $label: logits differ from the mapped path ($(cmp "$work/$name.mapped.st" "$work/$name.$label.st" || true))"
+    fi
+    got=$("$deltafin" generate --model "$dir" --ids "$prompt" --max-new 12 --ignore-eos \
+      "${flags[@]}" 2>"$work/err") || { cat "$work/err" >&2; got="(exit)"; }
+    if [[ $got == "$ref_ids" ]]; then
+      echo "stream_exact: $name $label: 12 greedy ids identical"
+    else
+      fail "$name $label: generate printed $got, mapped printed $ref_ids"
+    fi
+  done
+done
+
+# --trace-routes: one line per pass and MoE layer; decode lines have rows 1 and top_k experts.
+dir=$work/demo
+"$deltafin" generate --model "$dir" --ids 5,6,7 --max-new 4 --ignore-eos --experts stream \
+  --trace-routes "$work/trace.jsonl" --stats >/dev/null 2>"$work/err" ||
+  { cat "$work/err" >&2; fail "generate with --trace-routes --stats"; }
+"$py" - "$work/trace.jsonl" "$dir/config.json" <<'PY' || fail "route trace"
+import json, sys
+cfg = json.load(open(sys.argv[2]))
+t = cfg.get("text_config", cfg)
+k, n_layers = t["num_experts_per_token"], t["num_hidden_layers"]
+moe = [l for l in range(n_layers) if l >= t.get("first_k_dense_replace", 0)]
+lines = [json.loads(l) for l in open(sys.argv[1])]
+prompt = [l for l in lines if l["rows"] == 3]
+decode = [l for l in lines if l["rows"] == 1]
+assert len(prompt) == len(moe), (len(prompt), len(moe))
+assert len(decode) == 3 * len(moe), len(decode)  # 4 ids: the last is never run
+assert [l["position"] for l in decode[::len(moe)]] == [3, 4, 5]
+assert all(len(l["experts"]) == k and len(set(l["experts"])) == k for l in decode)
+print(f"stream_exact: trace: {len(lines)} lines, {len(moe)} MoE layers, top-{k}")
+PY
+n_stats=$(grep -c "^token [0-9]*: wall" "$work/err" || true)
+[[ $n_stats == 3 ]] || fail "--stats printed $n_stats token lines, expected 3"
+grep -q "^prompt: wall" "$work/err" || fail "--stats printed no prompt line"
+
+# A budget below what streaming needs is refused, naming what it needs.
+if "$deltafin" logits --model "$dir" --ids 5,6 --out "$work/x.st" --experts stream \
+    --memory-budget 1M 2>"$work/err"; then
+  fail "--memory-budget 1M was accepted"
+elif ! grep -q "is too small for this model" "$work/err"; then
+  fail "--memory-budget 1M: unexpected message: $(cat "$work/err")"
+else
+  echo "stream_exact: --memory-budget 1M refused: $(grep -o 'streaming still needs at least [^(]*' "$work/err")"
+fi
+exit $failed
