@@ -33,10 +33,12 @@ struct MemoryPlanInfo {
   uint64_t budget_bytes = 0;
   bool streaming = false;  // experts read explicitly (else mapped)
   uint64_t resident_spine_bytes = 0;
+  uint64_t global_bytes = 0;  // lm_head and final norms, read in full every pass
   int64_t streamed_layers = 0;
   uint64_t streamed_spine_bytes_per_pass = 0;
   int expert_slots = 0;
   uint64_t expert_slot_bytes = 0;  // per slot
+  uint64_t expert_span_bytes = 0;  // one expert's tensors (the largest layer's)
   std::string summary;             // the startup message
 };
 

@@ -55,7 +55,18 @@ ExpertWeights MappedExpertStore::get(int layer, int32_t expert) {
 
 std::unique_ptr<ExpertBatch> MappedExpertStore::request(int layer,
                                                         std::span<const int32_t> experts) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    requested_ += experts.size();
+  }
   return std::make_unique<MappedBatch>(this, layer, experts);
+}
+
+ExpertStoreStats MappedExpertStore::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  ExpertStoreStats s;
+  s.experts_requested = requested_;
+  return s;
 }
 
 }  // namespace deltafin::experts

@@ -2,6 +2,7 @@
 // so a batch hands experts out in request order without waiting.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <vector>
@@ -18,6 +19,7 @@ class MappedExpertStore : public ExpertStore {
   MappedExpertStore(ExpertCatalog catalog, SpanResolver resolve);
 
   std::unique_ptr<ExpertBatch> request(int layer, std::span<const int32_t> experts) override;
+  ExpertStoreStats stats() const override;  // experts_requested only: the page cache reads
 
   // The weights of one expert, its MXFP4 scales checked the first time it is used.
   ExpertWeights get(int layer, int32_t expert);
@@ -25,8 +27,9 @@ class MappedExpertStore : public ExpertStore {
  private:
   ExpertCatalog catalog_;
   SpanResolver resolve_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::vector<std::vector<bool>> checked_;  // [layer][expert]: scales validated
+  uint64_t requested_ = 0;
 };
 
 }  // namespace deltafin::experts

@@ -95,7 +95,7 @@ class StreamingExpertStore : public ExpertStore {
   std::map<std::string, io::DirectFile> files_;  // by shard path
   uint64_t n_experts_max_ = 0;
   size_t slot_stride_ = 0;
-  io::HugeBuffer pool_;
+  io::HugeBuffer pool_;  // pre-faulted: no read ever waits on a page fault
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -127,9 +127,21 @@ std::vector<const format::TensorInfo*> global_spine_tensors(const ModelPlan& pla
 }
 
 void populate_mapped(const format::Checkpoint& checkpoint,
-                     const std::vector<const format::TensorInfo*>& tensors) {
+                     std::vector<const format::TensorInfo*> tensors) {
   constexpr int kPopulateRead = 22;  // MADV_POPULATE_READ (Linux 5.14); glibc may lack the name
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  // In file order, with the whole set announced first: the kernel then reads ahead in large
+  // requests instead of one readahead window per fault.
+  std::sort(tensors.begin(), tensors.end(), [](const auto* a, const auto* b) {
+    return a->file != b->file ? a->file < b->file : a->offset < b->offset;
+  });
+  for (const format::TensorInfo* t : tensors) {
+    const std::span<const uint8_t> bytes = checkpoint.map(*t);
+    if (bytes.empty()) continue;
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(bytes.data()) & ~(page - 1);
+    const uintptr_t end = reinterpret_cast<uintptr_t>(bytes.data() + bytes.size());
+    madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);
+  }
   for (const format::TensorInfo* t : tensors) {
     const std::span<const uint8_t> bytes = checkpoint.map(*t);
     if (bytes.empty()) continue;

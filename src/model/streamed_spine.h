@@ -51,7 +51,7 @@ std::vector<const format::TensorInfo*> global_spine_tensors(const ModelPlan& pla
 // Maps the given tensors' pages now (MADV_POPULATE_READ, or one touch per page where the kernel
 // lacks it), so the resident spine is in memory before the first token and counted in RSS.
 void populate_mapped(const format::Checkpoint& checkpoint,
-                     const std::vector<const format::TensorInfo*>& tensors);
+                     std::vector<const format::TensorInfo*> tensors);
 
 struct SpineStats {
   uint64_t passes = 0;

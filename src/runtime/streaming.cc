@@ -1,6 +1,8 @@
 // Streaming setup: measures each tier's cost on the loaded model, plans, installs.
 #include "runtime/streaming.h"
 
+#include <chrono>
+
 #include "base/error.h"
 #include "base/log.h"
 #include "base/memory_budget.h"
@@ -94,15 +96,19 @@ std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const Engin
   info.budget_bytes = budget.budget_bytes;
   info.streaming = !tiers.experts_mapped;
   info.resident_spine_bytes = tiers.resident_spine_bytes;
+  info.global_bytes = in.global_bytes;
   info.streamed_layers = tiers.n_streamed;
   info.streamed_spine_bytes_per_pass = tiers.streamed_bytes_per_pass;
   info.expert_slots = tiers.n_slots;
   info.expert_slot_bytes = in.slot_bytes;
+  for (const experts::ExpertCatalog::Layer& layer : catalog.layers)
+    info.expert_span_bytes = std::max(info.expert_span_bytes, layer.layout.span_bytes);
   info.summary = summary;
 
   if (!tiers.experts_mapped || tiers.n_streamed > 0)
     s->scheduler_ = std::make_shared<experts::ReadScheduler>(kReadDepth);
   std::unique_ptr<experts::ExpertStore> store;
+  const auto t0 = std::chrono::steady_clock::now();
   if (!tiers.experts_mapped) {
     experts::StreamingStoreOptions so;
     so.n_slots = tiers.n_slots;
@@ -128,7 +134,13 @@ std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const Engin
       if (!tiers.resident[l]) continue;
       for (const auto& [tensor, offset] : reads[l].tensor_offset) resident.push_back(tensor);
     }
+    const auto t1 = std::chrono::steady_clock::now();
     model::populate_mapped(ckpt, resident);
+    const auto t2 = std::chrono::steady_clock::now();
+    base::log_info("expert slots and stream buffers allocated in ",
+                   std::chrono::duration<double>(t1 - t0).count(), " s; resident spine (",
+                   base::format_bytes(tiers.resident_spine_bytes + in.global_bytes),
+                   ") paged in in ", std::chrono::duration<double>(t2 - t1).count(), " s");
   }
   return s;
 }
