@@ -20,6 +20,7 @@
 #include "server/server.h"
 #include "setup/expert_source.h"
 #include "setup/repo.h"
+#include "stream_flags.h"
 
 namespace deltafin::apps {
 namespace {
@@ -98,6 +99,7 @@ int run_run(Args& args) {
   EngineOptions engine;
   engine.prefill_chunk_tokens =
       static_cast<int>(args.get_int("chunk", engine.prefill_chunk_tokens));
+  read_stream_flags(args, &engine);
   args.check_done();
   if (gen.max_new_tokens < 1) base::fail("deltafin run: --max-new must be at least 1");
   if (gen.temperature < 0 || !(gen.top_p > 0 && gen.top_p <= 1) || gen.top_k < 0)
@@ -139,12 +141,26 @@ int run_run(Args& args) {
   Printer printer(chat);
   std::vector<server::Delta> deltas;
   std::vector<double> token_ms;
+  // Per pass (the prompt's, then one per token): time, bytes read, cache hits, prefetch recall.
+  // Printed after the text, so that they do not break it up on a terminal.
+  std::vector<std::string> pass_lines;
+  StreamStats last_stats = model.engine->stream_stats();
   auto last = std::chrono::steady_clock::now();
   std::unique_ptr<Session> session = model.engine->new_session();
   const GenerateResult result = session->generate(ids, gen, [&](int32_t id) {
     const auto now = std::chrono::steady_clock::now();
-    token_ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
+    const double ms = std::chrono::duration<double, std::milli>(now - last).count();
+    token_ms.push_back(ms);
     last = now;
+    if (stats) {
+      // Each id comes after the pass that made its logits: the prompt's, then the previous id's.
+      const StreamStats s = model.engine->stream_stats();
+      pass_lines.push_back(
+          base::str_cat(token_ms.size() == 1 ? base::str_cat("prompt (", ids.size(), " ids)")
+                                             : base::str_cat("token ", token_ms.size()),
+                        ": ", describe_pass(pass_figures(last_stats, s, ms / 1e3))));
+      last_stats = s;
+    }
     if (g_interrupted.load()) return false;
     const bool more = pipeline->push(id, deltas);
     for (const server::Delta& d : deltas) printer.print(d);
@@ -155,7 +171,10 @@ int run_run(Args& args) {
   for (const server::Delta& d : deltas) printer.print(d);
   printer.end();
   signal(SIGINT, SIG_DFL);
-  if (stats) print_stats(session->stats(), token_ms);
+  if (stats) {
+    for (const std::string& line : pass_lines) std::fprintf(stderr, "stats: %s\n", line.c_str());
+    print_stats(session->stats(), token_ms);
+  }
   if (g_interrupted.load()) {
     std::fprintf(stderr, "run: interrupted after %zu tokens\n", result.ids.size());
     return 130;
@@ -170,7 +189,8 @@ int run_run(Args& args) {
 DELTAFIN_COMMAND(run, "run",
                  "generate from --prompt TEXT: --chat (K3 chat: reasoning and answer) or raw "
                  "continuation; [--model DIR] [--max-new N] [--temperature T --top-p P --top-k K "
-                 "--seed S] [--system TEXT] [--no-think] [--effort low|high|max] [--stats]",
+                 "--seed S] [--system TEXT] [--no-think] [--effort low|high|max] [--stats] "
+                 "[--memory-budget SIZE --experts auto|mapped|stream ...] (docs/CLI.md)",
                  run_run);
 
 }  // namespace deltafin::apps

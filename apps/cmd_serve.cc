@@ -8,6 +8,7 @@
 #include "server/server.h"
 #include "setup/expert_source.h"
 #include "setup/repo.h"
+#include "stream_flags.h"
 
 namespace deltafin::apps {
 namespace {
@@ -36,6 +37,7 @@ int run_serve(Args& args) {
   EngineOptions engine;
   engine.prefill_chunk_tokens =
       static_cast<int>(positive(args, "chunk", engine.prefill_chunk_tokens, 1 << 16));
+  read_stream_flags(args, &engine);
   args.check_done();
 
   engine.model_dir = server::resolve_model_dir(model_flag, setup::default_model_dir());
@@ -55,7 +57,8 @@ int run_serve(Args& args) {
 DELTAFIN_COMMAND(serve, "serve",
                  "OpenAI-compatible HTTP API: [--host 127.0.0.1] [--port 8000] [--model DIR] "
                  "[--api-key KEY] [--max-request-bytes N] [--max-tokens-limit N] [--no-memo] "
-                 "[--no-reuse] [--model-id NAME]",
+                 "[--no-reuse] [--model-id NAME] [--memory-budget SIZE --experts ...] "
+                 "(docs/SERVER.md)",
                  run_serve);
 
 }  // namespace deltafin::apps

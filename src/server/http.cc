@@ -26,7 +26,7 @@ namespace deltafin::server {
 namespace {
 
 constexpr size_t kMaxHeaders = 128;
-constexpr int kPollSliceMs = 200;        // how often blocked reads look at the stop flag
+constexpr int kPollSliceMs = 200;        // how often blocked reads and writes see the stop flag
 constexpr int kWriteTimeoutMs = 30'000;  // a client that stops reading is dropped
 constexpr int kLingerMs = 2'000;         // reading (and discarding) after an early error reply
 constexpr uint64_t kLingerBytes = 64 << 20;
@@ -279,7 +279,7 @@ bool HttpConnection::fill(int timeout_ms) {
     const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n <= 0) {
-      broken_ = n < 0;
+      (n == 0 ? eof_ : broken_) = true;
       return false;
     }
     buffer_.append(buf, static_cast<size_t>(n));
@@ -296,7 +296,7 @@ std::optional<HttpRequest> HttpConnection::read_request() {
       throw HttpError{431, "the request head is larger than the server accepts"};
     const bool started = !buffer_.empty();
     if (!fill(started ? limits_.read_timeout_ms : limits_.idle_timeout_ms)) {
-      if (started && !broken_ && !stopping_->load())
+      if (started && !broken_ && !eof_ && !stopping_->load())
         throw HttpError{408, "the request head did not arrive in time"};
       return std::nullopt;
     }
@@ -323,14 +323,14 @@ std::optional<HttpRequest> HttpConnection::read_request() {
       buffer_.erase(0, decoder.feed(buffer_, req.body));
       if (decoder.done()) break;
       if (!fill(limits_.read_timeout_ms)) {
-        if (broken_ || stopping_->load()) return std::nullopt;
+        if (broken_ || eof_ || stopping_->load()) return std::nullopt;
         throw HttpError{408, "the request body did not arrive in time"};
       }
     }
   } else {
     while (buffer_.size() < framing.content_length) {
       if (!fill(limits_.read_timeout_ms)) {
-        if (broken_ || stopping_->load()) return std::nullopt;
+        if (broken_ || eof_ || stopping_->load()) return std::nullopt;
         throw HttpError{408, "the request body did not arrive in time"};
       }
     }
@@ -341,11 +341,17 @@ std::optional<HttpRequest> HttpConnection::read_request() {
 }
 
 bool HttpConnection::write_all(std::string_view data) {
+  int waited_ms = 0;  // since the last byte went out
   while (!data.empty() && !broken_) {
     pollfd p{fd_, POLLOUT, 0};
-    const int r = ::poll(&p, 1, kWriteTimeoutMs);
+    const int r = ::poll(&p, 1, kPollSliceMs);
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0 || (p.revents & (POLLERR | POLLHUP))) {
+    if (r == 0) {
+      waited_ms += kPollSliceMs;
+      if (waited_ms >= kWriteTimeoutMs || stopping_->load()) broken_ = true;
+      continue;
+    }
+    if (r < 0 || (p.revents & (POLLERR | POLLHUP))) {
       broken_ = true;
       break;
     }
@@ -356,6 +362,7 @@ bool HttpConnection::write_all(std::string_view data) {
       break;
     }
     data.remove_prefix(static_cast<size_t>(n));
+    waited_ms = 0;
   }
   return !broken_;
 }

@@ -130,7 +130,8 @@ class HttpConnection {
   int version_minor_ = 1;
   bool keep_alive_ = true;
   bool chunked_out_ = false;
-  bool broken_ = false;
+  bool broken_ = false;  // a read or write failed: the peer is gone
+  bool eof_ = false;     // the peer closed its sending side
   bool responded_ = false;
 };
 

@@ -48,8 +48,12 @@ void log_model_plan(const LoadedModel& m) {
   const ModelInfo& info = m.engine->info();
   base::log_info("model: ", m.id, " (", info.arch, ", ", info.n_layers, " layers, hidden ",
                  info.hidden_size, ", vocab ", info.vocab_size, ") from ", m.dir);
-  base::log_info("memory: ", base::memory_budget().describe(), "; resident after load ",
-                 base::format_bytes(base::current_rss_bytes()));
+  // The engine logged its memory plan (budget, resident spine, expert slots) while loading.
+  const MemoryPlanInfo plan = m.engine->memory_plan();
+  base::log_info("memory: ", base::format_bytes(base::current_rss_bytes()),
+                 " resident after load; experts ",
+                 plan.streaming ? "read from disk as tokens route to them" : "mapped", ", ",
+                 plan.streamed_layers, " spine layers streamed per pass");
   base::log_info("kernels: ", base::isa_name(base::selected_isa()), " on ",
                  base::default_pool().size(), " threads (", base::cpu_summary(), ")");
 }

@@ -23,8 +23,9 @@ struct LoadedModel {
 // vocabulary is larger than the model's).
 LoadedModel load_model(const EngineOptions& options);
 
-// Logs what was chosen: the model and its shape, the memory budget and how much the loaded
-// model holds, the kernel variant and the thread count.
+// Logs what was chosen, after the engine's own memory-plan line: the model and its shape, what
+// the loaded model holds resident and how experts and spine are reached, the kernel variant and
+// the thread count.
 void log_model_plan(const LoadedModel& model);
 
 }  // namespace deltafin::server

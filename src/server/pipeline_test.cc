@@ -72,6 +72,10 @@ TEST(ChatPipeline, SplitsReasoningAndAnswer) {
   EXPECT_FALSE(p->saw_tool_call());
   EXPECT_EQ(ids.back(), 501);  // <|end_of_msg|>
   EXPECT_EQ(r.n_pushed, ids.size());
+  const Json back = {{"role", "assistant"},
+                     {"reasoning_content", r.text(Delta::Kind::kReasoning)},
+                     {"content", r.text(Delta::Kind::kContent)}};
+  EXPECT_EQ(response_ids(back), ids);  // the turn sent back extends the kept state exactly
 }
 
 TEST(ChatPipeline, ParsesToolCalls) {
@@ -102,6 +106,18 @@ TEST(ChatPipeline, ParsesToolCalls) {
   EXPECT_EQ(Json::parse(calls[1].arguments), Json::parse(R"({"tz":"CET"})"));
   EXPECT_EQ(r.text(Delta::Kind::kContent), "");
   EXPECT_EQ(r.text(Delta::Kind::kReasoning), "Need the tool.");
+
+  // What a client sends back for this turn renders to the very ids the model generated, so the
+  // next request extends the server's kept state.
+  Json back = {{"role", "assistant"},
+               {"reasoning_content", r.text(Delta::Kind::kReasoning)},
+               {"content", r.text(Delta::Kind::kContent)},
+               {"tool_calls", Json::array()}};
+  for (const ToolCall& c : calls)
+    back["tool_calls"].push_back({{"id", c.id},
+                                  {"type", "function"},
+                                  {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+  EXPECT_EQ(response_ids(back), ids);
 
   // parallel_tool_calls = false: the response ends with the first call.
   auto single = make_chat_pipeline(tok(), true, {}, true, numbered_ids());

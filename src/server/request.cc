@@ -17,6 +17,7 @@ using Json = nlohmann::ordered_json;
 using base::str_cat;
 
 constexpr size_t kMaxStopStrings = 4;
+constexpr size_t kMaxStopBytes = 1024;           // matching costs up to its square per token
 constexpr int kCompletionDefaultMaxTokens = 16;  // OpenAI's default for /v1/completions
 constexpr size_t kMaxJsonDepth = 64;
 
@@ -197,6 +198,8 @@ GenerationParams parse_generation(Fields& f, const RequestLimits& limits, int de
     for (const Json* s : items) {
       const std::string& text = get_string(*s, "stop");
       if (text.empty()) throw bad_request("stop", "stop strings must not be empty");
+      if (text.size() > kMaxStopBytes)
+        throw bad_request("stop", str_cat("stop strings are limited to ", kMaxStopBytes, " bytes"));
       g.stop.push_back(text);
     }
   }

@@ -108,6 +108,8 @@ TEST(ChatRequest, RefusesWhatItCannotHonour) {
   EXPECT_EQ(chat_verdict(with(R"("top_p":-0.1)")), "400 top_p invalid_value");
   EXPECT_EQ(chat_verdict(with(R"("stop":["a","b","c","d","e"])")), "400 stop invalid_value");
   EXPECT_EQ(chat_verdict(with(R"("stop":"")")), "400 stop invalid_value");
+  EXPECT_EQ(chat_verdict(with(R"("stop":")" + std::string(1025, 'x') + "\"")),
+            "400 stop invalid_value");
   EXPECT_EQ(chat_verdict(with(R"("stop":[1])")), "400 stop invalid_type");
   EXPECT_EQ(chat_verdict(with(R"("stream_options":{"include_usage":true})")),
             "400 stream_options invalid_value");

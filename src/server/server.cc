@@ -29,16 +29,17 @@ void serve(LoadedModel& model, ServeOptions options) {
                   [&service](const HttpRequest& r, HttpConnection& c) { service.handle(r, c); });
   http.bind(options.host, options.port);
 
-  struct sigaction sa {};
+  struct sigaction sa = {};
+  struct sigaction old_int = {};
+  struct sigaction old_term = {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
-  struct sigaction old_int {
-  }, old_term{};
   g_server = &http;
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
-  base::log_info("serve: model '", options.service.model_id, "' at http://", options.host, ":",
-                 http.port(), "/v1 (",
+  const bool ipv6 = options.host.find(':') != std::string::npos;
+  base::log_info("serve: model '", options.service.model_id, "' at http://",
+                 ipv6 ? "[" + options.host + "]" : options.host, ":", http.port(), "/v1 (",
                  options.service.api_key.empty() ? "no API key" : "API key required", "; memo ",
                  options.service.memo ? "on" : "off", "; state reuse ",
                  options.service.reuse ? "on" : "off", ")");

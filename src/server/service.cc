@@ -215,7 +215,9 @@ void Service::completions(const HttpRequest& request, HttpConnection& conn) {
   job.gen = r.gen;
   job.prompt = r.prompt_text ? tokenizer_.encode_ordinary(*r.prompt_text) : r.prompt_ids;
   if (r.echo) job.echo_text = r.prompt_text ? *r.prompt_text : tokenizer_.decode(r.prompt_ids);
-  if (job.gen.deterministic() && options_.memo) job.memo_key = "completions\n" + request.body;
+  // max_tokens 0 is asked for its effect (the prompt kept as state), which a memo hit would skip.
+  if (job.gen.deterministic() && options_.memo && job.gen.max_tokens > 0)
+    job.memo_key = "completions\n" + request.body;
   job.meta = ResponseMeta{random_id("cmpl-", 24), 0, options_.model_id};
   execute(job, conn);
 }

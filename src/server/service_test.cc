@@ -225,6 +225,10 @@ TEST_F(ServiceTest, MemoAnswersIdenticalGreedyRequests) {
   post("/v1/completions", sampled);
   EXPECT_EQ(post("/v1/completions", sampled).headers.count("x-deltafin-memo"), 0u);
   EXPECT_EQ(service_->stats().generations, 3);
+  // A prompt-only request is made for its effect on the kept state: it always runs.
+  post("/v1/completions", completion(kPrompt, 0));
+  EXPECT_EQ(post("/v1/completions", completion(kPrompt, 0)).headers.count("x-deltafin-memo"), 0u);
+  EXPECT_EQ(service_->stats().generations, 5);
 }
 
 TEST_F(ServiceTest, ReuseRunsOnlyNewIdsAndChangesNothing) {

@@ -35,7 +35,10 @@ head -1 "$tmp/plain" | grep -qx '\[answer\]' || fail "--no-think output is not l
   >"$tmp/raw" 2>"$tmp/raw.err"
 [[ -s $tmp/raw ]] || fail "raw continuation printed nothing"
 grep -q "^stats: 12 tokens in" "$tmp/raw.err" || fail "--stats: $(cat "$tmp/raw.err")"
-grep -q "per token: min" "$tmp/raw.err" || fail "--stats has no per-token figures"
+grep -q "per token: min" "$tmp/raw.err" || fail "--stats has no per-token summary"
+[[ $(grep -c "^stats: token [0-9]*: wall" "$tmp/raw.err") == 11 ]] ||
+  fail "--stats: want one pass line per token after the first"
+grep -q "^stats: prompt ([0-9]* ids): wall" "$tmp/raw.err" || fail "--stats: no line for the prompt's pass"
 if "$deltafin" run --model "$tmp/demo" --prompt x --effort high 2>/dev/null; then
   fail "--effort without --chat was accepted"
 fi
