@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # `deltafin serve` at the HTTP level with curl, on the demo model: every refusal (400, 401, 404,
 # 405, 413, 429, 431) in OpenAI's error shape, a client hang-up cancelling its generation (streamed
-# and not), the exact-response memo (and --no-memo), and conversation-state reuse: identical output
-# with and without it, and the time to the first token both ways (logged).
+# and not), and the exact-response memo (and --no-memo). State reuse: server_reuse.sh.
 # usage: server_curl.sh DELTAFIN TESTS_DIR
 set -euo pipefail
 deltafin=$1
@@ -144,33 +143,6 @@ curl -s -D "$tmp/h5" -o "$tmp/r5" "http://127.0.0.1:$nomemo/v1/completions" -d "
 grep -qi '^x-deltafin-memo' "$tmp/h5" && fail "--no-memo still memoizes"
 [[ "$(json "$tmp/r5" "d['choices']")" == "$(json "$tmp/r1" "d['choices']")" ]] ||
   fail "greedy output differs between servers"
-
-# --- conversation-state reuse: a prompt that extends the kept state runs only its new ids;
-# the output is the same as from a cold start. Token-id prompts make the extension exact.
-ids() { python3 -c "import random; r=random.Random($1); print(','.join(str(r.randrange(0,700)) for _ in range($2)))"; }
-prefix=$(ids 1 400)
-suffix=$(ids 2 20)
-warm='{"prompt":['$prefix'],"max_tokens":0}'
-full='{"prompt":['$prefix','$suffix'],"max_tokens":16}'
-other='{"prompt":[1,2,3],"max_tokens":1}'
-url="http://127.0.0.1:$nomemo/v1/completions"
-warm_ms=()
-cold_ms=()
-for round in 1 2; do
-  curl -s -o /dev/null "$url" -d "$warm"
-  warm_ms+=("$(curl -s -o "$tmp/warm$round" -w '%{time_total}' "$url" -d "$full")")
-  curl -s -o /dev/null "$url" -d "$other"
-  cold_ms+=("$(curl -s -o "$tmp/cold$round" -w '%{time_total}' "$url" -d "$full")")
-  [[ $(json "$tmp/warm$round" "d['usage']['prompt_tokens_details']['cached_tokens']") == 400 ]] ||
-    fail "reuse: the warm request did not reuse the 400 kept ids"
-  [[ $(json "$tmp/cold$round" "d['usage']['prompt_tokens_details']['cached_tokens']") == 0 ]] ||
-    fail "reuse: the cold request reused state"
-  [[ "$(json "$tmp/warm$round" "d['choices']")" == "$(json "$tmp/cold$round" "d['choices']")" ]] ||
-    fail "reuse changed the output"
-done
-echo "server_curl: 420-id prompt + 16 tokens, total seconds with the 400-id state kept:" \
-  "${warm_ms[*]}; from cold: ${cold_ms[*]}"
-grep "server: completion: prompt 420" "$tmp/nomemo.log" | sed 's/^/server_curl: /' || true
 
 if ((failures > 0)); then
   echo "--- server log (tail)" >&2
