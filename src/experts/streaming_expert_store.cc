@@ -204,6 +204,19 @@ void StreamingExpertStore::on_read_done(int s, const io::ReadCompletion& c) {
   cv_.notify_all();
 }
 
+void StreamingExpertStore::cancel_queued_guesses(int layer, std::span<const int32_t> keep) {
+  for (Slot& s : slots_) {
+    if (s.layer != layer || !s.speculative || s.state != SlotState::kReading) continue;
+    if (std::find(keep.begin(), keep.end(), s.expert) != keep.end()) continue;
+    if (!scheduler_->cancel(s.job)) continue;
+    where_.erase(key(s.layer, s.expert));
+    --reads_in_flight_;
+    --speculative_slots_;
+    ++stats_.prefetch_cancelled;
+    s = Slot{};
+  }
+}
+
 void StreamingExpertStore::unpin(int s) {
   Slot& slot = slots_[s];
   DF_ASSERT(slot.pins > 0);
@@ -245,16 +258,7 @@ std::unique_ptr<ExpertBatch> StreamingExpertStore::request(int layer,
     predicted.clear();
   }
   // Predictions for this layer that missed and have not reached the device yet: drop them.
-  for (Slot& s : slots_) {
-    if (s.layer != layer || !s.speculative || s.state != SlotState::kReading) continue;
-    if (std::find(experts.begin(), experts.end(), s.expert) != experts.end()) continue;
-    if (!scheduler_->cancel(s.job)) continue;
-    where_.erase(key(s.layer, s.expert));
-    --reads_in_flight_;
-    --speculative_slots_;
-    ++stats_.prefetch_cancelled;
-    s = Slot{};
-  }
+  cancel_queued_guesses(layer, experts);
 
   for (size_t i = 0; i < experts.size(); ++i) {
     const int32_t e = experts[i];
@@ -298,6 +302,8 @@ void StreamingExpertStore::prefetch(int layer, std::span<const int32_t> experts)
   DF_ASSERT(layer >= 0 && static_cast<size_t>(layer) < catalog_.layers.size());
   std::lock_guard<std::mutex> lock(mu_);
   predicted_[layer].assign(experts.begin(), experts.end());
+  // A newer guess for the layer supersedes an older one: drop its reads that are still queued.
+  cancel_queued_guesses(layer, experts);
   if (recall_[layer] < options_.min_prefetch_recall) return;
   for (int32_t e : experts) {
     DF_ASSERT(e >= 0 && static_cast<size_t>(e) < catalog_.layers[layer].spans.size());

@@ -88,6 +88,9 @@ class StreamingExpertStore : public ExpertStore {
   // Hands freed slots to batch entries waiting for one. Caller holds mu_.
   void serve_waiters();
   void unpin(int s);
+  // Drops speculative reads of `layer` outside `keep` that have not reached the device yet.
+  // Caller holds mu_.
+  void cancel_queued_guesses(int layer, std::span<const int32_t> keep);
 
   ExpertCatalog catalog_;
   std::shared_ptr<ReadScheduler> scheduler_;

@@ -33,6 +33,12 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
   return m;
 }
 
+void Model::set_lm_head(const WeightMatrix& lm_head) {
+  DF_ASSERT(lm_head.dtype == plan_.lm_head.dtype && lm_head.rows == plan_.lm_head.rows &&
+            lm_head.cols == plan_.lm_head.cols);
+  plan_.lm_head = lm_head;
+}
+
 void Model::set_expert_store(std::unique_ptr<experts::ExpertStore> store) {
   store_ = std::move(store);
 }
@@ -76,6 +82,16 @@ void Model::mlp(const LayerPlan& lp, int64_t layer, const float* x, int64_t n, f
   }
 }
 
+void Model::predict_next_moe(int64_t from, const std::vector<const float*>& blocks, const float* h,
+                             int64_t n) {
+  if (!lookahead_ || n != 1) return;
+  for (int64_t l = from; l < plan_.config.num_hidden_layers; ++l) {
+    if (!plan_.layers[l].is_moe) continue;
+    store_->prefetch(static_cast<int>(l), predict_route(plan_, plan_.layers[l], blocks, h));
+    return;
+  }
+}
+
 void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all_rows,
                     float* logits, const ForwardOptions& options) {
   const format::ModelConfig& c = plan_.config;
@@ -95,6 +111,7 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
   std::vector<const float*> block_ptrs;
   store_->begin_pass(state.n_positions, n);
   if (layers_) layers_->begin_pass();
+  predict_next_moe(0, block_ptrs, h.data(), n);  // the disk would idle through a dense layer 0
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     // A streamed layer's bytes stay valid until the end of this iteration (or an exception).
     struct Held {
@@ -138,10 +155,7 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
       mlp(lp, l, x.data(), n, m.data());
       for (int64_t i = 0; i < n * d; ++i) h[i] += m[i];
     }
-    if (lookahead_ && n == 1 && l + 1 < c.num_hidden_layers && plan_.layers[l + 1].is_moe) {
-      const int next = static_cast<int>(l + 1);
-      store_->prefetch(next, predict_route(plan_, plan_.layers[next], block_ptrs, h.data()));
-    }
+    predict_next_moe(l + 1, block_ptrs, h.data(), n);
   }
   state.n_positions += n;
 

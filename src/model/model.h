@@ -44,9 +44,13 @@ class Model {
   // Replaces the expert store (streaming stores, tests).
   void set_expert_store(std::unique_ptr<experts::ExpertStore> store);
   experts::ExpertStore& expert_store() { return *store_; }
+  // Points lm_head at a copy of its bytes elsewhere (same shape and dtype; the caller keeps the
+  // bytes alive as long as the model).
+  void set_lm_head(const WeightMatrix& lm_head);
   // Serves layer plans from `source` (a streamed spine) instead of plan().layers; null: resident.
   void set_layer_source(std::unique_ptr<LayerSource> source) { layers_ = std::move(source); }
-  // Decode steps (one row) guess each next MoE layer's route and tell the store (see lookahead.h).
+  // Decode steps (one row) guess the next MoE layer's route at the start of the pass and after
+  // every layer, and tell the store (see lookahead.h).
   void set_lookahead(bool on) { lookahead_ = on; }
 
   SequenceState new_state() const;
@@ -63,6 +67,10 @@ class Model {
   void attention(const LayerPlan& lp, int64_t layer, SequenceState& state, const float* x,
                  int64_t n, const ForwardOptions& options, float* out);
   void mlp(const LayerPlan& lp, int64_t layer, const float* x, int64_t n, float* out);
+  // With the lookahead on and one row: guesses the route of the first MoE layer at or after
+  // `from` from the current state and tells the store (see lookahead.h).
+  void predict_next_moe(int64_t from, const std::vector<const float*>& blocks, const float* h,
+                        int64_t n);
 
   std::unique_ptr<format::Checkpoint> checkpoint_;
   std::unique_ptr<WeightSource> source_;

@@ -2,9 +2,6 @@
 // the resident part, and the two-buffer read-ahead of streamed layers.
 #include "model/streamed_spine.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -126,36 +123,56 @@ std::vector<const format::TensorInfo*> global_spine_tensors(const ModelPlan& pla
   return out;
 }
 
-void populate_mapped(const format::Checkpoint& checkpoint,
-                     std::vector<const format::TensorInfo*> tensors) {
-  constexpr int kPopulateRead = 22;  // MADV_POPULATE_READ (Linux 5.14); glibc may lack the name
-  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  // In file order, with the whole set announced first: the kernel then reads ahead in large
-  // requests instead of one readahead window per fault.
-  std::sort(tensors.begin(), tensors.end(), [](const auto* a, const auto* b) {
-    return a->file != b->file ? a->file < b->file : a->offset < b->offset;
-  });
-  for (const format::TensorInfo* t : tensors) {
-    const std::span<const uint8_t> bytes = checkpoint.map(*t);
-    if (bytes.empty()) continue;
-    const uintptr_t begin = reinterpret_cast<uintptr_t>(bytes.data()) & ~(page - 1);
-    const uintptr_t end = reinterpret_cast<uintptr_t>(bytes.data() + bytes.size());
-    madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);
+namespace {
+
+// Reads every run of `reads` into `dest` now, in pieces, through the scheduler (so the device
+// sees the usual queue depth), and waits. Throws base::Error naming the file on a failed read.
+void read_now(const SpineLayerReads& reads, uint8_t* dest,
+              std::map<std::string, io::DirectFile>& files, experts::ReadScheduler& scheduler) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int pending = 0;
+  std::string error;
+  for (const SpineLayerReads::Run& run : reads.runs) {
+    for (size_t done = 0; done < run.span.read_length; done += kSpineChunkBytes) {
+      experts::ReadJob job;
+      job.file = &files.at(run.file);
+      job.offset = run.span.read_offset + done;
+      job.length = std::min(kSpineChunkBytes, run.span.read_length - done);
+      if (done + job.length == run.span.read_length)
+        job.required_bytes = run.span.required_bytes - done;
+      job.dest = dest + run.buffer_offset + done;
+      job.priority = experts::ReadPriority::kSpine;
+      job.done = [&](const io::ReadCompletion& c) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!c.ok() && error.empty()) error = c.message;
+        if (--pending == 0) cv.notify_all();
+      };
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        ++pending;
+      }
+      scheduler.submit(std::move(job));
+    }
   }
-  for (const format::TensorInfo* t : tensors) {
-    const std::span<const uint8_t> bytes = checkpoint.map(*t);
-    if (bytes.empty()) continue;
-    const uintptr_t begin = reinterpret_cast<uintptr_t>(bytes.data()) & ~(page - 1);
-    const uintptr_t end = reinterpret_cast<uintptr_t>(bytes.data() + bytes.size());
-    if (madvise(reinterpret_cast<void*>(begin), end - begin, kPopulateRead) == 0) continue;
-    volatile uint8_t sink = 0;
-    for (uintptr_t p = begin; p < end; p += page) sink = sink + *reinterpret_cast<uint8_t*>(p);
-    (void)sink;
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return pending == 0; });
+  if (!error.empty()) base::fail("reading the resident spine: ", error);
+}
+
+void open_files(const SpineLayerReads& reads, bool allow_direct,
+                std::map<std::string, io::DirectFile>& files) {
+  for (const SpineLayerReads::Run& run : reads.runs) {
+    if (!files.contains(run.file))
+      files.emplace(run.file, io::DirectFile::open(run.file, allow_direct));
   }
 }
 
+}  // namespace
+
 StreamedSpine::StreamedSpine(const ModelPlan& plan, const format::Checkpoint& checkpoint,
                              std::vector<SpineLayerReads> reads, std::vector<bool> resident,
+                             const std::vector<const format::TensorInfo*>& globals,
                              std::shared_ptr<experts::ReadScheduler> scheduler, bool allow_direct)
     : plan_(plan),
       checkpoint_(checkpoint),
@@ -163,19 +180,38 @@ StreamedSpine::StreamedSpine(const ModelPlan& plan, const format::Checkpoint& ch
       resident_(std::move(resident)),
       scheduler_(std::move(scheduler)) {
   DF_ASSERT(reads_.size() == plan_.layers.size() && resident_.size() == plan_.layers.size());
+  for (const SpineLayerReads& r : reads_) open_files(r, allow_direct, files_);
+  pinned_.resize(reads_.size());
   for (size_t l = 0; l < reads_.size(); ++l) {
-    if (resident_[l]) continue;
+    if (resident_[l]) {
+      Pinned& p = pinned_[l];
+      p.memory = io::HugeBuffer(reads_[l].read_bytes);
+      read_now(reads_[l], p.memory.data(), files_, *scheduler_);
+      BufferSource source(checkpoint_, reads_[l], p.memory.data(), static_cast<int64_t>(l));
+      p.plan = build_layer_plan(plan_, static_cast<int64_t>(l), source);
+      resident_bytes_ += reads_[l].read_bytes;
+      continue;
+    }
     streamed_.push_back(static_cast<int64_t>(l));
     buffer_size_ = std::max<size_t>(buffer_size_, reads_[l].read_bytes);
     streamed_bytes_per_pass_ += reads_[l].read_bytes;
-    for (const SpineLayerReads::Run& run : reads_[l].runs) {
-      if (!files_.contains(run.file))
-        files_.emplace(run.file, io::DirectFile::open(run.file, allow_direct));
-    }
+  }
+  if (!globals.empty()) {
+    global_reads_ = plan_reads(globals);
+    open_files(global_reads_, allow_direct, files_);
+    globals_.memory = io::HugeBuffer(global_reads_.read_bytes);
+    read_now(global_reads_, globals_.memory.data(), files_, *scheduler_);
+    resident_bytes_ += global_reads_.read_bytes;
   }
   if (!streamed_.empty()) {
     for (Buffer& b : buffers_) b.memory = io::HugeBuffer(buffer_size_);
   }
+}
+
+const uint8_t* StreamedSpine::global(const format::TensorInfo& tensor) const {
+  auto it = global_reads_.tensor_offset.find(&tensor);
+  DF_ASSERT(it != global_reads_.tensor_offset.end());
+  return globals_.memory.data() + it->second;
 }
 
 StreamedSpine::~StreamedSpine() {
@@ -239,7 +275,7 @@ void StreamedSpine::begin_pass() {
 }
 
 const LayerPlan& StreamedSpine::acquire(int64_t layer) {
-  if (resident_[layer]) return plan_.layers[layer];
+  if (resident_[layer]) return *pinned_[layer].plan;
   std::unique_lock<std::mutex> lock(mu_);
   int bi = find(layer);
   if (bi < 0) {

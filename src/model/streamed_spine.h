@@ -1,7 +1,9 @@
-// The spine split into resident and streamed layers. Resident layers use the plan built at load
-// (views into the mapping, pre-faulted so decode never waits on a page fault); each streamed layer
-// is read with O_DIRECT into one of two huge-page buffers while the layer before it computes, and
-// its plan is rebuilt over that buffer (the same checks as at load).
+// The spine split into resident and streamed layers, none of it in the page cache. Resident layers
+// (and the global tensors, lm_head above all) are read once with O_DIRECT into huge-page memory
+// this process owns, so no other memory demand can evict them and make decode re-read them
+// through page faults (DESIGN rule 3); each streamed layer is read with O_DIRECT into one of two
+// huge-page buffers while the layer before it computes. Every layer's plan is rebuilt over the
+// memory its bytes landed in, with the same checks as at load.
 #pragma once
 
 #include <condition_variable>
@@ -48,11 +50,6 @@ std::vector<SpineLayerReads> spine_layer_reads(const ModelPlan& plan,
 std::vector<const format::TensorInfo*> global_spine_tensors(const ModelPlan& plan,
                                                             const format::Checkpoint& checkpoint);
 
-// Maps the given tensors' pages now (MADV_POPULATE_READ, or one touch per page where the kernel
-// lacks it), so the resident spine is in memory before the first token and counted in RSS.
-void populate_mapped(const format::Checkpoint& checkpoint,
-                     std::vector<const format::TensorInfo*> tensors);
-
 struct SpineStats {
   uint64_t passes = 0;
   uint64_t bytes_read = 0;
@@ -62,10 +59,12 @@ struct SpineStats {
 
 class StreamedSpine : public LayerSource {
  public:
-  // `plan` must outlive this (its resident layers are handed out as they are). `resident[l]`
-  // says which layers stay; the rest stream through two buffers of the largest streamed layer.
+  // `plan` and `checkpoint` must outlive this. `resident[l]` says which layers are read now and
+  // kept; the rest stream through two buffers of the largest streamed layer. `globals` are read
+  // now and kept too (see global()). Throws base::Error naming the file when a read fails.
   StreamedSpine(const ModelPlan& plan, const format::Checkpoint& checkpoint,
                 std::vector<SpineLayerReads> reads, std::vector<bool> resident,
+                const std::vector<const format::TensorInfo*>& globals,
                 std::shared_ptr<experts::ReadScheduler> scheduler, bool allow_direct = true);
   ~StreamedSpine() override;  // waits for its reads in flight
 
@@ -74,7 +73,10 @@ class StreamedSpine : public LayerSource {
   void release(int64_t layer) override;
 
   SpineStats stats() const;
-  uint64_t buffer_bytes() const { return 2 * buffer_size_; }  // both buffers
+  // Where one of the global tensors given at construction lives now.
+  const uint8_t* global(const format::TensorInfo& tensor) const;
+  uint64_t resident_bytes() const { return resident_bytes_; }  // layers and globals, as read
+  uint64_t buffer_bytes() const { return 2 * buffer_size_; }   // both stream buffers
   uint64_t streamed_bytes_per_pass() const { return streamed_bytes_per_pass_; }
 
  private:
@@ -92,6 +94,12 @@ class StreamedSpine : public LayerSource {
   void start_load(int64_t layer);  // into a free buffer if there is one; caller holds mu_
   int64_t next_streamed(int64_t layer) const;
 
+  // A resident layer (or the globals): its bytes and the plan over them.
+  struct Pinned {
+    io::HugeBuffer memory;
+    std::optional<LayerPlan> plan;
+  };
+
   const ModelPlan& plan_;
   const format::Checkpoint& checkpoint_;
   std::vector<SpineLayerReads> reads_;
@@ -99,6 +107,10 @@ class StreamedSpine : public LayerSource {
   std::vector<int64_t> streamed_;  // streamed layers in forward order
   std::shared_ptr<experts::ReadScheduler> scheduler_;
   std::map<std::string, io::DirectFile> files_;
+  std::vector<Pinned> pinned_;  // [layer]: resident layers only
+  SpineLayerReads global_reads_;
+  Pinned globals_;
+  uint64_t resident_bytes_ = 0;
   size_t buffer_size_ = 0;
   uint64_t streamed_bytes_per_pass_ = 0;
 

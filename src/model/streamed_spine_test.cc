@@ -1,6 +1,7 @@
-// The streamed spine and the streaming expert store on k3-tiny-a: every mix of resident and
-// streamed layers, with and without the lookahead, gives logits bit-identical to the resident,
-// mapped model; the spine reads cover exactly the tensors the plan uses.
+// The streamed spine and the streaming expert store on k3-tiny-a: every mix of resident (read
+// into our own memory) and streamed layers, lm_head moved there too, with and without the
+// lookahead, gives logits bit-identical to the mapped model; the spine reads cover exactly the
+// tensors the plan uses.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -77,10 +78,19 @@ TEST_P(StreamedModel, LogitsAreBitIdenticalToTheMappedModel) {
   const size_t n = m->plan().layers.size();
   std::vector<bool> resident(n, false);
   for (size_t l = 0; l < n && c.resident_every > 0; ++l) resident[l] = l % c.resident_every == 0;
+  const auto globals = global_spine_tensors(m->plan(), m->checkpoint());
   auto spine = std::make_unique<StreamedSpine>(m->plan(), m->checkpoint(),
                                                spine_layer_reads(m->plan(), m->checkpoint()),
-                                               resident, scheduler);
+                                               resident, globals, scheduler);
   StreamedSpine* spine_ptr = spine.get();
+  for (const format::TensorInfo* t : globals) {
+    if (m->checkpoint().map(*t).data() != m->plan().lm_head.data) continue;
+    experts::WeightMatrix lm_head = m->plan().lm_head;
+    lm_head.data = spine->global(*t);
+    EXPECT_EQ(std::memcmp(lm_head.data, m->plan().lm_head.data, t->nbytes), 0);
+    m->set_lm_head(lm_head);
+  }
+  EXPECT_NE(m->plan().lm_head.data, ref->plan().lm_head.data);
   m->set_layer_source(std::move(spine));
   m->set_expert_store(std::make_unique<experts::StreamingExpertStore>(
       m->expert_catalog(), scheduler,

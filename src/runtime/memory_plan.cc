@@ -15,9 +15,9 @@ namespace {
 constexpr uint64_t kHugePage = uint64_t{2} << 20;
 
 struct Cost {
-  uint64_t resident = 0, streamed_max = 0, routers = 0, streamed_total = 0;
+  uint64_t resident = 0, streamed_max = 0, streamed_total = 0;
   int64_t n_streamed = 0;
-  uint64_t total() const { return resident + 2 * huge_rounded(streamed_max) + routers; }
+  uint64_t total() const { return resident + 2 * huge_rounded(streamed_max); }
 };
 
 Cost spine_cost(const TierInputs& in, const std::vector<bool>& resident) {
@@ -28,7 +28,6 @@ Cost spine_cost(const TierInputs& in, const std::vector<bool>& resident) {
     } else if (in.layer_bytes[l] > 0) {
       c.streamed_max = std::max(c.streamed_max, in.layer_bytes[l]);
       c.streamed_total += in.layer_bytes[l];
-      c.routers += l < in.router_bytes.size() ? in.router_bytes[l] : 0;
       ++c.n_streamed;
     }
   }
@@ -45,6 +44,7 @@ TierPlan plan_tiers(const TierInputs& in) {
   const uint64_t spine_total =
       std::accumulate(in.layer_bytes.begin(), in.layer_bytes.end(), uint64_t{0});
   const uint64_t fixed = in.process_bytes + in.working_bytes + in.global_bytes;
+  const uint64_t lookahead = in.experts == ExpertMode::kMapped ? 0 : in.lookahead_bytes;
   if (in.forced_slots == 1 || in.forced_slots < 0)
     base::fail("expert slots: ", in.forced_slots, " is too few (at least 2)");
 
@@ -69,7 +69,7 @@ TierPlan plan_tiers(const TierInputs& in) {
   // Largest layers first: each resident byte saves one read per token wherever it is, and
   // keeping a large layer can even lower the need (it shrinks the two stream buffers).
   std::vector<bool> resident(n_layers, false);
-  const uint64_t base_bytes = fixed + min_pool + mapped_experts;
+  const uint64_t base_bytes = fixed + lookahead + min_pool + mapped_experts;
   if (in.spine == SpineMode::kAuto) {
     std::vector<size_t> order(n_layers);
     std::iota(order.begin(), order.end(), size_t{0});
@@ -98,12 +98,11 @@ TierPlan plan_tiers(const TierInputs& in) {
   p.n_streamed = c.n_streamed;
   p.streamed_bytes_per_pass = c.streamed_total;
   p.stream_buffer_bytes = c.n_streamed > 0 ? 2 * huge_rounded(c.streamed_max) : 0;
-  p.router_bytes = c.routers;
 
   if (!p.experts_mapped) {
     int64_t slots = first_slots;
     if (in.forced_slots == 0 && in.slot_bytes > 0) {
-      const uint64_t used = fixed + c.total() + min_pool;
+      const uint64_t used = base_bytes - mapped_experts + c.total();
       const uint64_t left = in.budget_bytes > used ? in.budget_bytes - used : 0;
       slots += static_cast<int64_t>(left / in.slot_bytes);
       slots = std::min<int64_t>(slots, std::max<int64_t>(in.n_experts, min_slots));
@@ -116,7 +115,7 @@ TierPlan plan_tiers(const TierInputs& in) {
     p.n_slots = static_cast<int>(slots);
     p.slot_pool_bytes = huge_rounded(static_cast<uint64_t>(p.n_slots) * in.slot_bytes);
   }
-  p.planned_bytes = fixed + c.total() + p.slot_pool_bytes + mapped_experts;
+  p.planned_bytes = base_bytes - min_pool + c.total() + p.slot_pool_bytes;
   p.within_budget = p.planned_bytes <= in.budget_bytes;
   return p;
 }
@@ -129,13 +128,13 @@ std::string describe_tiers(const TierInputs& in, const TierPlan& p,
       "memory budget ", format_bytes(in.budget_bytes), " (", budget_source, "); planned ",
       format_bytes(p.planned_bytes), ": process ", format_bytes(in.process_bytes), ", working ",
       format_bytes(in.working_bytes), ", lm_head and norms ", format_bytes(in.global_bytes),
-      "; spine ", n_layers - p.n_streamed, " of ", n_layers, " layers resident (",
-      format_bytes(p.resident_spine_bytes), ")");
+      p.experts_mapped ? "" : ", lookahead routers ",
+      p.experts_mapped ? "" : format_bytes(in.lookahead_bytes), "; spine ", n_layers - p.n_streamed,
+      " of ", n_layers, " layers resident (", format_bytes(p.resident_spine_bytes), ")");
   if (p.n_streamed > 0) {
     s += base::str_cat(", ", p.n_streamed, " streamed with O_DIRECT (",
                        format_bytes(p.streamed_bytes_per_pass), " per pass, buffers ",
-                       format_bytes(p.stream_buffer_bytes), ", lookahead routers ",
-                       format_bytes(p.router_bytes), ")");
+                       format_bytes(p.stream_buffer_bytes), ")");
   }
   if (p.experts_mapped) {
     s += base::str_cat(

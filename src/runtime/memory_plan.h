@@ -19,12 +19,11 @@ struct TierInputs {
   uint64_t working_bytes = 0;         // activations, sequence state, scratch
   uint64_t global_bytes = 0;          // lm_head and the final norms: always resident
   std::vector<uint64_t> layer_bytes;  // per layer: what reading its spine takes
-  std::vector<uint64_t> router_bytes;  // per layer: mapped router pages the lookahead touches
-                                       // when the layer streams (0: no lookahead or no MoE)
-  uint64_t expert_bytes = 0;           // every routed expert
-  int64_t n_experts = 0;               // (layer, expert) pairs
-  uint64_t slot_bytes = 0;             // one expert slot
-  int min_slots = 0;                   // a route plus prefetch room
+  uint64_t lookahead_bytes = 0;       // mapped router pages the lookahead reads (all MoE layers)
+  uint64_t expert_bytes = 0;          // every routed expert
+  int64_t n_experts = 0;              // (layer, expert) pairs
+  uint64_t slot_bytes = 0;            // one expert slot
+  int min_slots = 0;                  // a route plus prefetch room
   ExpertMode experts = ExpertMode::kAuto;
   SpineMode spine = SpineMode::kAuto;
   int forced_slots = 0;  // > 0: exactly this many slots
@@ -37,10 +36,9 @@ struct TierPlan {
   int64_t n_streamed = 0;
   uint64_t streamed_bytes_per_pass = 0;
   uint64_t stream_buffer_bytes = 0;  // two buffers of the largest streamed layer
-  uint64_t router_bytes = 0;
   int n_slots = 0;
   uint64_t slot_pool_bytes = 0;
-  uint64_t planned_bytes = 0;  // everything above plus process, working and globals
+  uint64_t planned_bytes = 0;  // everything above plus process, working, globals, lookahead
   bool within_budget = true;   // false only for mapped experts larger than the budget
 };
 

@@ -17,7 +17,7 @@ TierInputs inputs(uint64_t budget_mib) {
   in.working_bytes = 100 * kMiB;
   in.global_bytes = 200 * kMiB;
   in.layer_bytes = {300 * kMiB, 100 * kMiB, 120 * kMiB, 100 * kMiB};
-  in.router_bytes = {0, 4 * kMiB, 4 * kMiB, 4 * kMiB};
+  in.lookahead_bytes = 12 * kMiB;
   in.n_experts = 3 * 64;
   in.slot_bytes = 16 * kMiB;
   in.expert_bytes = in.n_experts * in.slot_bytes;
@@ -45,7 +45,7 @@ TEST(MemoryPlan, SpineFirstThenCacheSlots) {
 }
 
 TEST(MemoryPlan, LargestLayersStayWhenTheSpineDoesNotFit) {
-  // fixed 350 + 8 slots 128 = 478; 300 resident + 2 x 120 buffers + 12 routers = 552 -> 1030,
+  // fixed 350 + routers 12 + 8 slots 128 = 490; 300 resident + 2 x 120 buffers = 540 -> 1030,
   // less than streaming every layer (2 x 300 buffers).
   const TierPlan p = plan_tiers(inputs(1040));
   EXPECT_FALSE(p.experts_mapped);

@@ -70,10 +70,10 @@ std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const Engin
   for (size_t l = 0; l < plan.layers.size(); ++l) {
     in.layer_bytes.push_back(reads[l].read_bytes);
     const model::LayerPlan& lp = plan.layers[l];
-    in.router_bytes.push_back(lp.is_moe && options.prefetch
-                                  ? static_cast<uint64_t>(lp.moe.router.rows) * lp.moe.router.cols *
-                                        format::dtype_size(lp.moe.router.dtype)
-                                  : 0);
+    if (lp.is_moe && options.prefetch) {
+      in.lookahead_bytes += static_cast<uint64_t>(lp.moe.router.rows) * lp.moe.router.cols *
+                            format::dtype_size(lp.moe.router.dtype);
+    }
   }
   for (const experts::ExpertCatalog::Layer& layer : catalog.layers) {
     for (const format::ExpertSpan& span : layer.spans) in.expert_bytes += span.nbytes;
@@ -122,25 +122,25 @@ std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const Engin
     store = std::make_unique<experts::RouteTracingStore>(std::move(store), options.trace_routes);
   if (store) model.set_expert_store(std::move(store));
 
-  if (tiers.n_streamed > 0) {
-    auto spine =
-        std::make_unique<model::StreamedSpine>(plan, ckpt, reads, tiers.resident, s->scheduler_);
+  // With experts mapped and every layer resident the mapping stays the spine's home; otherwise
+  // the spine moves into memory we own: resident layers and globals are read now, the rest
+  // streams.
+  if (!tiers.experts_mapped || tiers.n_streamed > 0) {
+    const auto t1 = std::chrono::steady_clock::now();
+    auto spine = std::make_unique<model::StreamedSpine>(plan, ckpt, reads, tiers.resident, globals,
+                                                        s->scheduler_);
+    for (const format::TensorInfo* t : globals) {
+      if (ckpt.map(*t).data() != plan.lm_head.data) continue;
+      experts::WeightMatrix lm_head = plan.lm_head;
+      lm_head.data = spine->global(*t);
+      model.set_lm_head(lm_head);
+    }
+    const auto t2 = std::chrono::steady_clock::now();
+    base::log_info("expert slots allocated in ", std::chrono::duration<double>(t1 - t0).count(),
+                   " s; resident spine (", base::format_bytes(spine->resident_bytes()),
+                   ") read in ", std::chrono::duration<double>(t2 - t1).count(), " s");
     s->spine_ = spine.get();
     model.set_layer_source(std::move(spine));
-  }
-  if (!tiers.experts_mapped) {
-    std::vector<const format::TensorInfo*> resident = globals;
-    for (size_t l = 0; l < plan.layers.size(); ++l) {
-      if (!tiers.resident[l]) continue;
-      for (const auto& [tensor, offset] : reads[l].tensor_offset) resident.push_back(tensor);
-    }
-    const auto t1 = std::chrono::steady_clock::now();
-    model::populate_mapped(ckpt, resident);
-    const auto t2 = std::chrono::steady_clock::now();
-    base::log_info("expert slots and stream buffers allocated in ",
-                   std::chrono::duration<double>(t1 - t0).count(), " s; resident spine (",
-                   base::format_bytes(tiers.resident_spine_bytes + in.global_bytes),
-                   ") paged in in ", std::chrono::duration<double>(t2 - t1).count(), " s");
   }
   return s;
 }
