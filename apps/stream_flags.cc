@@ -34,6 +34,14 @@ void read_stream_flags(Args& args, EngineOptions* options) {
     base::fail("--expert-slots must be 0 (from the budget) or at least 2, got ", slots);
   options->expert_slots = static_cast<int>(slots);
   options->prefetch = !args.flag("no-prefetch");
+  const std::string cache = args.get("cache", "lfu");
+  if (cache == "lfu") {
+    options->cache = ExpertCachePolicy::kLfu;
+  } else if (cache == "lru") {
+    options->cache = ExpertCachePolicy::kLru;
+  } else {
+    base::fail("--cache must be lfu or lru, got '", cache, "'");
+  }
   options->trace_routes = args.get("trace-routes", "");
 }
 

@@ -16,6 +16,9 @@ enum class ExpertMode { kAuto, kMapped, kStream };
 // kAuto keeps as many spine layers resident as the budget allows; kStream streams every layer
 // (tests, and machines where the spine must not stay in memory).
 enum class SpineMode { kAuto, kStream };
+// Which cached expert a new read replaces: least frequently requested (then least recently), or
+// least recently requested. docs/STREAMING.md has the measurements behind the default.
+enum class ExpertCachePolicy { kLfu, kLru };
 
 struct EngineOptions {
   std::string model_dir;
@@ -23,8 +26,9 @@ struct EngineOptions {
   std::string memory_budget;      // "24G", "512M"...; empty: cgroup limit / MemAvailable - reserve
   ExpertMode experts = ExpertMode::kAuto;
   SpineMode spine = SpineMode::kAuto;
-  int expert_slots = 0;      // > 0: this many expert slots instead of what the budget gives
-  bool prefetch = true;      // next-layer router lookahead (streamed experts only)
+  int expert_slots = 0;  // > 0: this many expert slots instead of what the budget gives
+  bool prefetch = true;  // next-layer router lookahead (streamed experts only)
+  ExpertCachePolicy cache = ExpertCachePolicy::kLfu;
   std::string trace_routes;  // when set, one JSON line per pass and MoE layer: its experts
 };
 

@@ -116,6 +116,7 @@ StreamingExpertStore::StreamingExpertStore(ExpertCatalog catalog,
   pool_ = io::HugeBuffer(slot_stride_ * static_cast<size_t>(options_.n_slots));
   slots_.resize(options_.n_slots);
   predicted_.resize(catalog_.layers.size());
+  uses_.assign(catalog_.layers.size() * n_experts_max_, 0);
   recall_.assign(catalog_.layers.size(), 1.0);
 }
 
@@ -135,6 +136,16 @@ bool StreamingExpertStore::prefetch_enabled(int layer) const {
   return recall_[layer] >= options_.min_prefetch_recall;
 }
 
+bool StreamingExpertStore::evict_before(const Slot& a, const Slot& b) const {
+  // Unused predictions go last: the route they were read for is about to ask for them.
+  if (a.speculative != b.speculative) return !a.speculative;
+  if (options_.policy == CachePolicy::kLfu) {
+    const uint32_t ua = uses_[key(a.layer, a.expert)], ub = uses_[key(b.layer, b.expert)];
+    if (ua != ub) return ua < ub;
+  }
+  return a.last_use < b.last_use;
+}
+
 int StreamingExpertStore::take_slot(bool for_prefetch) {
   int best = -1;
   for (int i = 0; i < static_cast<int>(slots_.size()); ++i) {
@@ -146,7 +157,7 @@ int StreamingExpertStore::take_slot(bool for_prefetch) {
     }
     // A prediction never displaces another prediction that is still waiting to be used.
     if (for_prefetch && s.speculative) continue;
-    if (best < 0 || s.last_use < slots_[best].last_use) best = i;
+    if (best < 0 || evict_before(s, slots_[best])) best = i;
   }
   if (best < 0) return -1;
   Slot& s = slots_[best];
@@ -264,6 +275,7 @@ std::unique_ptr<ExpertBatch> StreamingExpertStore::request(int layer,
     const int32_t e = experts[i];
     DF_ASSERT(e >= 0 && static_cast<size_t>(e) < catalog_.layers[layer].spans.size());
     ++stats_.experts_requested;
+    ++uses_[key(layer, e)];
     Batch::Entry& entry = batch->entries_[i];
     auto it = where_.find(key(layer, e));
     if (it != where_.end()) {

@@ -1,7 +1,8 @@
 // StreamingExpertStore: routed experts read from the shards on demand, one O_DIRECT read per
 // expert into a fixed pool of slots in huge-page memory, handed out in completion order. The pool
-// is also the RAM cache: a released slot keeps its expert until the least recently used one is
-// needed again, and prefetches land in the same slots without ever evicting a slot in use.
+// is also the RAM cache: a released slot keeps its expert until the policy (least frequently
+// requested by default) picks it for a new read, and prefetches land in the same slots without
+// ever evicting a slot in use.
 #pragma once
 
 #include <condition_variable>
@@ -20,6 +21,12 @@
 
 namespace deltafin::experts {
 
+// Which cached expert a new read replaces. Both keep unused predictions to the last.
+enum class CachePolicy {
+  kLfu,  // fewest requests since load, then least recently used (measured best: STREAMING.md)
+  kLru,  // least recently used
+};
+
 struct StreamingStoreOptions {
   int n_slots = 32;  // experts held at once (in use, in flight, cached); at least 2
   // Prefetches stay below this many slots that are being read or were read and not yet used.
@@ -28,6 +35,7 @@ struct StreamingStoreOptions {
   // passes, weight kRecallWeight) is at least this; below, predictions are only scored.
   double min_prefetch_recall = 0.25;
   bool allow_direct = true;  // false: buffered reads + FADV_DONTNEED (tests)
+  CachePolicy policy = CachePolicy::kLfu;
 };
 
 class StreamingExpertStore : public ExpertStore {
@@ -83,6 +91,7 @@ class StreamingExpertStore : public ExpertStore {
   // The evictable slot to reuse (empty first, then least recently used); -1 when all are busy.
   // Caller holds mu_.
   int take_slot(bool for_prefetch);
+  bool evict_before(const Slot& a, const Slot& b) const;  // caller holds mu_
   void start_read(int s, int layer, int32_t expert, ReadPriority priority);
   void on_read_done(int s, const io::ReadCompletion& c);
   // Hands freed slots to batch entries waiting for one. Caller holds mu_.
@@ -110,6 +119,7 @@ class StreamingExpertStore : public ExpertStore {
   int speculative_slots_ = 0;                    // kReading or kReady with speculative set
   std::vector<std::vector<int32_t>> predicted_;  // [layer]: this pass's prediction
   std::vector<double> recall_;                   // [layer]: exponential average
+  std::vector<uint32_t> uses_;                   // [key]: requests since load
   ExpertStoreStats stats_;
 };
 

@@ -162,7 +162,7 @@ TEST(StreamingExpertStore, DeliversEveryExpertWholeWithFewerSlotsThanRequested) 
 
 TEST(StreamingExpertStore, ReleasedSlotsServeAsAnLruCache) {
   const Bank b = make_bank("bank2.bin", 6);
-  StreamingExpertStore store(b.catalog, scheduler(), {.n_slots = 4});
+  StreamingExpertStore store(b.catalog, scheduler(), {.n_slots = 4, .policy = CachePolicy::kLru});
   const std::vector<int32_t> first = {0, 1, 2};
   drain(*store.request(1, first), b, 1);
   const uint64_t read_after_first = store.stats().bytes_read;
@@ -179,6 +179,21 @@ TEST(StreamingExpertStore, ReleasedSlotsServeAsAnLruCache) {
   EXPECT_EQ(store.stats().cache_hits, 4u);
   drain(*store.request(1, std::vector<int32_t>{0}), b, 1);
   EXPECT_EQ(store.stats().demand_reads, 6u);
+}
+
+// Expert 0 is requested often, 1 and 2 once, later: a new read replaces 0 under LRU, 1 under LFU.
+TEST(StreamingExpertStore, LfuKeepsTheOftenRequestedExpert) {
+  const Bank b = make_bank("bank2b.bin", 6);
+  for (CachePolicy policy : {CachePolicy::kLfu, CachePolicy::kLru}) {
+    StreamingExpertStore store(b.catalog, scheduler(), {.n_slots = 3, .policy = policy});
+    for (int i = 0; i < 3; ++i) drain(*store.request(1, std::vector<int32_t>{0}), b, 1);
+    drain(*store.request(1, std::vector<int32_t>{1}), b, 1);
+    drain(*store.request(1, std::vector<int32_t>{2}), b, 1);
+    drain(*store.request(1, std::vector<int32_t>{3}), b, 1);
+    const uint64_t hits = store.stats().cache_hits;
+    drain(*store.request(1, std::vector<int32_t>{0}), b, 1);
+    EXPECT_EQ(store.stats().cache_hits - hits, policy == CachePolicy::kLfu ? 1u : 0u);
+  }
 }
 
 TEST(StreamingExpertStore, PrefetchHitsCountAndPredictionsAreScored) {

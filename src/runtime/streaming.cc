@@ -113,6 +113,8 @@ std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const Engin
     experts::StreamingStoreOptions so;
     so.n_slots = tiers.n_slots;
     so.max_prefetch_slots = plan.moe_shape.router.top_k;
+    so.policy = options.cache == ExpertCachePolicy::kLru ? experts::CachePolicy::kLru
+                                                         : experts::CachePolicy::kLfu;
     store = std::make_unique<experts::StreamingExpertStore>(catalog, s->scheduler_, so);
     model.set_lookahead(options.prefetch);
   } else if (!options.trace_routes.empty()) {
