@@ -335,6 +335,9 @@ void Service::execute(Job& job, HttpConnection& conn) {
                                      " tok/s after the first)")
                      : std::string(),
                  ", finish ", outcome.finish_reason);
+  // The model is free once the last id is out: release the slot before the final bytes go out,
+  // or a client that sends its next request the moment it reads them would get a spurious 429.
+  slot.unlock();
   if (events) {
     events->end(outcome);
   } else {
