@@ -36,6 +36,7 @@ struct EngineOptions {
 struct MemoryPlanInfo {
   uint64_t budget_bytes = 0;
   bool streaming = false;  // experts read explicitly (else mapped)
+  bool lookahead = false;  // next-layer route guesses start reads early
   uint64_t resident_spine_bytes = 0;
   uint64_t global_bytes = 0;  // lm_head and final norms, read in full every pass
   int64_t streamed_layers = 0;

@@ -4,6 +4,7 @@
 #include "runtime/memory_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "base/error.h"
@@ -145,7 +146,8 @@ std::string describe_tiers(const TierInputs& in, const TierPlan& p,
     s += base::str_cat("; experts streamed with O_DIRECT: ", p.n_slots, " slots of ",
                        format_bytes(in.slot_bytes), " = ", format_bytes(p.slot_pool_bytes), " (",
                        route_slots, " for routes and prefetch, ", p.n_slots - route_slots,
-                       " cache, ", in.n_experts > 0 ? 100.0 * p.n_slots / in.n_experts : 0.0,
+                       " cache, ",
+                       in.n_experts > 0 ? std::round(1000.0 * p.n_slots / in.n_experts) / 10 : 0.0,
                        "% of ", in.n_experts, " experts)");
   }
   return s;

@@ -116,7 +116,12 @@ std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const Engin
     so.policy = options.cache == ExpertCachePolicy::kLru ? experts::CachePolicy::kLru
                                                          : experts::CachePolicy::kLfu;
     store = std::make_unique<experts::StreamingExpertStore>(catalog, s->scheduler_, so);
-    model.set_lookahead(options.prefetch);
+    // A guess only pays with disk time nothing else wants. A streamed spine keeps the disk busy
+    // for the whole pass, so guesses could only add reads (docs/STREAMING.md, measured).
+    info.lookahead = options.prefetch && tiers.n_streamed == 0;
+    model.set_lookahead(info.lookahead);
+    if (options.prefetch && tiers.n_streamed > 0)
+      base::log_info("lookahead off: the streamed spine leaves the disk no idle time to fill");
   } else if (!options.trace_routes.empty()) {
     store = mapped_store(model);
   }
