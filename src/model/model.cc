@@ -113,6 +113,7 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
   if (layers_) layers_->begin_pass();
   predict_next_moe(0, block_ptrs, h.data(), n);  // the disk would idle through a dense layer 0
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const LayerPlan& lp = layers_ ? layers_->acquire(l) : plan_.layers[l];
     // A streamed layer's bytes stay valid until the end of this iteration (or an exception).
     struct Held {
       LayerSource* source;
@@ -121,7 +122,6 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
         if (source) source->release(layer);
       }
     } held{layers_.get(), l};
-    const LayerPlan& lp = layers_ ? layers_->acquire(l) : plan_.layers[l];
     if (block > 0) {
       // h is the running partial sum of the current block; at a block boundary it is stored as a
       // block and the partial sum restarts from the attention output.
