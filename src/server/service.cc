@@ -307,8 +307,8 @@ void Service::execute(Job& job, HttpConnection& conn) {
   const char* what = job.chat ? "chat" : "completion";
   if (cancelled) {
     ++stats_.cancelled;
-    base::log_info("server: ", what, " cancelled (client gone) after ", run.result.ids.size(),
-                   " tokens");
+    base::log_info("server: ", what, " cancelled (client gone or server stopping) after ",
+                   run.result.ids.size(), " tokens");
     conn.set_keep_alive(false);
     return;
   }
