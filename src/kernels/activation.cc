@@ -1,8 +1,8 @@
 // Activation front end: picks the variant once and forwards.
 #include "kernels/activation.h"
 
-#include "base/error.h"
 #include "kernels/activation_variant.h"
+#include "kernels/isa_variant.h"
 
 namespace deltafin::kernels {
 namespace detail {
@@ -14,16 +14,7 @@ const ActivationVariant& activation_variant(base::Isa isa) {
                                        avx2::silu_glu, avx2::softmax};
   static const ActivationVariant kAvx512{avx512::rmsnorm_f32, avx512::rmsnorm_bf16,
                                          avx512::situ_glu, avx512::silu_glu, avx512::softmax};
-  DF_ASSERT(base::isa_supported(isa));
-  switch (isa) {
-    case base::Isa::kAvx512:
-      return kAvx512;
-    case base::Isa::kAvx2:
-      return kAvx2;
-    case base::Isa::kRef:
-      break;
-  }
-  return kRef;
+  return pick_isa_variant(isa, kRef, kAvx2, kAvx512);
 }
 
 namespace {

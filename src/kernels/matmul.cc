@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "base/thread_pool.h"
+#include "kernels/isa_variant.h"
 #include "kernels/matmul_variant.h"
 #include "quant/bf16.h"
 #include "quant/mxfp4.h"
@@ -89,16 +90,7 @@ const MatmulVariant& matmul_variant(base::Isa isa) {
                                    avx2::find_scale_nan};
   static const MatmulVariant kAvx512{avx512::mxfp4_rows, avx512::bf16_rows, avx512::f32_rows,
                                      avx512::find_scale_nan};
-  DF_ASSERT(base::isa_supported(isa));
-  switch (isa) {
-    case base::Isa::kAvx512:
-      return kAvx512;
-    case base::Isa::kAvx2:
-      return kAvx2;
-    case base::Isa::kRef:
-      break;
-  }
-  return kRef;
+  return pick_isa_variant(isa, kRef, kAvx2, kAvx512);
 }
 
 void matmul(const MatmulVariant& v, base::ThreadPool& pool, const Mxfp4Matrix& w, const float* x,
