@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# `deltafin bench decode --json` on the synth demo with experts streamed: one JSON object with the
+# fields issue #4 names, internally consistent (ratio = s/token / I/O floor, the ceiling used is the
+# higher of the two measurements, RSS within the budget), and the same ids as `generate`.
+set -euo pipefail
+deltafin=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+"$deltafin" synth --out "$work/demo" --preset demo >/dev/null 2>"$work/synth.err" ||
+  { cat "$work/synth.err" >&2; exit 1; }
+"$deltafin" bench decode --model "$work/demo" --tokens 5 --prompt-tokens 3 --json \
+  --experts stream --expert-slots 8 >"$work/out.json" 2>"$work/err" ||
+  { tail -5 "$work/err" >&2; echo "bench_decode: FAIL: bench decode exited non-zero" >&2; exit 1; }
+expected=$("$deltafin" generate --model "$work/demo" --ids 100,137,174 --max-new 6 --ignore-eos 2>/dev/null)
+
+/usr/bin/python3 - "$work/out.json" "$expected" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).read())
+bad = []
+for key in ["tokens", "seconds_per_token", "disk_read_bytes_per_token", "achieved_read_gbps",
+            "device_ceiling_gbps", "device_ceiling_before_gbps", "device_ceiling_after_gbps",
+            "io_floor_seconds_per_token", "ratio", "rss_peak_bytes", "compute_floor_seconds_per_token",
+            "roofline_ratio", "budget_bytes", "ids"]:
+    if key not in r: bad.append("missing " + key)
+if not bad:
+    if r["tokens"] != 5: bad.append("tokens %s, expected 5" % r["tokens"])
+    if r["experts"] != "stream": bad.append("experts %s, expected stream" % r["experts"])
+    if not r["seconds_per_token_min"] <= r["seconds_per_token"] <= r["seconds_per_token_max"]:
+        bad.append("median outside [min, max]")
+    if r["device_ceiling_gbps"] != max(r["device_ceiling_before_gbps"], r["device_ceiling_after_gbps"]):
+        bad.append("ceiling is not the higher of the two measurements")
+    if r["device_ceiling_gbps"] <= 0: bad.append("no ceiling measured")
+    floor, spt = r["io_floor_seconds_per_token"], r["seconds_per_token"]
+    if floor > 0 and abs(r["ratio"] - spt / floor) > 1e-3 * r["ratio"]:
+        bad.append("ratio %g != %g / %g" % (r["ratio"], spt, floor))
+    if r["disk_read_bytes_per_token"] <= 0: bad.append("no bytes read with 8 expert slots")
+    if not r["rss_within_budget"] or r["rss_peak_bytes"] > r["budget_bytes"]: bad.append("RSS over budget")
+    want = json.loads(sys.argv[2])
+    if r["ids"] != want: bad.append("ids %s differ from generate's %s" % (r["ids"], want))
+if bad:
+    print("bench_decode: FAIL: " + "; ".join(bad), file=sys.stderr)
+    sys.exit(1)
+print("bench_decode: ok (%.4f s/token, ratio %.2f)" % (r["seconds_per_token"], r["ratio"]))
+PY
