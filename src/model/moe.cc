@@ -44,6 +44,15 @@ void moe_forward(const MoeShape& shape, const MoeWeights& w, int layer, experts:
   }
   std::unique_ptr<experts::ExpertBatch> batch = store.request(layer, distinct);
 
+  // The shared experts need no read: computing them while the routed experts' reads are in flight
+  // keeps their time off the critical path when the disk is the bound. They are added last, as
+  // before, so the sum's order (and every bit of the result) is unchanged.
+  std::vector<float> shared;
+  if (!w.shared.gate.empty()) {
+    shared.resize(n * shape.hidden);
+    glu_mlp(shape.act, w.shared, x, n, shared.data());
+  }
+
   std::vector<float> z(n * width);
   if (!w.latent_down.empty()) {
     experts::matmul(w.latent_down, x, n, z.data());
@@ -91,9 +100,7 @@ void moe_forward(const MoeShape& shape, const MoeWeights& w, int layer, experts:
   } else {
     std::memcpy(out, sum.data(), n * width * sizeof(float));
   }
-  if (!w.shared.gate.empty()) {
-    std::vector<float> shared(n * shape.hidden);
-    glu_mlp(shape.act, w.shared, x, n, shared.data());
+  if (!shared.empty()) {
     for (int64_t i = 0; i < n * shape.hidden; ++i) out[i] += shared[i];
   }
 }
