@@ -1,13 +1,13 @@
 // `deltafin bench decode --model DIR [--tokens N] [--prompt-tokens P] [--json]` plus the streaming
 // flags (stream_flags.h): drops the shards from the page cache, measures the device's read ceiling
-// on them in this process (as bench-io does; again after the run, the higher figure counts), loads
-// the model, runs a P-token prompt, then N greedy decode steps, and reports time per token against
-// two floors. The I/O floor: the bytes each token needed from disk (its requested experts that were
-// not in memory from an earlier use, and every streamed spine layer) divided by the ceiling;
-// speculative reads that went unused count in the bytes read but not in the floor, so waste shows
-// in the ratio. The compute floor: every weight the token multiplies, at the GEMV rates of the
-// engine's own kernels over RAM measured after the run. With streamed experts, a peak RSS above the
-// budget is an error.
+// on them in this process (as bench-io does: after the load and after the run, the higher figure
+// counts), loads the model, runs a P-token prompt, then N greedy decode steps, and reports time per
+// token against two floors. The I/O floor: the bytes each token needed from disk (its requested
+// experts that were not in memory from an earlier use, and every streamed spine layer) divided by
+// the ceiling; speculative reads that went unused count in the bytes read but not in the floor, so
+// waste shows in the ratio. The compute floor: every weight the token multiplies, at the GEMV rates
+// of the engine's own kernels over RAM measured after the run. With streamed experts, a peak RSS
+// above the budget is an error.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -123,8 +123,8 @@ int run_bench(Args& args) {
   copt.read_bytes = std::min<uint64_t>(io::kK3ExpertSpanBytes, smallest / 2 / 4096 * 4096);
   copt.repetitions = static_cast<int>(ceiling_reps);
   copt.bytes_per_repetition = static_cast<uint64_t>(ceiling_gb * 1e9);
-  // The disk's rate drifts on a shared machine; it is measured before the load and again after
-  // the decode, and the floor takes the higher figure so the ratio never flatters the engine.
+  // The disk's rate drifts on a shared machine; it is measured right before and right after the
+  // decode, and the floor takes the higher figure so the ratio never flatters the engine.
   const auto measure_ceiling = [&](const char* when) {
     double gbps = 0;
     std::string note;
@@ -139,12 +139,13 @@ int run_bench(Args& args) {
                    note.empty() ? "" : " (", note, note.empty() ? "" : ")");
     return gbps;
   };
-  const double ceiling_before_gbps = measure_ceiling("before the load");
 
   const auto t_load = std::chrono::steady_clock::now();
   std::unique_ptr<Engine> engine = Engine::load(options);
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
+  // After the load, not before it: a cloud disk that idled gives a burst the decode never sees.
+  const double ceiling_before_gbps = measure_ceiling("before the decode");
   const MemoryPlanInfo plan = engine->memory_plan();
   std::unique_ptr<Session> session = engine->new_session();
   const int64_t vocab = engine->info().vocab_size;
