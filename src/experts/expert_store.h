@@ -88,7 +88,10 @@ struct ExpertStoreStats {
   // Lookahead quality over layers where a prediction was made: recall = matched / actual.
   uint64_t predicted_actual = 0;
   uint64_t predicted_matched = 0;
-  double wait_seconds = 0;  // time acquire_next() blocked on reads
+  double wait_seconds = 0;  // time acquire_next() blocked on reads (and fetches)
+  // Streaming installs: experts a demand found missing locally and fetched over the network.
+  // Predictions never fetch (see StreamingExpertStore::prefetch).
+  uint64_t experts_fetched = 0;
 };
 
 class ExpertStore {

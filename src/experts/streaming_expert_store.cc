@@ -1,5 +1,6 @@
 // StreamingExpertStore: slot bookkeeping (pins, LRU, speculative reads), batches that hand out
-// experts as their reads complete, and the lookahead's per-layer recall gate.
+// experts as their reads complete, on-demand fetches of remote experts, and the lookahead's
+// per-layer recall gate.
 #include "experts/streaming_expert_store.h"
 
 #include <algorithm>
@@ -48,8 +49,7 @@ class StreamingExpertStore::Batch : public ExpertBatch {
         const Entry& e = entries_[i];
         if (e.slot < 0 || e.handed) continue;
         const Slot& s = store_->slots_[e.slot];
-        if (s.state == SlotState::kFailed)
-          base::fail("layer ", layer_, " expert ", e.expert, ": ", s.error);
+        if (s.state == SlotState::kFailed) base::fail(s.error);
         if (s.state == SlotState::kReady) pick = i;
       }
       if (pick < entries_.size()) break;
@@ -101,11 +101,18 @@ uint64_t StreamingExpertStore::slot_bytes(const ExpertCatalog& catalog) {
 
 StreamingExpertStore::StreamingExpertStore(ExpertCatalog catalog,
                                            std::shared_ptr<ReadScheduler> scheduler,
-                                           const StreamingStoreOptions& options)
-    : catalog_(std::move(catalog)), scheduler_(std::move(scheduler)), options_(options) {
+                                           const StreamingStoreOptions& options,
+                                           std::shared_ptr<ExpertFetcher> fetcher)
+    : catalog_(std::move(catalog)),
+      scheduler_(std::move(scheduler)),
+      options_(options),
+      fetcher_(std::move(fetcher)),
+      guard_(std::make_shared<FetchGuard>()) {
   DF_ASSERT(options_.n_slots >= 2);
+  guard_->store = this;
   for (const ExpertCatalog::Layer& layer : catalog_.layers) {
     n_experts_max_ = std::max<uint64_t>(n_experts_max_, layer.spans.size());
+    if (fetcher_) continue;
     for (const format::ExpertSpan& span : layer.spans) {
       if (!files_.contains(span.file))
         files_.emplace(span.file, io::DirectFile::open(span.file, options_.allow_direct));
@@ -121,6 +128,10 @@ StreamingExpertStore::StreamingExpertStore(ExpertCatalog catalog,
 }
 
 StreamingExpertStore::~StreamingExpertStore() {
+  {
+    std::lock_guard<std::mutex> g(guard_->mu);
+    guard_->store = nullptr;
+  }
   std::unique_lock<std::mutex> lock(mu_);
   for (Slot& s : slots_) {
     if (s.state == SlotState::kReading && scheduler_->cancel(s.job)) {
@@ -150,7 +161,7 @@ int StreamingExpertStore::take_slot(bool for_prefetch) {
   int best = -1;
   for (int i = 0; i < static_cast<int>(slots_.size()); ++i) {
     const Slot& s = slots_[i];
-    if (s.pins > 0 || s.state == SlotState::kReading) continue;
+    if (s.pins > 0 || s.state == SlotState::kReading || s.state == SlotState::kFetching) continue;
     if (s.state != SlotState::kReady) {  // empty or failed: free
       best = i;
       break;
@@ -172,12 +183,11 @@ int StreamingExpertStore::take_slot(bool for_prefetch) {
   return best;
 }
 
-void StreamingExpertStore::start_read(int s, int layer, int32_t expert, ReadPriority priority) {
+void StreamingExpertStore::start_load(int s, int layer, int32_t expert, ReadPriority priority) {
   const format::ExpertSpan& span = catalog_.layers[layer].spans[expert];
   const io::AlignedSpan a = io::align_span(span.offset, span.nbytes);
   DF_ASSERT(a.read_length <= slot_stride_);
   Slot& slot = slots_[s];
-  slot.state = SlotState::kReading;
   slot.layer = layer;
   slot.expert = expert;
   slot.data_offset = a.data_offset;
@@ -185,16 +195,56 @@ void StreamingExpertStore::start_read(int s, int layer, int32_t expert, ReadPrio
   slot.speculative = priority == ReadPriority::kPrefetch;
   slot.last_use = ++tick_;
   where_[key(layer, expert)] = s;
+  if (fetcher_ && !fetcher_->is_local(layer, expert)) {
+    DF_ASSERT(!slot.speculative);  // prefetch() never fetches
+    slot.state = SlotState::kFetching;
+    // The callback runs on a fetcher thread, never inside fetch(), so holding mu_ here is fine.
+    fetcher_->fetch(layer, expert, [guard = guard_, s](const std::string& error) {
+      std::lock_guard<std::mutex> g(guard->mu);
+      if (guard->store) guard->store->on_fetch_done(s, error);
+    });
+    return;
+  }
+  submit_read(s);
+}
+
+void StreamingExpertStore::submit_read(int s) {
+  Slot& slot = slots_[s];
+  const format::ExpertSpan& span = catalog_.layers[slot.layer].spans[slot.expert];
+  const io::AlignedSpan a = io::align_span(span.offset, span.nbytes);
+  const io::DirectFile* file = nullptr;
+  if (fetcher_) {
+    try {
+      slot.file = io::DirectFile::open(span.file, options_.allow_direct);
+    } catch (const base::Error& e) {
+      fail_slot(s, base::str_cat("layer ", slot.layer, " expert ", slot.expert, ": ", e.what()));
+      return;
+    }
+    file = &slot.file;
+  } else {
+    file = &files_.at(span.file);
+  }
+  slot.state = SlotState::kReading;
   ++reads_in_flight_;
   ReadJob job;
-  job.file = &files_.at(span.file);
+  job.file = file;
   job.offset = a.read_offset;
   job.length = a.read_length;
   job.required_bytes = a.required_bytes;
   job.dest = slot_data(s);
-  job.priority = priority;
+  job.priority = slot.speculative ? ReadPriority::kPrefetch : ReadPriority::kDemand;
   job.done = [this, s](const io::ReadCompletion& c) { on_read_done(s, c); };
   slot.job = scheduler_->submit(std::move(job));
+}
+
+void StreamingExpertStore::fail_slot(int s, std::string message) {
+  Slot& slot = slots_[s];
+  slot.state = SlotState::kFailed;
+  slot.error = std::move(message);
+  slot.file = io::DirectFile{};
+  where_.erase(key(slot.layer, slot.expert));  // a later request tries again
+  if (slot.speculative) --speculative_slots_;
+  slot.speculative = false;
 }
 
 void StreamingExpertStore::on_read_done(int s, const io::ReadCompletion& c) {
@@ -204,12 +254,29 @@ void StreamingExpertStore::on_read_done(int s, const io::ReadCompletion& c) {
   stats_.bytes_read += c.bytes;
   if (c.ok()) {
     slot.state = SlotState::kReady;
+    slot.file = io::DirectFile{};  // a cache file is read once; a shard file is not the slot's
   } else {
-    slot.state = SlotState::kFailed;
-    slot.error = c.message;
+    fail_slot(s, base::str_cat("layer ", slot.layer, " expert ", slot.expert, ": ", c.message));
+  }
+  if (slot.pins == 0) serve_waiters();
+  cv_.notify_all();
+}
+
+void StreamingExpertStore::on_fetch_done(int s, const std::string& error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Slot& slot = slots_[s];
+  DF_ASSERT(slot.state == SlotState::kFetching);
+  if (!error.empty()) {
+    fail_slot(s, error);
+  } else if (slot.pins == 0) {
+    // Every batch that wanted it is gone (an error elsewhere): the expert is local now, and
+    // reading it can wait until a route asks again.
+    ++stats_.experts_fetched;
     where_.erase(key(slot.layer, slot.expert));
-    if (slot.speculative) --speculative_slots_;
-    slot.speculative = false;
+    slot = Slot{};
+  } else {
+    ++stats_.experts_fetched;
+    submit_read(s);
   }
   if (slot.pins == 0) serve_waiters();
   cv_.notify_all();
@@ -242,7 +309,7 @@ void StreamingExpertStore::serve_waiters() {
     const Waiter w = waiters_.front();
     waiters_.erase(waiters_.begin());
     Batch::Entry& e = w.batch->entries_[w.index];
-    start_read(s, w.layer, e.expert, ReadPriority::kDemand);
+    start_load(s, w.layer, e.expert, ReadPriority::kDemand);
     Slot& slot = slots_[s];
     slot.pins = 1;
     slot.used = true;
@@ -300,7 +367,7 @@ std::unique_ptr<ExpertBatch> StreamingExpertStore::request(int layer,
       waiters_.push_back({batch.get(), layer, i});
       continue;
     }
-    start_read(s, layer, e, ReadPriority::kDemand);
+    start_load(s, layer, e, ReadPriority::kDemand);
     slots_[s].pins = 1;
     slots_[s].used = true;
     ++stats_.demand_reads;
@@ -324,11 +391,15 @@ void StreamingExpertStore::prefetch(int layer, std::span<const int32_t> experts)
       slots_[it->second].last_use = ++tick_;  // keep it until the route is known
       continue;
     }
+    // A guess never goes to the network: a wrong one would cost a whole expert's transfer (17.5 MB
+    // for K3, seconds over a typical link) and a connection the demand fetches need, against
+    // a local read that only uses the disk's idle time. Remote experts are fetched on demand.
+    if (fetcher_ && !fetcher_->is_local(layer, e)) continue;
     if (speculative_slots_ >= options_.max_prefetch_slots) break;
     const int s = take_slot(/*for_prefetch=*/true);
     if (s < 0) break;
-    start_read(s, layer, e, ReadPriority::kPrefetch);
-    ++speculative_slots_;
+    ++speculative_slots_;  // before start_load: a read that fails to start gives it back
+    start_load(s, layer, e, ReadPriority::kPrefetch);
     ++stats_.prefetch_reads;
   }
 }

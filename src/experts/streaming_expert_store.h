@@ -2,7 +2,8 @@
 // expert into a fixed pool of slots in huge-page memory, handed out in completion order. The pool
 // is also the RAM cache: a released slot keeps its expert until the policy (least frequently
 // requested by default) picks it for a new read, and prefetches land in the same slots without
-// ever evicting a slot in use.
+// ever evicting a slot in use. With an ExpertFetcher (a streaming install), an expert that is not
+// local yet is fetched first and read once its cache file is published.
 #pragma once
 
 #include <condition_variable>
@@ -14,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "experts/expert_fetcher.h"
 #include "experts/expert_store.h"
 #include "experts/read_scheduler.h"
 #include "io/direct_file.h"
@@ -42,10 +44,15 @@ class StreamingExpertStore : public ExpertStore {
  public:
   static constexpr double kRecallWeight = 0.25;
 
-  // Opens every shard the catalog names. Throws base::Error naming the file.
+  // Without a fetcher, opens every shard the catalog names (throws base::Error naming the file).
+  // With one, the catalog's spans are per-expert cache files that may not exist yet: a demand for
+  // one that is not local fetches it first, and each file is opened only for its read (a full
+  // pool has one file per expert, far more than a process may keep open).
   StreamingExpertStore(ExpertCatalog catalog, std::shared_ptr<ReadScheduler> scheduler,
-                       const StreamingStoreOptions& options);
-  ~StreamingExpertStore() override;  // waits for its reads in flight
+                       const StreamingStoreOptions& options,
+                       std::shared_ptr<ExpertFetcher> fetcher = nullptr);
+  // Waits for its reads in flight; fetches in flight finish in the fetcher, unobserved.
+  ~StreamingExpertStore() override;
 
   std::unique_ptr<ExpertBatch> request(int layer, std::span<const int32_t> experts) override;
   void prefetch(int layer, std::span<const int32_t> experts) override;
@@ -62,7 +69,7 @@ class StreamingExpertStore : public ExpertStore {
   class Batch;
   friend class Batch;
 
-  enum class SlotState { kEmpty, kReading, kReady, kFailed };
+  enum class SlotState { kEmpty, kFetching, kReading, kReady, kFailed };
   struct Slot {
     SlotState state = SlotState::kEmpty;
     int layer = -1;
@@ -75,7 +82,8 @@ class StreamingExpertStore : public ExpertStore {
     bool speculative = false;  // read by a prefetch and not requested since
     bool used = false;         // requested at least once since it was read
     bool checked = false;      // MXFP4 scales validated
-    std::string error;         // kFailed
+    std::string error;         // kFailed: the whole message, naming layer and expert
+    io::DirectFile file;       // with a fetcher: the cache file, open while kReading
   };
   // A batch entry waiting for a slot.
   struct Waiter {
@@ -92,8 +100,13 @@ class StreamingExpertStore : public ExpertStore {
   // Caller holds mu_.
   int take_slot(bool for_prefetch);
   bool evict_before(const Slot& a, const Slot& b) const;  // caller holds mu_
-  void start_read(int s, int layer, int32_t expert, ReadPriority priority);
+  // Puts (layer, expert) into slot s and starts its fetch (not local yet) or its read. Caller
+  // holds mu_; a failure to start leaves the slot kFailed.
+  void start_load(int s, int layer, int32_t expert, ReadPriority priority);
+  void submit_read(int s);                     // caller holds mu_
+  void fail_slot(int s, std::string message);  // caller holds mu_
   void on_read_done(int s, const io::ReadCompletion& c);
+  void on_fetch_done(int s, const std::string& error);
   // Hands freed slots to batch entries waiting for one. Caller holds mu_.
   void serve_waiters();
   void unpin(int s);
@@ -101,10 +114,19 @@ class StreamingExpertStore : public ExpertStore {
   // Caller holds mu_.
   void cancel_queued_guesses(int layer, std::span<const int32_t> keep);
 
+  // Fetch callbacks reach the store through this; the destructor detaches it, so a fetch that
+  // completes later (it cannot be cancelled mid-transfer) finds no store and does nothing.
+  struct FetchGuard {
+    std::mutex mu;  // taken before mu_
+    StreamingExpertStore* store = nullptr;
+  };
+
   ExpertCatalog catalog_;
   std::shared_ptr<ReadScheduler> scheduler_;
   StreamingStoreOptions options_;
-  std::map<std::string, io::DirectFile> files_;  // by shard path
+  std::shared_ptr<ExpertFetcher> fetcher_;
+  std::shared_ptr<FetchGuard> guard_;
+  std::map<std::string, io::DirectFile> files_;  // by shard path (no fetcher)
   uint64_t n_experts_max_ = 0;
   size_t slot_stride_ = 0;
   io::HugeBuffer pool_;  // pre-faulted: no read ever waits on a page fault

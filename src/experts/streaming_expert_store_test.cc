@@ -1,6 +1,8 @@
 // The read scheduler and the streaming store against files on a real disk: every expert arrives
 // whole whatever its alignment, batches larger than the slot pool, cache hits, prefetch hits,
-// cancelled and wasted predictions, the recall gate, read errors and NaN scales.
+// cancelled and wasted predictions, the recall gate, read errors and NaN scales; and with a fake
+// fetcher (a streaming install): delayed, failing and concurrent fetches, and guesses that stay
+// off the network.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,7 +10,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "base/error.h"
 #include "experts/streaming_expert_store.h"
@@ -269,6 +273,194 @@ TEST(StreamingExpertStore, BufferedFallbackReadsTheSameBytes) {
   const Bank b = make_bank("bank7.bin", 5);
   StreamingExpertStore store(b.catalog, scheduler(), {.n_slots = 2, .allow_direct = false});
   drain(*store.request(2, std::vector<int32_t>{4, 0, 2}), b, 2);
+}
+
+// A stand-in for setup's HTTP source: "fetching" copies an expert's span out of a bank file into
+// its own cache file (temporary name, then rename, as the real one publishes), on a thread of its
+// own after `delay_ms`. Experts in `failing` fail instead, with a message naming them.
+class FakeFetcher : public ExpertFetcher {
+ public:
+  FakeFetcher(const Bank& bank, std::string cache_dir) : bank_(bank), dir_(std::move(cache_dir)) {
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  ~FakeFetcher() override {
+    for (std::thread& t : threads_) t.join();
+  }
+
+  // The catalog a streaming store sees: every span is its own (maybe absent) file at offset 0.
+  ExpertCatalog catalog() const {
+    ExpertCatalog c = bank_.catalog;
+    for (ExpertCatalog::Layer& l : c.layers) {
+      for (format::ExpertSpan& s : l.spans)
+        s = {s.layer, s.expert, path(s.layer, s.expert), 0, s.nbytes};
+    }
+    return c;
+  }
+  std::string path(int64_t layer, int64_t expert) const {
+    return dir_ + "/L" + std::to_string(layer) + "E" + std::to_string(expert) + ".bin";
+  }
+  void make_local(int layer, int32_t expert) {
+    const format::ExpertSpan& s = bank_.catalog.layers[layer].spans[expert];
+    std::vector<char> bytes(s.nbytes);
+    std::ifstream(bank_.path, std::ios::binary)
+        .seekg(static_cast<std::streamoff>(s.offset))
+        .read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    const std::string p = path(layer, expert);
+    std::ofstream(p + ".tmp", std::ios::binary)
+        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    std::filesystem::rename(p + ".tmp", p);
+  }
+
+  bool is_local(int layer, int32_t expert) const override {
+    return std::filesystem::exists(path(layer, expert));
+  }
+  void fetch(int layer, int32_t expert, Done done) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++calls_[{layer, expert}];
+    const bool fails = failing.contains({layer, expert});
+    threads_.emplace_back([this, layer, expert, fails, done = std::move(done)] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+      if (fails) {
+        done("fetching layer " + std::to_string(layer) + " expert " + std::to_string(expert) +
+             ": HTTP 503 after 2 attempts");
+        return;
+      }
+      make_local(layer, expert);
+      done("");
+    });
+  }
+  int calls(int layer, int32_t expert) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return calls_[{layer, expert}];
+  }
+  int total_calls() {
+    std::lock_guard<std::mutex> lock(mu_);
+    int n = 0;
+    for (const auto& [k, v] : calls_) n += v;
+    return n;
+  }
+
+  int delay_ms = 0;
+  std::set<std::pair<int, int32_t>> failing;  // set before the fetches start
+
+ private:
+  const Bank& bank_;
+  std::string dir_;
+  std::mutex mu_;
+  std::map<std::pair<int, int32_t>, int> calls_;
+  std::vector<std::thread> threads_;
+};
+
+// Takes every expert of a batch over cache files and checks each against its span in the bank.
+std::vector<int32_t> drain_cached(ExpertBatch& batch, const Bank& b, int layer) {
+  std::vector<int32_t> order;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const ReadyExpert r = batch.acquire_next();
+    const format::ExpertSpan& span = b.catalog.layers[layer].spans[r.expert];
+    EXPECT_EQ(io::testing::first_mismatch(r.weights.gate.data, span.offset, span.nbytes), -1)
+        << "expert " << r.expert;
+    order.push_back(r.expert);
+    batch.release(r.index);
+  }
+  std::sort(order.begin(), order.end());
+  return order;
+}
+
+TEST(StreamingExpertStoreFetch, DemandFetchesRemoteExpertsOnceAndReadsLocalOnes) {
+  const Bank b = make_bank("fetch1.bin", 8);
+  auto fetcher = std::make_shared<FakeFetcher>(b, scratch() + "/cache1");
+  fetcher->make_local(1, 2);
+  fetcher->delay_ms = 30;  // acquire_next must wait for the fetch, then the read
+  // Files are opened per read: none exists yet, and the constructor must not need them.
+  StreamingExpertStore store(fetcher->catalog(), scheduler(), {.n_slots = 3}, fetcher);
+  EXPECT_EQ(drain_cached(*store.request(1, std::vector<int32_t>{5, 2, 0, 7}), b, 1),
+            (std::vector<int32_t>{0, 2, 5, 7}));
+  EXPECT_EQ(fetcher->calls(1, 2), 0);  // local: read, never fetched
+  for (int32_t e : {0, 5, 7}) EXPECT_EQ(fetcher->calls(1, e), 1) << e;
+  ExpertStoreStats s = store.stats();
+  EXPECT_EQ(s.experts_fetched, 3u);
+  EXPECT_EQ(s.demand_reads, 4u);
+  // Evicted from the 3-slot pool but local now: read again, not fetched again.
+  EXPECT_EQ(drain_cached(*store.request(1, std::vector<int32_t>{0, 5, 7, 2}), b, 1),
+            (std::vector<int32_t>{0, 2, 5, 7}));
+  EXPECT_EQ(fetcher->total_calls(), 3);
+}
+
+TEST(StreamingExpertStoreFetch, ConcurrentNeedsOfOneExpertShareOneFetch) {
+  const Bank b = make_bank("fetch2.bin", 6);
+  auto fetcher = std::make_shared<FakeFetcher>(b, scratch() + "/cache2");
+  fetcher->delay_ms = 50;
+  StreamingExpertStore store(fetcher->catalog(), scheduler(), {.n_slots = 8}, fetcher);
+  std::vector<std::vector<int32_t>> got(4);
+  std::vector<std::thread> users;
+  for (int t = 0; t < 4; ++t) {
+    users.emplace_back([&, t] {
+      const int32_t other = t < 3 ? t : 5;
+      got[t] = drain_cached(*store.request(1, std::vector<int32_t>{3, other}), b, 1);
+    });
+  }
+  for (std::thread& u : users) u.join();
+  for (int t = 0; t < 4; ++t) EXPECT_TRUE(std::count(got[t].begin(), got[t].end(), 3) == 1) << t;
+  EXPECT_EQ(fetcher->calls(1, 3), 1);
+  EXPECT_EQ(fetcher->total_calls(), 5);  // 3 once, and 0, 1, 2, 5
+}
+
+TEST(StreamingExpertStoreFetch, FailedFetchNamesTheExpertAndALaterRequestRetries) {
+  const Bank b = make_bank("fetch3.bin", 4);
+  auto fetcher = std::make_shared<FakeFetcher>(b, scratch() + "/cache3");
+  fetcher->failing = {{2, 1}};
+  fetcher->delay_ms = 10;
+  StreamingExpertStore store(fetcher->catalog(), scheduler(), {.n_slots = 2}, fetcher);
+  auto batch = store.request(2, std::vector<int32_t>{0, 1});
+  try {
+    for (int i = 0; i < 2; ++i) batch->release(batch->acquire_next().index);
+    FAIL() << "a failed fetch was handed out";
+  } catch (const base::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 2 expert 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("HTTP 503"), std::string::npos) << e.what();
+  }
+  batch.reset();
+  EXPECT_FALSE(fetcher->is_local(2, 1));
+  // The failure is not remembered: the next need fetches again, and succeeds once the cause is
+  // gone.
+  {
+    std::vector<int32_t> one = {1};
+    auto again = store.request(2, one);
+    EXPECT_THROW(again->acquire_next(), base::Error);
+  }
+  EXPECT_EQ(fetcher->calls(2, 1), 2);
+  fetcher->failing.clear();
+  EXPECT_EQ(drain_cached(*store.request(2, std::vector<int32_t>{1, 0}), b, 2),
+            (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(fetcher->calls(2, 1), 3);
+}
+
+TEST(StreamingExpertStoreFetch, GuessesNeverFetch) {
+  const Bank b = make_bank("fetch4.bin", 6);
+  auto fetcher = std::make_shared<FakeFetcher>(b, scratch() + "/cache4");
+  fetcher->make_local(1, 4);
+  StreamingExpertStore store(fetcher->catalog(), scheduler(), {.n_slots = 6}, fetcher);
+  store.prefetch(1, std::vector<int32_t>{3, 4, 5});
+  EXPECT_EQ(store.stats().prefetch_reads, 1u);  // only the local 4
+  EXPECT_EQ(fetcher->total_calls(), 0);
+  EXPECT_EQ(drain_cached(*store.request(1, std::vector<int32_t>{4, 5}), b, 1),
+            (std::vector<int32_t>{4, 5}));
+  const ExpertStoreStats s = store.stats();
+  EXPECT_EQ(s.prefetch_hits, 1u);
+  EXPECT_EQ(s.experts_fetched, 1u);
+  EXPECT_EQ(fetcher->calls(1, 3), 0);
+}
+
+TEST(StreamingExpertStoreFetch, StoreGoneBeforeItsFetchCompletes) {
+  const Bank b = make_bank("fetch5.bin", 4);
+  auto fetcher = std::make_shared<FakeFetcher>(b, scratch() + "/cache5");
+  fetcher->delay_ms = 100;
+  {
+    StreamingExpertStore store(fetcher->catalog(), scheduler(), {.n_slots = 2}, fetcher);
+    auto batch = store.request(1, std::vector<int32_t>{0, 3});
+  }  // batch and store gone while both fetches sleep: their callbacks must find nothing to touch
+  fetcher.reset();  // joins the fetch threads
 }
 
 }  // namespace
