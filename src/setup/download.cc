@@ -98,6 +98,23 @@ uint64_t local_progress(const std::string& dest, uint64_t size) {
   return 0;
 }
 
+void resumable_transfer(PartialFile& part, const std::string& dest,
+                        const std::function<void()>& transfer) {
+  try {
+    transfer();
+  } catch (const HttpError&) {
+    part.try_mark();
+    throw;
+  } catch (const base::Error& e) {
+    part.try_mark();
+    fail(e.what(), " (", human_bytes(free_bytes(parent_dir(dest))),
+         " free there; the partial download is kept and a rerun resumes it)");
+  } catch (...) {
+    part.try_mark();
+    throw;
+  }
+}
+
 uint64_t download_file(HttpClient& client, const std::string& url, const std::string& dest,
                        uint64_t size, const ExpectedDigest& digest, Progress* progress,
                        const std::atomic<bool>* stop) {
@@ -113,7 +130,7 @@ uint64_t download_file(HttpClient& client, const std::string& url, const std::st
       hash_prefix(*d, part.path(), start);
     }
     if (progress) progress->add(start);
-    try {
+    resumable_transfer(part, dest, [&] {
       client.get_range(url, start, size - start, [&](const char* p, size_t n) {
         if (stop && stop->load(std::memory_order_relaxed)) throw Cancelled();
         part.write(p, n);
@@ -121,17 +138,7 @@ uint64_t download_file(HttpClient& client, const std::string& url, const std::st
         if (progress) progress->add(n);
         transferred += n;
       });
-    } catch (const HttpError&) {
-      part.try_mark();
-      throw;
-    } catch (const base::Error& e) {
-      part.try_mark();
-      fail(e.what(), " (", human_bytes(free_bytes(parent_dir(dest))),
-           " free there; the partial download is kept and a rerun resumes it)");
-    } catch (...) {
-      part.try_mark();
-      throw;
-    }
+    });
     if (d) {
       const std::string got = d->hex_final();
       if (got != digest.hex) {

@@ -14,6 +14,7 @@
 
 namespace deltafin::setup {
 
+class PartialFile;
 class Progress;
 
 struct RemoteMeta {
@@ -49,6 +50,13 @@ struct ExpectedDigest {
 uint64_t download_file(HttpClient& client, const std::string& url, const std::string& dest,
                        uint64_t size, const ExpectedDigest& digest, Progress* progress,
                        const std::atomic<bool>* stop = nullptr);
+
+// Runs `transfer`, which appends to `part` (the download of `dest`). If it throws, the partial
+// file is fsynced and marked so that a rerun resumes from its last byte, and the error is rethrown;
+// a local error (a full disk: a base::Error that is not an HttpError) gets the free space at
+// dest's folder added. Publishing stays with the caller, after its own checks.
+void resumable_transfer(PartialFile& part, const std::string& dest,
+                        const std::function<void()>& transfer);
 
 // Bytes of `dest` (or of dest.partial) already on disk, for resume accounting.
 uint64_t local_progress(const std::string& dest, uint64_t size);

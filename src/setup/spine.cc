@@ -70,7 +70,7 @@ uint64_t build_spine_shard(HttpClient& client, const std::string& url, const Spi
   }
   if (progress) progress->add(part.size());
   uint64_t transferred = 0;
-  try {
+  resumable_transfer(part, dest, [&] {
     for (const SpineRun& run : shard.runs) {
       const uint64_t pos = part.size();
       if (run.local_offset + run.nbytes <= pos) continue;
@@ -84,17 +84,7 @@ uint64_t build_spine_shard(HttpClient& client, const std::string& url, const Spi
                          transferred += n;
                        });
     }
-  } catch (const HttpError&) {
-    part.try_mark();
-    throw;
-  } catch (const base::Error& e) {
-    part.try_mark();
-    fail(e.what(), " (", human_bytes(free_bytes(parent_dir(dest))),
-         " free there; the partial file is kept and a rerun resumes it)");
-  } catch (...) {
-    part.try_mark();
-    throw;
-  }
+  });
   const std::vector<format::TensorInfo> back = format::read_safetensors_header(part.path());
   if (back.size() != shard.tensor_names.size())
     fail(dest, ": the written header lists ", back.size(), " tensors, expected ",
