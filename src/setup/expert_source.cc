@@ -109,8 +109,10 @@ RemoteExpertSource::~RemoteExpertSource() {
   for (const Key& k : dropped) {
     auto it = pending_.find(k);
     if (it == pending_.end()) continue;
-    it->second->promise.set_exception(std::make_exception_ptr(base::Error(
-        str_cat("layer ", k.first, " expert ", k.second, ": the expert source was closed"))));
+    const std::exception_ptr closed = std::make_exception_ptr(base::Error(
+        str_cat("layer ", k.first, " expert ", k.second, ": the expert source was closed")));
+    it->second->promise.set_exception(closed);
+    for (FetchDone& done : it->second->callbacks) done(closed);
   }
 }
 
@@ -141,15 +143,24 @@ std::shared_future<ExpertBytes> RemoteExpertSource::fetch_async(int64_t layer, i
     return ready.get_future().share();
   }
   std::lock_guard lock(mu_);
-  const Key key{layer, expert};
-  if (auto it = pending_.find(key); it != pending_.end()) return it->second->future;
-  if (closing_) fail("layer ", layer, " expert ", expert, ": the expert source is closing");
+  return pending_for({layer, expert})->future;
+}
+
+std::shared_ptr<RemoteExpertSource::Pending> RemoteExpertSource::pending_for(const Key& key) {
+  if (auto it = pending_.find(key); it != pending_.end()) return it->second;
+  if (closing_) fail("layer ", key.first, " expert ", key.second, ": the expert source is closing");
   auto p = std::make_shared<Pending>();
   p->future = p->promise.get_future().share();
   pending_.emplace(key, p);
   queue_.push_back(key);
   cv_.notify_one();
-  return p->future;
+  return p;
+}
+
+void RemoteExpertSource::fetch_then(int64_t layer, int64_t expert, FetchDone done) {
+  layer_of(layer, expert);  // a bad id fails here, in the caller's thread
+  std::lock_guard lock(mu_);
+  pending_for({layer, expert})->callbacks.push_back(std::move(done));
 }
 
 ExpertBytes RemoteExpertSource::ensure_local(int64_t layer, int64_t expert) {
@@ -181,14 +192,17 @@ void RemoteExpertSource::worker() {
     } catch (...) {
       error = std::current_exception();
     }
+    std::vector<FetchDone> callbacks;
     {
       std::lock_guard lock(mu_);
       pending_.erase(key);
+      callbacks.swap(p->callbacks);  // later fetch_then calls start a new entry
     }
     if (error)
       p->promise.set_exception(error);
     else
       p->promise.set_value(bytes);
+    for (FetchDone& done : callbacks) done(error);
   }
 }
 

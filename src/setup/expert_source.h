@@ -8,6 +8,8 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <exception>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -59,6 +61,12 @@ class RemoteExpertSource {
   std::shared_future<ExpertBytes> fetch_async(int64_t layer, int64_t expert);
   // fetch_async(...).get()
   ExpertBytes ensure_local(int64_t layer, int64_t expert);
+  // fetch_async with a callback instead of a future: `done` gets null once the expert is local,
+  // else the fetch's error. It runs on a fetch thread (or in the destructor, for a fetch that
+  // never started), never inside this call, even for an expert already local (a worker finds it
+  // without a request): callers may hold their own locks while calling this.
+  using FetchDone = std::function<void(std::exception_ptr error)>;
+  void fetch_then(int64_t layer, int64_t expert, FetchDone done);
 
   struct Stats {
     uint64_t experts_fetched = 0;
@@ -90,7 +98,10 @@ class RemoteExpertSource {
   struct Pending {
     std::promise<ExpertBytes> promise;
     std::shared_future<ExpertBytes> future;
+    std::vector<FetchDone> callbacks;  // fetch_then's, run after the promise is set
   };
+  // The pending entry of `key`, queued for a worker if new. Caller holds mu_.
+  std::shared_ptr<Pending> pending_for(const Key& key);
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Key> queue_;

@@ -1,0 +1,123 @@
+// The engine's view of a streaming install: manifest → catalog, RemoteExpertSource → fetcher.
+#include "setup/streaming_experts.h"
+
+#include <algorithm>
+#include <exception>
+
+#include "base/error.h"
+#include "format/inventory.h"
+#include "setup/files.h"
+
+namespace deltafin::setup {
+
+using base::fail;
+
+namespace {
+
+class RemoteFetcher : public experts::ExpertFetcher {
+ public:
+  explicit RemoteFetcher(std::unique_ptr<RemoteExpertSource> source) : source_(std::move(source)) {}
+
+  bool is_local(int layer, int32_t expert) const override {
+    return source_->find_local(layer, expert).has_value();
+  }
+
+  void fetch(int layer, int32_t expert, Done done) override {
+    source_->fetch_then(layer, expert, [done = std::move(done)](std::exception_ptr error) {
+      if (!error) return done("");
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::exception& e) {
+        done(e.what());  // RemoteExpertSource's errors name the layer, expert, shard and cause
+      }
+    });
+  }
+
+ private:
+  std::unique_ptr<RemoteExpertSource> source_;
+};
+
+}  // namespace
+
+experts::ExpertCatalog catalog_from_manifest(const ExpertManifest& manifest,
+                                             const format::ModelConfig& config,
+                                             const std::string& model_dir) {
+  const std::string where = join_path(model_dir, kExpertManifest);
+  // Expert 0's tensors of every MoE layer, as the architecture expects them.
+  std::vector<format::ExpectedTensor> expected;
+  for (format::ExpectedTensor& t : format::expected_tensors(config)) {
+    if (t.role == format::TensorRole::kRoutedExpert && t.expert == 0) expected.push_back(t);
+  }
+  const std::vector<std::string>& suffixes = format::expert_tensor_suffixes(config);
+
+  experts::ExpertCatalog catalog;
+  catalog.layers.resize(config.num_hidden_layers);
+  size_t next = 0;  // into manifest.layers, ascending
+  for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+    if (!config.is_moe_layer(l)) continue;
+    if (next >= manifest.layers.size() || manifest.layers[next].layer != l)
+      fail(where, ": no experts for MoE layer ", l, " of ", model_dir, "/config.json");
+    const ExpertLayer& ml = manifest.layers[next++];
+    if (ml.n_experts() != config.num_experts)
+      fail(where, ": layer ", l, " has ", ml.n_experts(), " experts, the config says ",
+           config.num_experts);
+    if (ml.layout.size() != suffixes.size())
+      fail(where, ": layer ", l, " has ", ml.layout.size(), " tensors per expert, expected ",
+           suffixes.size());
+    std::vector<uint64_t> rel;
+    for (size_t k = 0; k < suffixes.size(); ++k) {
+      const ExpertTensorLayout& t = ml.layout[k];
+      const std::string name = format::expert_prefix(config, l, 0) + suffixes[k];
+      const format::ExpectedTensor* want = nullptr;
+      for (const format::ExpectedTensor& e : expected) {
+        if (e.name == name) want = &e;
+      }
+      DF_ASSERT(want != nullptr);
+      const bool dtype_ok =
+          std::find(want->dtypes.begin(), want->dtypes.end(), t.dtype) != want->dtypes.end();
+      if (t.suffix != suffixes[k] || !dtype_ok || !format::shape_matches(*want, t.shape) ||
+          t.offset + t.nbytes > ml.span_bytes) {
+        fail(where, ": layer ", l, " tensor ", k, " is ", t.suffix, " ",
+             format::dtype_name(t.dtype), " ", format::shape_to_string(t.shape), " at byte ",
+             t.offset, ", expected ", suffixes[k], " ", format::dtype_name(want->dtypes.front()),
+             " ", format::shape_to_string(want->shape), " inside the span of ", ml.span_bytes,
+             " bytes");
+      }
+      rel.push_back(t.offset);
+    }
+    experts::ExpertCatalog::Layer& layer = catalog.layers[l];
+    const int64_t in = config.expert_in_size(), mid = config.moe_intermediate_size;
+    experts::ExpertLayout& lay = layer.layout;
+    if (config.experts_mxfp4) {
+      lay.gate = {format::DType::kU8, rel[0], rel[1], mid, in};
+      lay.down = {format::DType::kU8, rel[2], rel[3], in, mid};
+      lay.up = {format::DType::kU8, rel[4], rel[5], mid, in};
+    } else {
+      lay.gate = {format::DType::kBF16, rel[0], 0, mid, in};
+      lay.down = {format::DType::kBF16, rel[1], 0, in, mid};
+      lay.up = {format::DType::kBF16, rel[2], 0, mid, in};
+    }
+    lay.span_bytes = ml.span_bytes;
+    for (int64_t e = 0; e < ml.n_experts(); ++e) {
+      layer.spans.push_back(
+          {l, e, join_path(model_dir, expert_cache_relpath(l, e)), 0, ml.span_bytes});
+    }
+  }
+  if (next != manifest.layers.size())
+    fail(where, ": layer ", manifest.layers[next].layer, " is not a MoE layer of the config");
+  return catalog;
+}
+
+std::optional<StreamingExperts> open_streaming_experts(const std::string& model_dir,
+                                                       const format::ModelConfig& config,
+                                                       ExpertSourceOptions options) {
+  if (!is_streaming_install(model_dir)) return std::nullopt;
+  std::unique_ptr<RemoteExpertSource> source =
+      RemoteExpertSource::open(model_dir, std::move(options));
+  StreamingExperts out;
+  out.catalog = catalog_from_manifest(source->manifest(), config, model_dir);
+  out.fetcher = std::make_shared<RemoteFetcher>(std::move(source));
+  return out;
+}
+
+}  // namespace deltafin::setup
