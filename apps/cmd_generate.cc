@@ -7,6 +7,7 @@
 #include "command.h"
 #include "deltafin/engine.h"
 #include "deltafin/token_ids.h"
+#include "setup/expert_source.h"
 #include "stream_flags.h"
 
 namespace deltafin::apps {
@@ -26,6 +27,7 @@ int run_generate(Args& args) {
   args.check_done();
   if (gen.max_new_tokens < 0) base::fail("deltafin generate: --max-new must be >= 0");
 
+  setup::warn_if_streaming(options.model_dir);  // experts still remote make the first tokens slow
   std::unique_ptr<Engine> engine = Engine::load(options);
   std::unique_ptr<Session> session = engine->new_session();
   std::unique_ptr<TokenStatsPrinter> printer;

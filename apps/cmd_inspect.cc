@@ -1,5 +1,7 @@
 // `deltafin inspect --model DIR`: what a checkpoint holds (layers by kind, experts, bytes of spine
 // and experts, the expert read size) and whether it is complete and consistent with its config.
+// A streaming install is checked as one: its spine shards, its expert manifest against the
+// config, and the state of its expert pool (local and remote counts and bytes).
 #include <chrono>
 #include <cstdio>
 #include <optional>
@@ -11,6 +13,10 @@
 #include "format/checkpoint.h"
 #include "format/config.h"
 #include "format/inventory.h"
+#include "setup/expert_source.h"
+#include "setup/files.h"
+#include "setup/install.h"
+#include "setup/streaming_experts.h"
 
 namespace deltafin::apps {
 namespace {
@@ -97,7 +103,54 @@ void print_config(const ModelConfig& c) {
   std::printf("\n");
 }
 
-void print_report(const ModelConfig& c, const format::InventoryReport& r) {
+// Whether an inventory problem is about a routed expert's tensors (names "<...>.experts.<id>."),
+// which a streaming install's checkpoint does not hold by design.
+bool is_routed_expert_problem(const ModelConfig& c, const std::string& message) {
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    if (!c.is_moe_layer(l)) continue;
+    const std::string p0 = format::expert_prefix(c, l, 0);
+    const std::string stem = p0.substr(0, p0.size() - 2);  // "...experts."
+    for (size_t at = message.find(stem); at != std::string::npos; at = message.find(stem, at + 1)) {
+      const size_t next = at + stem.size();
+      if (next < message.size() && message[next] >= '0' && message[next] <= '9') return true;
+    }
+  }
+  return false;
+}
+
+// A streaming install: drops the report's problems about the expert tensors its spine shards do
+// not hold, checks the expert manifest against the config instead, fills the report's expert
+// figures from the manifest and prints the pool. Returns the problems found.
+std::vector<std::string> check_streaming(const std::string& dir, const ModelConfig& c,
+                                         format::InventoryReport& report) {
+  std::vector<std::string> problems;
+  std::erase_if(report.problems, [&](const format::InventoryProblem& p) {
+    return is_routed_expert_problem(c, p.message);
+  });
+  try {
+    const std::string path = setup::join_path(dir, setup::kExpertManifest);
+    const setup::ExpertManifest manifest =
+        setup::ExpertManifest::parse(setup::read_small_file(path), path);
+    const experts::ExpertCatalog catalog = setup::catalog_from_manifest(manifest, c, dir);
+    report.expert_bytes = manifest.total_bytes();
+    for (size_t l = 0; l < catalog.layers.size(); ++l)
+      report.experts_by_layer[l] = static_cast<int64_t>(catalog.layers[l].spans.size());
+    const setup::ExpertPoolStatus pool = setup::expert_pool_status(dir);
+    std::printf("install      streaming: spine local, routed experts fetched on demand into %s\n",
+                setup::join_path(dir, setup::kExpertCacheDir).c_str());
+    std::printf("expert pool  %lld of %lld experts local (%.1f%%), %s; %lld remote, %s\n",
+                static_cast<long long>(pool.n_local), static_cast<long long>(pool.n_experts),
+                pool.n_experts ? 100.0 * static_cast<double>(pool.n_local) / pool.n_experts : 100.0,
+                bytes(pool.bytes_total - pool.bytes_missing).c_str(),
+                static_cast<long long>(pool.n_experts - pool.n_local),
+                bytes(pool.bytes_missing).c_str());
+  } catch (const base::Error& e) {
+    problems.push_back(e.what());
+  }
+  return problems;
+}
+
+void print_report(const ModelConfig& c, const format::InventoryReport& r, bool streaming) {
   uint64_t spine = r.global_spine_bytes;
   for (uint64_t b : r.spine_bytes_by_layer) spine += b;
   size_t aligned = 0;
@@ -110,9 +163,16 @@ void print_report(const ModelConfig& c, const format::InventoryReport& r) {
     std::printf("unused       %zu tensors no block reads, %s (e.g. %s)\n", r.unused.size(),
                 bytes(r.unused_bytes).c_str(), r.unused.front()->name.c_str());
   }
-  std::printf(
-      "expert spans %zu found whole and contiguous; %zu start 4 KiB-aligned in their shard\n",
-      r.experts.size(), aligned);
+  if (streaming) {
+    int64_t n = 0;
+    for (int64_t k : r.experts_by_layer) n += k;
+    std::printf("expert spans %lld in the expert manifest, each its own cache file once local\n",
+                static_cast<long long>(n));
+  } else {
+    std::printf(
+        "expert spans %zu found whole and contiguous; %zu start 4 KiB-aligned in their shard\n",
+        r.experts.size(), aligned);
+  }
   std::printf("\nlayer  attn  mlp    experts  spine_bytes      expert_bytes\n");
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const uint64_t expert_bytes =
@@ -147,6 +207,13 @@ int run_inspect(Args& args) {
   }
   const double open_s = seconds_since(t1);
 
+  bool streaming = false;
+  try {
+    streaming = setup::is_streaming_install(dir);
+  } catch (const base::Error& e) {
+    problems.push_back(e.what());
+  }
+
   std::printf("model        %s\n", dir.c_str());
   if (ckpt) {
     uint64_t total = 0;
@@ -158,19 +225,27 @@ int run_inspect(Args& args) {
   double inventory_s = 0;
   if (config && ckpt) {
     const auto t2 = std::chrono::steady_clock::now();
-    const format::InventoryReport report = format::inspect_inventory(*ckpt, *config);
+    format::InventoryReport report = format::inspect_inventory(*ckpt, *config);
+    if (streaming) {
+      for (std::string& p : check_streaming(dir, *config, report)) problems.push_back(p);
+    }
     inventory_s = seconds_since(t2);
     for (const auto& p : report.problems) problems.push_back(p.message);
-    print_report(*config, report);
+    print_report(*config, report, streaming);
   }
   std::printf("\ntime         config %.3f s, headers and index %.3f s, inventory %.3f s\n",
               config_s, open_s, inventory_s);
 
+  if (problems.empty() && streaming) {
+    std::printf(
+        "check        OK: every spine tensor the architecture needs is present with the expected "
+        "shape and dtype, and the expert manifest describes every routed expert\n");
+    return 0;
+  }
   if (problems.empty()) {
     std::printf(
         "check        OK: every tensor the architecture needs is present with the expected shape "
-        "and "
-        "dtype, and every routed expert is contiguous\n");
+        "and dtype, and every routed expert is contiguous\n");
     return 0;
   }
   std::printf("check        FAILED: %zu problem%s\n", problems.size(),

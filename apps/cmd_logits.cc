@@ -8,6 +8,7 @@
 #include "deltafin/engine.h"
 #include "deltafin/token_ids.h"
 #include "format/safetensors_writer.h"
+#include "setup/expert_source.h"
 #include "stream_flags.h"
 
 namespace deltafin::apps {
@@ -23,6 +24,7 @@ int run_logits(Args& args) {
   read_stream_flags(args, &options);
   args.check_done();
 
+  setup::warn_if_streaming(options.model_dir);  // experts still remote make the first tokens slow
   std::unique_ptr<Engine> engine = Engine::load(options);
   std::unique_ptr<Session> session = engine->new_session();
   const std::vector<float> logits = session->forward(ids, /*all_rows=*/true);

@@ -12,13 +12,25 @@
 
 namespace deltafin::model {
 
-std::unique_ptr<Model> Model::load(const std::string& dir) {
+std::unique_ptr<Model> Model::open(const std::string& dir) {
   std::unique_ptr<Model> m(new Model());
   const format::ModelConfig config = format::load_config(dir);
   m->checkpoint_ = std::make_unique<format::Checkpoint>(format::Checkpoint::open(dir));
   m->source_ = std::make_unique<MappedWeightSource>(*m->checkpoint_);
   m->plan_ = build_plan(config, *m->source_);
-  m->catalog_ = build_expert_catalog(*m->checkpoint_, config);
+  return m;
+}
+
+std::unique_ptr<Model> Model::load(const std::string& dir, experts::ExpertCatalog experts) {
+  std::unique_ptr<Model> m = open(dir);
+  DF_ASSERT(experts.layers.size() == m->plan_.layers.size());
+  m->catalog_ = std::move(experts);
+  return m;
+}
+
+std::unique_ptr<Model> Model::load(const std::string& dir) {
+  std::unique_ptr<Model> m = open(dir);
+  m->catalog_ = build_expert_catalog(*m->checkpoint_, m->plan_.config);
   const format::Checkpoint* ckpt = m->checkpoint_.get();
   m->store_ = std::make_unique<experts::MappedExpertStore>(
       m->catalog_, [ckpt](const format::ExpertSpan& span) {
@@ -97,7 +109,7 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
   const format::ModelConfig& c = plan_.config;
   const int64_t n = static_cast<int64_t>(ids.size()), d = c.hidden_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
-  DF_ASSERT(n > 0);
+  DF_ASSERT(n > 0 && store_ != nullptr);
   std::vector<float> h(n * d);
   for (int64_t r = 0; r < n; ++r) {
     if (ids[r] < 0 || ids[r] >= c.vocab_size)

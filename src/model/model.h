@@ -36,6 +36,10 @@ class Model {
   // Opens DIR (config.json + safetensors), builds and checks the plan, maps the spine and serves
   // routed experts from the mapping. Throws base::Error naming what does not fit.
   static std::unique_ptr<Model> load(const std::string& dir);
+  // The same for a folder whose checkpoint holds only the spine (a streaming install): the routed
+  // experts are `experts`, found by the caller, and no store serves them until the caller sets
+  // one with set_expert_store (the files the catalog names may not exist yet).
+  static std::unique_ptr<Model> load(const std::string& dir, experts::ExpertCatalog experts);
 
   const format::ModelConfig& config() const { return plan_.config; }
   const ModelPlan& plan() const { return plan_; }
@@ -63,6 +67,8 @@ class Model {
 
  private:
   Model() = default;
+  // Config, checkpoint, weight source and plan; the experts are the callers' part.
+  static std::unique_ptr<Model> open(const std::string& dir);
 
   void attention(const LayerPlan& lp, int64_t layer, SequenceState& state, const float* x,
                  int64_t n, const ForwardOptions& options, float* out);

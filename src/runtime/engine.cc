@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <chrono>
 #include <mutex>
+#include <optional>
 
 #include "base/error.h"
 #include "deltafin/engine.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
 #include "runtime/streaming.h"
+#include "setup/streaming_experts.h"
 
 namespace deltafin {
 namespace runtime {
@@ -49,8 +51,15 @@ class SessionImpl : public Session {
 
 class EngineImpl : public Engine {
  public:
-  explicit EngineImpl(const EngineOptions& options)
-      : options_(options), model_(model::Model::load(options.model_dir)) {
+  explicit EngineImpl(const EngineOptions& options) : options_(options) {
+    // A streaming install's checkpoint holds only the spine; its experts come from the manifest
+    // and, when not local yet, from the network (setup/streaming_experts.h).
+    setup::ExpertSourceOptions fetch;
+    fetch.http.apply_env();  // DELTAFIN_HTTP_* retry settings, as for setup and fetch-experts
+    std::optional<setup::StreamingExperts> remote = setup::open_streaming_experts(
+        options.model_dir, format::load_config(options.model_dir), fetch);
+    model_ = remote ? model::Model::load(options.model_dir, std::move(remote->catalog))
+                    : model::Model::load(options.model_dir);
     const format::ModelConfig& c = model_->config();
     info_.arch = format::arch_name(c.arch);
     info_.vocab_size = c.vocab_size;
@@ -59,7 +68,7 @@ class EngineImpl : public Engine {
     info_.bos_id = c.bos_token_id;
     info_.eos_id = c.eos_token_id;
     info_.pad_id = c.pad_token_id;
-    streaming_ = Streaming::configure(*model_, options_);
+    streaming_ = Streaming::configure(*model_, options_, remote ? remote->fetcher : nullptr);
   }
   const ModelInfo& info() const override { return info_; }
   MemoryPlanInfo memory_plan() const override { return streaming_->info(); }

@@ -52,7 +52,14 @@ std::unique_ptr<experts::ExpertStore> mapped_store(const model::Model& model) {
 
 }  // namespace
 
-std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const EngineOptions& options) {
+std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const EngineOptions& options,
+                                                std::shared_ptr<experts::ExpertFetcher> fetcher) {
+  if (fetcher && options.experts == ExpertMode::kMapped) {
+    base::fail(options.model_dir,
+               " is a streaming install: its experts are fetched on demand into cache files, "
+               "which cannot be mapped before they exist; use --experts stream or auto (or "
+               "`deltafin setup --full` for a full install)");
+  }
   std::unique_ptr<Streaming> s(new Streaming());
   s->model_ = &model;
   const model::ModelPlan& plan = model.plan();
@@ -81,7 +88,8 @@ std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const Engin
   }
   in.slot_bytes = in.n_experts > 0 ? experts::StreamingExpertStore::slot_bytes(catalog) : 0;
   in.min_slots = 2 * plan.moe_shape.router.top_k;
-  in.experts = options.experts;
+  // A mapping needs every expert's file in place; a streaming install has them only once fetched.
+  in.experts = fetcher ? ExpertMode::kStream : options.experts;
   in.spine = options.spine;
   in.forced_slots = options.expert_slots;
   const TierPlan tiers = plan_tiers(in);
@@ -115,7 +123,7 @@ std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const Engin
     so.max_prefetch_slots = plan.moe_shape.router.top_k;
     so.policy = options.cache == ExpertCachePolicy::kLru ? experts::CachePolicy::kLru
                                                          : experts::CachePolicy::kLfu;
-    store = std::make_unique<experts::StreamingExpertStore>(catalog, s->scheduler_, so);
+    store = std::make_unique<experts::StreamingExpertStore>(catalog, s->scheduler_, so, fetcher);
     // A guess only pays with disk time nothing else wants. A streamed spine keeps the disk busy
     // for the whole pass, so guesses could only add reads (docs/STREAMING.md, measured).
     info.lookahead = options.prefetch && tiers.n_streamed == 0;

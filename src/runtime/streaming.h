@@ -1,11 +1,13 @@
 // Sets a loaded model up for its memory budget: plans the tiers (memory_plan.h), installs the
 // streaming expert store and the streamed spine where the plan says so, pre-faults the resident
-// spine, wraps the store in a route trace on request, and reports byte and time counters.
+// spine, wraps the store in a route trace on request, and reports byte and time counters. In a
+// streaming install (a fetcher for experts not local yet) the experts are always streamed.
 #pragma once
 
 #include <memory>
 
 #include "deltafin/engine.h"
+#include "experts/expert_fetcher.h"
 #include "experts/read_scheduler.h"
 #include "model/model.h"
 #include "model/streamed_spine.h"
@@ -14,8 +16,12 @@ namespace deltafin::runtime {
 
 class Streaming {
  public:
-  // Logs the decision. Throws base::Error when the budget cannot hold the model's minimum.
-  static std::unique_ptr<Streaming> configure(model::Model& model, const EngineOptions& options);
+  // Logs the decision. Throws base::Error when the budget cannot hold the model's minimum, or
+  // when `fetcher` is set (the model's experts may not be local yet) and options ask for mapped
+  // experts.
+  static std::unique_ptr<Streaming> configure(
+      model::Model& model, const EngineOptions& options,
+      std::shared_ptr<experts::ExpertFetcher> fetcher = nullptr);
 
   const MemoryPlanInfo& info() const { return info_; }
   StreamStats stats() const;
