@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# Side-by-side decode benchmark of deltafin against the public C engines kimi-k3-in-c and colibri
+# (kimi_k3) on one HF-layout K3 checkpoint: interleaved rounds, page cache dropped before every
+# run, peak RSS from /usr/bin/time -v, greedy ids compared. Holds no peer code: the peers are built
+# beforehand (tools/peers/README.md) and found under PEERS_DIR.
+#
+# usage: tools/peers/bench_peers.sh PEERS_DIR MODEL_DIR DELTAFIN_BIN OUT_DIR [ROUNDS] [TOKENS]
+#   PEERS_DIR/kimi-k3-in-c/bin/k3   and   PEERS_DIR/colibri/c/kimi_k3   (either may be absent)
+#   env: K3C_CACHE_GB (default 12)  kimi-k3-in-c expert cache; its trunk and embeddings are resident
+#        COLI_EXPERT_GB (default 6.5) colibri expert LRU; its spine is resident in f32 (14.9 GB)
+#        COLI_RAM_GB (default 25) colibri's RAM guard; it keeps 3.7 GB of it for page cache and
+#        activations and clamps the LRU to the rest, so this leaves COLI_EXPERT_GB in force
+#        (the defaults put each peer's peak RSS near deltafin's default budget on a 23.5 GiB
+#        machine, about 20 GiB; check the rss column)
+#        ENGINES (default "df df_mapped k3c coli")
+# Every engine gets the same prompt ids as `deltafin bench decode --prompt-tokens 2` (100, 137)
+# and runs TOKENS decode steps; s/token is the mean of those steps (prompt and load excluded).
+set -euo pipefail
+
+if [[ $# -lt 4 ]]; then
+  sed -n '7,17p' "$0"
+  exit 2
+fi
+PEERS=$(realpath "$1")
+MODEL=$(realpath "$2")
+DF=$(realpath "$3")
+OUT=$4
+ROUNDS=${5:-3}
+TOKENS=${6:-12}
+K3C_CACHE_GB=${K3C_CACHE_GB:-12}
+COLI_EXPERT_GB=${COLI_EXPERT_GB:-6.5}
+COLI_RAM_GB=${COLI_RAM_GB:-25}
+ENGINES=${ENGINES:-"df df_mapped k3c coli"}
+PROMPT_IDS="100,137"  # deltafin bench decode's 2-token prompt: (100 + 37 i) mod vocab
+K3C=$PEERS/kimi-k3-in-c/bin/k3
+COLI=$PEERS/colibri/c/kimi_k3
+mkdir -p "$OUT"
+
+# Cold start for every run: the shards must come from the disk, not from the previous engine's
+# page cache. drop_caches needs root; otherwise evict the shards file by file.
+drop_cache() {
+  sync
+  if ! { echo 3 >/proc/sys/vm/drop_caches; } 2>/dev/null; then
+    python3 - "$MODEL" <<'EOF'
+import os, sys, glob
+for p in glob.glob(os.path.join(sys.argv[1], "*.safetensors")):
+    fd = os.open(p, os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+EOF
+  fi
+}
+
+# run NAME ROUND CMD...: one cold run, stdout/stderr/time kept as OUT/NAME.rROUND.{out,err}.
+run() {
+  local name=$1 round=$2
+  shift 2
+  local base=$OUT/$name.r$round
+  drop_cache
+  echo "[$(date +%T)] round $round: $name" >&2
+  local rc=0
+  /usr/bin/time -v -o "$base.time" "$@" >"$base.out" 2>"$base.err" || rc=$?
+  echo "$rc" >"$base.rc"
+  [[ $rc -eq 0 ]] || echo "  $name exited $rc (see $base.err)" >&2
+}
+
+engine() {
+  local e=$1 r=$2
+  case $e in
+    df) run df "$r" "$DF" bench decode --model "$MODEL" --tokens "$TOKENS" --prompt-tokens 2 --json ;;
+    df_mapped)
+      run df_mapped "$r" "$DF" bench decode --model "$MODEL" --tokens "$TOKENS" --prompt-tokens 2 \
+        --json --experts mapped --no-prefetch ;;
+    k3c)
+      [[ -x $K3C ]] || return 0
+      # Step 0 of its table is the prompt pass; steps 1..TOKENS are decode steps.
+      run k3c "$r" "$K3C" "$MODEL" --ids "$PROMPT_IDS" --gen $((TOKENS + 1)) --incremental \
+        --cache-gb "$K3C_CACHE_GB" --out "$OUT/k3c.r$r.json" ;;
+    coli)
+      [[ -x $COLI ]] || return 0
+      # Exact mode per its docs/kimi_k3.md: f32 spine (K3_*BITS=32), float activations on the
+      # MXFP4 experts (K3_IDOT=0), all 16 experts (K3_TOPP=0). --ngen TOKENS+1 runs TOKENS decode
+      # steps (its loop stops when prompt+ngen fills the context). The usage history goes to
+      # OUT, never into the model folder, and is not saved, so every run starts cold.
+      run coli "$r" env K3_BITS=32 K3_MLA_BITS=32 K3_HEAD_BITS=32 K3_IDOT=0 K3_TOPP=0 \
+        K3_EXPERT_GB="$COLI_EXPERT_GB" RAM_GB="$COLI_RAM_GB" USAGE_SAVE=0 COLI_USAGE="$OUT/coli_usage.none" \
+        "$COLI" "$MODEL" --ids "$PROMPT_IDS" --ngen $((TOKENS + 1)) ;;
+    *) echo "unknown engine $e" >&2 && exit 2 ;;
+  esac
+}
+
+for ((r = 1; r <= ROUNDS; r++)); do
+  for e in $ENGINES; do engine "$e" "$r"; done
+done
+
+python3 - "$OUT" "$ROUNDS" "$TOKENS" "$ENGINES" <<'EOF'
+import json, os, re, statistics, sys
+out, rounds, tokens, engines = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4].split()
+
+def read(p):
+    return open(p, errors="replace").read() if os.path.exists(p) else ""
+
+def rss_gib(base):
+    m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", read(base + ".time"))
+    return int(m.group(1)) / 2**20 if m else None
+
+def parse(e, base):
+    o, err = read(base + ".out"), read(base + ".err")
+    if e.startswith("df"):
+        j = json.loads(o.strip().splitlines()[-1])
+        steps = [float(x) / 1e3 for x in re.findall(r"token \d+: wall ([\d.]+) ms", err)]
+        return dict(steps=steps, ids=j["ids"], load=j["load_seconds"], budget=j["budget_bytes"] / 2**30,
+                    median=j["seconds_per_token"])
+    if e == "k3c":
+        rows = re.findall(r"^(\d+)\s+(\d+)\s+([\d.]+)\s", o, re.M)
+        steps = [float(s) for i, _, s in rows if int(i) >= 1]
+        ids = json.loads(read(base + ".json") or "{}").get("generated_ids", [int(t) for _, t, _ in rows])
+        m = re.search(r"trunk loaded in ([\d.]+) s", o)
+        m2 = re.search(r"lm_head: [\d.]+ GB in ([\d.]+) s", o)
+        load = (float(m.group(1)) if m else 0) + (float(m2.group(1)) if m2 else 0)
+        return dict(steps=steps, ids=ids, load=load)
+    if e == "coli":
+        m = re.search(r"TUNE decode: (\d+) tokens in ([\d.]+)s", o)
+        n_steps = int(m.group(1)) - 1  # the first id comes from the prompt pass
+        ids = [int(x) for x in o[: m.start()].split()]
+        li = re.search(r"init done in ([\d.]+)s", err)
+        return dict(steps=[float(m.group(2)) / n_steps] * n_steps, ids=ids,
+                    load=float(li.group(1)) if li else None)
+
+rows, ref_ids = {}, None
+for e in engines:
+    for r in range(1, rounds + 1):
+        base = os.path.join(out, f"{e}.r{r}")
+        if not os.path.exists(base + ".rc"):
+            continue
+        try:
+            d = parse(e, base)
+        except Exception as ex:  # a failed run: report it, keep the rest
+            print(f"{e} round {r}: unparsed ({ex}); rc {read(base + '.rc').strip()}")
+            continue
+        d["mean"] = statistics.mean(d["steps"]) if d["steps"] else float("nan")
+        d["rss"] = rss_gib(base)
+        d["round"] = r
+        rows.setdefault(e, []).append(d)
+        if e == "df" and ref_ids is None:
+            ref_ids = d["ids"]
+
+summary = {}
+print(f"decode s/token = mean of {tokens} decode steps per run; min/median/max over runs")
+for e, ds in rows.items():
+    means = sorted(d["mean"] for d in ds)
+    same = [ref_ids is not None and d["ids"][: len(ref_ids)] == ref_ids[: len(d["ids"])] for d in ds]
+    s = dict(min=means[0], median=statistics.median(means), max=means[-1],
+             rss_gib=[round(d["rss"], 2) for d in ds], load_s=[d["load"] for d in ds],
+             per_round={d["round"]: round(d["mean"], 3) for d in ds},
+             ids=[d["ids"] for d in ds], ids_equal_deltafin=same)
+    summary[e] = s
+    print(f"{e:10s} {s['min']:.3f} / {s['median']:.3f} / {s['max']:.3f}  rss GiB {s['rss_gib']}  "
+          f"load s {s['load_s']}  ids==deltafin {same}")
+if "df" in summary:
+    for e in summary:
+        if e == "df":
+            continue
+        per = [summary[e]["per_round"][r] / summary["df"]["per_round"][r]
+               for r in summary["df"]["per_round"] if r in summary[e]["per_round"]]
+        summary[e]["speedup_df_per_round"] = [round(x, 2) for x in per]
+        print(f"deltafin speed-up over {e}: median {summary[e]['median'] / summary['df']['median']:.2f}x"
+              f", per round {[round(x, 2) for x in per]}")
+json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)
+EOF
