@@ -181,6 +181,9 @@ int run_run(Args& args) {
   }
   if (result.stop == StopReason::kMaxTokens)
     base::log_info("run: stopped at --max-new ", gen.max_new_tokens, " tokens");
+  if (result.stop == StopReason::kContextFull)
+    base::log_warn("run: stopped: the context of ", model.engine->info().max_context_tokens,
+                   " tokens is full (--max-context)");
   return 0;
 }
 

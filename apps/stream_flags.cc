@@ -43,6 +43,9 @@ void read_stream_flags(Args& args, EngineOptions* options) {
     base::fail("--cache must be lfu or lru, got '", cache, "'");
   }
   options->trace_routes = args.get("trace-routes", "");
+  const long long context = args.get_int("max-context", 0);
+  if (context < 0) base::fail("--max-context must be positive (0: the default), got ", context);
+  options->max_context_tokens = context;
 }
 
 PassFigures pass_figures(const StreamStats& a, const StreamStats& b, double wall_s) {

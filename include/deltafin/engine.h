@@ -20,6 +20,10 @@ enum class SpineMode { kAuto, kStream };
 // least recently requested. docs/STREAMING.md has the measurements behind the default.
 enum class ExpertCachePolicy { kLfu, kLru };
 
+// The context reserved when EngineOptions::max_context_tokens is 0: K3 keeps 55 KiB of MLA cache
+// per position, so 32768 positions take 1.8 GiB of the budget.
+inline constexpr int64_t kDefaultMaxContext = 32768;
+
 struct EngineOptions {
   std::string model_dir;
   int prefill_chunk_tokens = 64;  // rows per multi-row pass during prefill
@@ -30,6 +34,9 @@ struct EngineOptions {
   bool prefetch = true;  // next-layer router lookahead (streamed experts only)
   ExpertCachePolicy cache = ExpertCachePolicy::kLfu;
   std::string trace_routes;  // when set, one JSON line per pass and MoE layer: its experts
+  // Positions a session may hold; the memory plan sets aside the attention cache for this many.
+  // 0: kDefaultMaxContext, or the model's max_position_embeddings when that is smaller.
+  int64_t max_context_tokens = 0;
 };
 
 // What the engine decided at load (also logged then).
@@ -44,6 +51,7 @@ struct MemoryPlanInfo {
   int expert_slots = 0;
   uint64_t expert_slot_bytes = 0;  // per slot
   uint64_t expert_span_bytes = 0;  // one expert's tensors (the largest layer's)
+  uint64_t context_bytes = 0;      // attention cache set aside for max_context_tokens positions
   std::string summary;             // the startup message
 };
 
@@ -74,6 +82,7 @@ struct ModelInfo {
   int64_t hidden_size = 0;
   int64_t n_layers = 0;
   int64_t bos_id = -1, eos_id = -1, pad_id = -1;  // -1 when the config names none
+  int64_t max_context_tokens = 0;  // positions a session may hold (EngineOptions, resolved)
 };
 
 class Engine {

@@ -23,7 +23,9 @@ struct GenerateOptions {
   std::function<bool()> cancel;
 };
 
-enum class StopReason { kEos, kStopId, kMaxTokens, kCallback, kCancelled };
+// kContextFull: the session holds max_context_tokens positions and cannot run another id (the
+// last generated id is returned, not run).
+enum class StopReason { kEos, kStopId, kMaxTokens, kCallback, kCancelled, kContextFull };
 
 struct GenerateResult {
   std::vector<int32_t> ids;  // generated ids, prompt excluded

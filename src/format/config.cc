@@ -344,6 +344,9 @@ ModelConfig parse_config_json(const std::string& json_text, const std::string& f
   }
   c.rms_norm_eps = text.positive_number("rms_norm_eps");
   c.attn_res_block_size = text.integer_or("attn_res_block_size", 0, 0, kMaxSize);
+  const Fields& position_fields = text.has("max_position_embeddings") ? text : top;
+  c.max_position_embeddings =
+      position_fields.integer_or("max_position_embeddings", 0, 0, int64_t{1} << 40);
 
   const Fields& tie_fields = text.has("tie_word_embeddings") ? text : top;
   c.tie_word_embeddings = tie_fields.boolean_or("tie_word_embeddings", false);

@@ -38,7 +38,8 @@ struct ModelConfig {
   std::string hidden_act;              // "situ" (K3) or "silu" (Kimi-Linear)
   double situ_beta, situ_linear_beta;  // 0 unless hidden_act is "situ"
   double rms_norm_eps;
-  int64_t attn_res_block_size;  // 0 = no attention residuals (Kimi-Linear)
+  int64_t attn_res_block_size;      // 0 = no attention residuals (Kimi-Linear)
+  int64_t max_position_embeddings;  // the longest context the model was built for; 0 = not stated
   bool tie_word_embeddings;
   int64_t bos_token_id, eos_token_id, pad_token_id;  // -1 when the config has none
   bool experts_mxfp4;  // compressed-tensors mxfp4-pack-quantized (K3); false = BF16 experts

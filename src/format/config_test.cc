@@ -120,6 +120,7 @@ TEST(Config, ParsesTheOracleConfig) {
   EXPECT_EQ(c.situ_linear_beta, 25.0);
   EXPECT_EQ(c.rms_norm_eps, 1e-5);
   EXPECT_EQ(c.attn_res_block_size, 4);
+  EXPECT_EQ(c.max_position_embeddings, 1048576);  // from text_config
   EXPECT_FALSE(c.tie_word_embeddings);
   EXPECT_EQ(c.bos_token_id, 500);
   EXPECT_EQ(c.eos_token_id, 501);

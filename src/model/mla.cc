@@ -99,6 +99,25 @@ bool prefer_expanded(const MlaShape& sh, int64_t n, int64_t total) {
 
 }  // namespace
 
+uint64_t mla_cache_bytes_per_position(const MlaShape& sh) {
+  return static_cast<uint64_t>(sh.kv_lora_rank + sh.rope_dim) * sizeof(float);
+}
+
+uint64_t mla_auto_scratch_bytes(const MlaShape& sh, int64_t rows, int64_t max_positions) {
+  // prefer_expanded is linear in the cache length: it holds for every length up to a threshold
+  // (or for all of them), so the widest expanded pass is at the last length where it holds.
+  int64_t lo = 0, hi = max_positions;  // largest length in [0, max] preferring expanded: lo
+  if (prefer_expanded(sh, rows, hi)) {
+    lo = hi;
+  } else {
+    while (hi - lo > 1) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      (prefer_expanded(sh, rows, mid) ? lo : hi) = mid;
+    }
+  }
+  return static_cast<uint64_t>(lo) * sh.n_heads * (sh.nope_dim + sh.v_dim) * sizeof(float);
+}
+
 void mla_forward(const MlaShape& sh, const MlaWeights& w, const float* x, int64_t n,
                  MlaCache& cache, MlaMode mode, float* out) {
   const int64_t nh = sh.n_heads, rank = sh.kv_lora_rank;

@@ -17,10 +17,26 @@ namespace deltafin {
 namespace runtime {
 namespace {
 
+// The context a session may reach: what was asked, or the default, never beyond what the model
+// was built for.
+int64_t resolve_max_context(int64_t asked, const format::ModelConfig& c) {
+  const int64_t model_max = c.max_position_embeddings;
+  if (asked < 0) base::fail("--max-context must be positive, got ", asked);
+  if (asked == 0)
+    return model_max > 0 ? std::min(model_max, kDefaultMaxContext) : kDefaultMaxContext;
+  if (model_max > 0 && asked > model_max)
+    base::fail("--max-context ", asked, " exceeds the model's max_position_embeddings ", model_max);
+  return asked;
+}
+
 class SessionImpl : public Session {
  public:
-  SessionImpl(model::Model* model, std::mutex* mu, int chunk)
-      : model_(model), mu_(mu), chunk_(chunk), state_(model->new_state()) {}
+  SessionImpl(model::Model* model, std::mutex* mu, int chunk, int64_t max_context)
+      : model_(model),
+        mu_(mu),
+        chunk_(chunk),
+        max_context_(max_context),
+        state_(model->new_state()) {}
 
   std::vector<float> forward(std::span<const int32_t> ids, bool all_rows) override;
   GenerateResult generate(std::span<const int32_t> prompt, const GenerateOptions& options,
@@ -43,6 +59,7 @@ class SessionImpl : public Session {
   model::Model* model_;
   std::mutex* mu_;
   int chunk_;
+  int64_t max_context_;  // positions the memory plan set the attention cache aside for
   model::SequenceState state_;
   int32_t pending_ = -1;  // last generated id, not yet run through the model
   std::vector<float> last_logits_;
@@ -68,14 +85,16 @@ class EngineImpl : public Engine {
     info_.bos_id = c.bos_token_id;
     info_.eos_id = c.eos_token_id;
     info_.pad_id = c.pad_token_id;
+    info_.max_context_tokens = resolve_max_context(options_.max_context_tokens, c);
+    options_.max_context_tokens = info_.max_context_tokens;
     streaming_ = Streaming::configure(*model_, options_, remote ? remote->fetcher : nullptr);
   }
   const ModelInfo& info() const override { return info_; }
   MemoryPlanInfo memory_plan() const override { return streaming_->info(); }
   StreamStats stream_stats() const override { return streaming_->stats(); }
   std::unique_ptr<Session> new_session() override {
-    return std::make_unique<SessionImpl>(model_.get(), &mu_,
-                                         std::max(1, options_.prefill_chunk_tokens));
+    return std::make_unique<SessionImpl>(
+        model_.get(), &mu_, std::max(1, options_.prefill_chunk_tokens), info_.max_context_tokens);
   }
 
  private:
@@ -90,8 +109,13 @@ std::vector<float> SessionImpl::run(std::vector<int32_t> ids, bool all_rows,
                                     const std::function<bool()>* cancel, bool* cancelled) {
   const bool had_pending = pending_ >= 0;
   if (had_pending) ids.insert(ids.begin(), pending_);
-  pending_ = -1;
   const int64_t vocab = model_->config().vocab_size, n = static_cast<int64_t>(ids.size());
+  if (state_.n_positions + n > max_context_) {
+    base::fail("the sequence would hold ", state_.n_positions + n,
+               " tokens, beyond this engine's context of ", max_context_,
+               " (--max-context; the memory plan sets its attention cache aside)");
+  }
+  pending_ = -1;
   std::vector<float> out(all_rows ? n * vocab : vocab);
   DF_ASSERT(n > 0);
   std::lock_guard<std::mutex> lock(*mu_);
@@ -135,6 +159,10 @@ GenerateResult SessionImpl::generate(std::span<const int32_t> prompt,
       return result;
     }
   } else if (pending_ >= 0) {
+    if (state_.n_positions + 1 > max_context_) {
+      result.stop = StopReason::kContextFull;
+      return result;
+    }
     run({}, false);
   } else if (last_logits_.empty()) {
     base::fail("generate: empty prompt on an empty session");
@@ -142,7 +170,13 @@ GenerateResult SessionImpl::generate(std::span<const int32_t> prompt,
   Sampler sampler(options);
   const int64_t eos = model_->config().eos_token_id;
   for (int i = 0; i < options.max_new_tokens; ++i) {
-    if (i > 0) run({}, false);
+    if (i > 0) {
+      if (state_.n_positions + 1 > max_context_) {
+        result.stop = StopReason::kContextFull;
+        return result;
+      }
+      run({}, false);
+    }
     const int32_t id = sampler.next(last_logits_);
     result.ids.push_back(id);
     pending_ = id;

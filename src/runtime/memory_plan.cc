@@ -44,7 +44,7 @@ TierPlan plan_tiers(const TierInputs& in) {
   const size_t n_layers = in.layer_bytes.size();
   const uint64_t spine_total =
       std::accumulate(in.layer_bytes.begin(), in.layer_bytes.end(), uint64_t{0});
-  const uint64_t fixed = in.process_bytes + in.working_bytes + in.global_bytes;
+  const uint64_t fixed = in.process_bytes + in.working_bytes + in.context_bytes + in.global_bytes;
   const uint64_t lookahead = in.experts == ExpertMode::kMapped ? 0 : in.lookahead_bytes;
   if (in.forced_slots == 1 || in.forced_slots < 0)
     base::fail("expert slots: ", in.forced_slots, " is too few (at least 2)");
@@ -88,10 +88,11 @@ TierPlan plan_tiers(const TierInputs& in) {
     base::fail("memory budget ", base::format_bytes(in.budget_bytes),
                " is too small for this model: streaming still needs at least ",
                base::format_bytes(need), " (process ", base::format_bytes(in.process_bytes),
-               ", working ", base::format_bytes(in.working_bytes), ", lm_head and norms ",
-               base::format_bytes(in.global_bytes), ", spine layers and buffers ",
-               base::format_bytes(spine_cost(in, resident).total()), ", ", first_slots,
-               " expert slots ", base::format_bytes(min_pool), ")");
+               ", working ", base::format_bytes(in.working_bytes), ", attention cache for ",
+               in.max_context_tokens, " positions ", base::format_bytes(in.context_bytes),
+               ", lm_head and norms ", base::format_bytes(in.global_bytes),
+               ", spine layers and buffers ", base::format_bytes(spine_cost(in, resident).total()),
+               ", ", first_slots, " expert slots ", base::format_bytes(min_pool), ")");
   }
   const Cost c = spine_cost(in, resident);
   p.resident = resident;
@@ -128,8 +129,9 @@ std::string describe_tiers(const TierInputs& in, const TierPlan& p,
   std::string s = base::str_cat(
       "memory budget ", format_bytes(in.budget_bytes), " (", budget_source, "); planned ",
       format_bytes(p.planned_bytes), ": process ", format_bytes(in.process_bytes), ", working ",
-      format_bytes(in.working_bytes), ", lm_head and norms ", format_bytes(in.global_bytes),
-      p.experts_mapped ? "" : ", lookahead routers ",
+      format_bytes(in.working_bytes), ", attention cache for ", in.max_context_tokens,
+      " positions ", format_bytes(in.context_bytes), ", lm_head and norms ",
+      format_bytes(in.global_bytes), p.experts_mapped ? "" : ", lookahead routers ",
       p.experts_mapped ? "" : format_bytes(in.lookahead_bytes), "; spine ", n_layers - p.n_streamed,
       " of ", n_layers, " layers resident (", format_bytes(p.resident_spine_bytes), ")");
   if (p.n_streamed > 0) {

@@ -15,8 +15,10 @@ namespace deltafin::runtime {
 
 struct TierInputs {
   uint64_t budget_bytes = 0;
-  uint64_t process_bytes = 0;         // RSS before any tier: binary, heap, the plan's small vectors
-  uint64_t working_bytes = 0;         // activations, sequence state, scratch
+  uint64_t process_bytes = 0;  // RSS before any tier: binary, heap, the plan's small vectors
+  uint64_t working_bytes = 0;  // activations, sequence state, scratch
+  uint64_t context_bytes = 0;  // attention caches of one session at max_context_tokens
+  int64_t max_context_tokens = 0;
   uint64_t global_bytes = 0;          // lm_head and the final norms: always resident
   std::vector<uint64_t> layer_bytes;  // per layer: what reading its spine takes
   uint64_t lookahead_bytes = 0;       // mapped router pages the lookahead reads (all MoE layers)

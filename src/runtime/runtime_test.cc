@@ -51,6 +51,51 @@ TEST(Sampler, SameSeedSameDraws) {
   EXPECT_NE(std::count(da.begin(), da.end(), da[0]), 50);  // it does sample
 }
 
+TEST(Context, DefaultIsCappedAndTooLongIsRefused) {
+  EngineOptions o;
+  o.model_dir = kModel;
+  std::unique_ptr<Engine> engine = Engine::load(o);
+  EXPECT_EQ(engine->info().max_context_tokens, kDefaultMaxContext);  // the model allows 1048576
+  // k3-tiny-a: its MLA layers keep (kv_lora_rank + rope) floats per position each.
+  EXPECT_GT(engine->memory_plan().context_bytes, 0u);
+  EXPECT_EQ(engine->memory_plan().context_bytes % kDefaultMaxContext, 0u);
+  o.max_context_tokens = 2'000'000;
+  EXPECT_THROW(Engine::load(o), base::Error);  // beyond max_position_embeddings
+}
+
+TEST(Context, PlanGrowsWithTheContextItHolds) {
+  EngineOptions o;
+  o.model_dir = kModel;
+  o.max_context_tokens = 1000;
+  const uint64_t small = Engine::load(o)->memory_plan().context_bytes;
+  o.max_context_tokens = 4000;
+  const uint64_t large = Engine::load(o)->memory_plan().context_bytes;
+  EXPECT_EQ(large, 4 * small);
+}
+
+TEST(Context, SessionStopsAtTheLimit) {
+  EngineOptions o;
+  o.model_dir = kModel;
+  o.max_context_tokens = 30;
+  std::unique_ptr<Engine> engine = Engine::load(o);
+  std::unique_ptr<Session> s = engine->new_session();
+  GenerateOptions opt;
+  opt.max_new_tokens = 16;
+  opt.stop_at_eos = false;
+  // 24 prompt ids leave room for 6 more positions: ids 1..6 are run, the 7th is returned unrun.
+  const GenerateResult r = s->generate(kPrompt, opt);
+  EXPECT_EQ(r.stop, StopReason::kContextFull);
+  ASSERT_EQ(r.ids.size(), 7u);
+  EXPECT_EQ(r.ids, std::vector<int32_t>(kGreedy.begin(), kGreedy.begin() + 7));  // unchanged
+  EXPECT_EQ(s->position(), 31);  // 30 run + the pending id
+  EXPECT_EQ(s->generate({}, opt).stop, StopReason::kContextFull);
+  EXPECT_THROW(s->forward(std::vector<int32_t>{1}), base::Error);
+  s->reset();
+  EXPECT_THROW(s->forward(std::vector<int32_t>(31, 5)), base::Error);
+  EXPECT_EQ(s->position(), 0);  // a refused forward runs nothing
+  EXPECT_NO_THROW(s->forward(std::vector<int32_t>(30, 5)));
+}
+
 TEST(Session, GreedyMatchesTheOracleAndContinuesAcrossCalls) {
   std::unique_ptr<Engine> engine = Engine::load({kModel, 64});
   std::unique_ptr<Session> one = engine->new_session();

@@ -9,6 +9,7 @@
 #include "experts/mapped_expert_store.h"
 #include "experts/route_trace.h"
 #include "experts/streaming_expert_store.h"
+#include "model/mla.h"
 #include "runtime/memory_plan.h"
 
 namespace deltafin::runtime {
@@ -19,8 +20,8 @@ namespace {
 constexpr int kReadDepth = 4;
 
 // Activations of one prefill chunk (including all-rows logits), the sequence state and scratch;
-// the attention caches of long contexts come on top and are not modelled.
-uint64_t working_bytes(const model::ModelPlan& plan, int chunk_rows) {
+// the attention caches are context_bytes().
+uint64_t working_bytes(const model::ModelPlan& plan, int chunk_rows, int64_t max_context) {
   const format::ModelConfig& c = plan.config;
   const uint64_t rows = static_cast<uint64_t>(std::max(chunk_rows, 1));
   uint64_t kda_state = 0;
@@ -32,7 +33,17 @@ uint64_t working_bytes(const model::ModelPlan& plan, int chunk_rows) {
   }
   const uint64_t activations = rows * static_cast<uint64_t>(c.hidden_size) * sizeof(float) * 16;
   const uint64_t logits = 2 * rows * static_cast<uint64_t>(c.vocab_size) * sizeof(float);
-  return (uint64_t{256} << 20) + kda_state + activations + logits;
+  const uint64_t mla_scratch =
+      model::mla_auto_scratch_bytes(plan.mla_shape, static_cast<int64_t>(rows), max_context);
+  return (uint64_t{256} << 20) + kda_state + activations + logits + mla_scratch;
+}
+
+// Every MLA layer's cache at max_context positions (KDA layers keep a fixed state instead).
+uint64_t context_bytes(const model::ModelPlan& plan, int64_t max_context) {
+  uint64_t per_position = 0;
+  for (const model::LayerPlan& lp : plan.layers)
+    if (!lp.is_kda) per_position += model::mla_cache_bytes_per_position(plan.mla_shape);
+  return per_position * static_cast<uint64_t>(max_context);
 }
 
 // The same spans the model's own mapped store uses, for a store we wrap in a trace.
@@ -72,7 +83,9 @@ std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const Engin
   TierInputs in;
   in.budget_bytes = budget.budget_bytes;
   in.process_bytes = base::current_rss_bytes();
-  in.working_bytes = working_bytes(plan, options.prefill_chunk_tokens);
+  in.working_bytes = working_bytes(plan, options.prefill_chunk_tokens, options.max_context_tokens);
+  in.context_bytes = context_bytes(plan, options.max_context_tokens);
+  in.max_context_tokens = options.max_context_tokens;
   for (const format::TensorInfo* t : globals) in.global_bytes += t->nbytes;
   for (size_t l = 0; l < plan.layers.size(); ++l) {
     in.layer_bytes.push_back(reads[l].read_bytes);
@@ -111,6 +124,7 @@ std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const Engin
   info.expert_slot_bytes = in.slot_bytes;
   for (const experts::ExpertCatalog::Layer& layer : catalog.layers)
     info.expert_span_bytes = std::max(info.expert_span_bytes, layer.layout.span_bytes);
+  info.context_bytes = in.context_bytes;
   info.summary = summary;
 
   if (!tiers.experts_mapped || tiers.n_streamed > 0)

@@ -171,6 +171,7 @@ GenerationParams parse_generation(Fields& f, const RequestLimits& limits, int de
   }
   g.max_tokens =
       static_cast<int>(max_tokens.value_or(std::min(default_max, limits.max_tokens_limit)));
+  g.max_tokens_given = max_tokens.has_value();
   if (const Json* v = f.take("temperature")) g.temperature = get_number(*v, "temperature", 0, 2);
   if (const Json* v = f.take("top_p")) g.top_p = get_number(*v, "top_p", 0, 1);
   if (const Json* v = f.take("top_k")) {

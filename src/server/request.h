@@ -21,8 +21,9 @@ struct RequestLimits {
 
 // Decoding parameters shared by both endpoints.
 struct GenerationParams {
-  int max_tokens = 0;        // resolved: the request's value or the endpoint's default
-  double temperature = 0.0;  // 0 = greedy (the default)
+  int max_tokens = 0;             // resolved: the request's value or the endpoint's default
+  bool max_tokens_given = false;  // the request named max_tokens (or max_completion_tokens)
+  double temperature = 0.0;       // 0 = greedy (the default)
   double top_p = 1.0;
   int top_k = 0;  // 0 = no cut
   std::optional<uint64_t> seed;

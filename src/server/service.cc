@@ -238,8 +238,36 @@ void Service::replay(const Job& job, const Outcome& recorded, HttpConnection& co
   events.end(outcome);
 }
 
+// Prompt and completion must fit the engine's context (its memory plan holds the attention cache
+// for that many positions): a prompt that fills it, or an explicit max_tokens that would overrun
+// it, is refused as OpenAI does; a default max_tokens is cut to what is left.
+void Service::fit_context(Job& job) const {
+  const int64_t context = engine_.info().max_context_tokens;
+  const int64_t prompt = static_cast<int64_t>(job.prompt.size());
+  const char* param = job.chat ? "messages" : "prompt";
+  if (context <= 0) return;  // an engine that states no limit
+  if (prompt >= context) {
+    throw ApiError{400,
+                   base::str_cat("the prompt is ", prompt,
+                                 " tokens, and this server's context holds ", context,
+                                 " tokens for prompt and completion together "
+                                 "(deltafin serve --max-context)"),
+                   "invalid_request_error", param, "context_length_exceeded"};
+  }
+  if (prompt + job.gen.max_tokens <= context) return;
+  if (job.gen.max_tokens_given) {
+    throw ApiError{400,
+                   base::str_cat("the prompt is ", prompt, " tokens and max_tokens asks for ",
+                                 job.gen.max_tokens, " more, beyond this server's context of ",
+                                 context, " tokens (deltafin serve --max-context)"),
+                   "invalid_request_error", "max_tokens", "context_length_exceeded"};
+  }
+  job.gen.max_tokens = static_cast<int>(context - prompt);
+}
+
 void Service::execute(Job& job, HttpConnection& conn) {
   job.meta.created = static_cast<int64_t>(std::time(nullptr));
+  fit_context(job);
   if (!job.memo_key.empty()) {
     if (std::optional<Outcome> hit = memo_.find(job.memo_key)) {
       ++stats_.memo_hits;
@@ -315,9 +343,10 @@ void Service::execute(Job& job, HttpConnection& conn) {
   pipeline->finish(fresh);
   emit();
   const StopReason stop = run.result.stop;
-  if (pipeline->saw_tool_call() && stop != StopReason::kMaxTokens) {
+  const bool length = stop == StopReason::kMaxTokens || stop == StopReason::kContextFull;
+  if (pipeline->saw_tool_call() && !length) {
     outcome.finish_reason = "tool_calls";
-  } else if (stop == StopReason::kMaxTokens && !pipeline->stopped_by_string()) {
+  } else if (length && !pipeline->stopped_by_string()) {
     outcome.finish_reason = "length";
   } else {
     outcome.finish_reason = "stop";

@@ -55,6 +55,7 @@ class Service {
   void models(const HttpRequest& request, HttpConnection& conn);
   void chat(const HttpRequest& request, HttpConnection& conn);
   void completions(const HttpRequest& request, HttpConnection& conn);
+  void fit_context(Job& job) const;  // throws ApiError 400 when the prompt cannot fit
   void execute(Job& job, HttpConnection& conn);
   // Formats a finished outcome (from the memo) as the job's response.
   void replay(const Job& job, const Outcome& outcome, HttpConnection& conn);

@@ -109,19 +109,22 @@ class ServiceTest : public ::testing::Test {
     delete engine_;
     delete tokenizer_;
   }
-  void start(ServiceOptions options = {}, HttpLimits limits = {}) {
+  void start(ServiceOptions options = {}, HttpLimits limits = {}, Engine* engine = nullptr) {
     if (options.model_id.empty()) options.model_id = "tiny";
-    service_ = std::make_unique<Service>(*engine_, *tokenizer_, 501, options);
+    service_ = std::make_unique<Service>(engine ? *engine : *engine_, *tokenizer_, 501, options);
     http_ = std::make_unique<HttpServer>(
         limits, [this](const HttpRequest& r, HttpConnection& c) { service_->handle(r, c); });
     http_->bind("127.0.0.1", 0);
     loop_ = std::thread([this] { http_->run(); });
   }
-  void TearDown() override {
+  void TearDown() override { stop(); }
+  void stop() {
     if (http_) {
       http_->request_stop();
       loop_.join();
+      http_.reset();
     }
+    service_.reset();
   }
   Reply call(const std::string& method, const std::string& path, const std::string& body = "",
              const std::string& headers = "") {
@@ -144,6 +147,31 @@ tokenizer::Tokenizer* ServiceTest::tokenizer_ = nullptr;
 
 Json completion(const std::vector<int32_t>& prompt, int max_tokens) {
   return Json{{"prompt", prompt}, {"max_tokens", max_tokens}};
+}
+
+TEST_F(ServiceTest, PromptAndCompletionMustFitTheContext) {
+  EngineOptions eo;
+  eo.model_dir = kModel;
+  eo.max_context_tokens = 32;
+  std::unique_ptr<Engine> small = Engine::load(eo);
+  start({}, {}, small.get());
+  Reply r = post("/v1/completions", completion(std::vector<int32_t>(32, 7), 1));
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.json()["error"]["code"], "context_length_exceeded");
+  EXPECT_EQ(r.json()["error"]["param"], "prompt");
+  r = post("/v1/completions", completion(kPrompt, 9));  // 24 + 9 > 32, asked for explicitly
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.json()["error"]["code"], "context_length_exceeded");
+  EXPECT_EQ(r.json()["error"]["param"], "max_tokens");
+  r = post("/v1/completions", completion(kPrompt, 8));  // exactly fills the context
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.json()["usage"]["completion_tokens"], 8);
+  // No max_tokens: the endpoint's default is cut to what the context leaves.
+  r = post("/v1/completions", Json{{"prompt", kPrompt}, {"temperature", 0}});
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.json()["usage"]["completion_tokens"], 8);
+  EXPECT_EQ(r.json()["choices"][0]["finish_reason"], "length");
+  stop();  // the service holds a session of `small`
 }
 
 TEST_F(ServiceTest, RoutesAndAuthenticates) {
@@ -330,7 +358,7 @@ TEST_F(ServiceTest, BusyThenCancelledOnDisconnect) {
   ServiceOptions o;
   o.max_tokens_limit = 1'000'000;
   start(o);
-  Json body = completion(kPrompt, 1'000'000);
+  Json body = completion(kPrompt, 30'000);  // within the default context of 32768
   body["stream"] = true;
   const int fd = connect_to(http_->port());
   send_request(fd, "POST", "/v1/completions", body.dump());

@@ -69,6 +69,7 @@ post_chat "logit_bias" 400 unsupported_parameter logit_bias ',"logit_bias":{"1":
 post_chat "unknown field" 400 unknown_parameter mystery ',"mystery":1'
 post_chat "effort" 400 unsupported_value reasoning_effort ',"reasoning_effort":"medium"'
 post_chat "ceiling" 400 invalid_value max_tokens ',"max_tokens":2000000'
+post_chat "context" 400 context_length_exceeded max_tokens ',"max_tokens":40000'
 post_chat "temperature" 400 invalid_value temperature ',"temperature":3'
 post_chat "stop count" 400 invalid_value stop ',"stop":["a","b","c","d","e"]'
 post_chat "stream_options" 400 invalid_value stream_options ',"stream_options":{"include_usage":true}'
@@ -91,7 +92,7 @@ expect "head too large" 431 - - -- "${auth[@]}" -H "X-Big: $(head -c 70000 /dev/
 # --- one generation at a time: 429 while /v1/models answers; a hang-up cancels within a token
 cancelled() { grep -c "cancelled (client gone" "$tmp/main.log" || true; }
 curl -sN "${auth[@]}" "$base/v1/completions" \
-  -d '{"prompt":"Count:","max_tokens":1000000,"stream":true}' >"$tmp/long" &
+  -d '{"prompt":"Count:","max_tokens":30000,"stream":true}' >"$tmp/long" &
 long=$!
 bg_pids+=("$long")
 for _ in $(seq 1 200); do grep -q '^data: ' "$tmp/long" && break; sleep 0.05; done
@@ -111,7 +112,7 @@ echo "server_curl: streamed generation cancelled $(((t1 - t0) / 1000000)) ms aft
 expect "free again" 200 - - -- "${auth[@]}" "$base/v1/completions" -d '{"prompt":"x","max_tokens":1}'
 # A non-streamed request whose client gives up (curl --max-time) is cancelled too.
 before=$(cancelled)
-curl -s -m 1 "${auth[@]}" "$base/v1/completions" -d '{"prompt":"Go","max_tokens":1000000}' \
+curl -s -m 1 "${auth[@]}" "$base/v1/completions" -d '{"prompt":"Go","max_tokens":30000}' \
   >/dev/null || true
 for _ in $(seq 1 400); do [[ $(cancelled) -gt $before ]] && break; sleep 0.005; done
 [[ $(cancelled) -gt $before ]] || fail "the non-streamed generation was not cancelled on hang-up"
