@@ -2,7 +2,9 @@
 #include "setup/streaming_experts.h"
 
 #include <algorithm>
+#include <atomic>
 #include <exception>
+#include <vector>
 
 #include "base/error.h"
 #include "format/inventory.h"
@@ -14,17 +16,30 @@ using base::fail;
 
 namespace {
 
+// Remembers which experts it has seen local: a cache file, once published, stays, so after the
+// first look the store's question (asked under its lock, for every miss and guess) costs no stat().
 class RemoteFetcher : public experts::ExpertFetcher {
  public:
-  explicit RemoteFetcher(std::unique_ptr<RemoteExpertSource> source) : source_(std::move(source)) {}
+  RemoteFetcher(std::unique_ptr<RemoteExpertSource> source, int64_t n_layers, int64_t n_experts)
+      : n_experts_(n_experts),
+        known_local_(static_cast<size_t>(n_layers * n_experts)),
+        source_(std::move(source)) {}
 
   bool is_local(int layer, int32_t expert) const override {
-    return source_->find_local(layer, expert).has_value();
+    std::atomic<bool>& known = flag(layer, expert);
+    if (known.load(std::memory_order_relaxed)) return true;
+    if (!source_->find_local(layer, expert)) return false;
+    known.store(true, std::memory_order_relaxed);
+    return true;
   }
 
   void fetch(int layer, int32_t expert, Done done) override {
-    source_->fetch_then(layer, expert, [done = std::move(done)](std::exception_ptr error) {
-      if (!error) return done("");
+    std::atomic<bool>* known = &flag(layer, expert);
+    source_->fetch_then(layer, expert, [known, done = std::move(done)](std::exception_ptr error) {
+      if (!error) {
+        known->store(true, std::memory_order_relaxed);
+        return done("");
+      }
       try {
         std::rethrow_exception(error);
       } catch (const std::exception& e) {
@@ -34,6 +49,15 @@ class RemoteFetcher : public experts::ExpertFetcher {
   }
 
  private:
+  std::atomic<bool>& flag(int layer, int32_t expert) const {
+    DF_ASSERT(layer >= 0 && expert >= 0 && expert < n_experts_ &&
+              static_cast<size_t>(layer * n_experts_ + expert) < known_local_.size());
+    return known_local_[static_cast<size_t>(layer * n_experts_ + expert)];
+  }
+
+  int64_t n_experts_;
+  mutable std::vector<std::atomic<bool>> known_local_;  // [layer * n_experts + expert]
+  // Last, so it is destroyed first: fetches still running then finish while the flags exist.
   std::unique_ptr<RemoteExpertSource> source_;
 };
 
@@ -116,7 +140,8 @@ std::optional<StreamingExperts> open_streaming_experts(const std::string& model_
       RemoteExpertSource::open(model_dir, std::move(options));
   StreamingExperts out;
   out.catalog = catalog_from_manifest(source->manifest(), config, model_dir);
-  out.fetcher = std::make_shared<RemoteFetcher>(std::move(source));
+  out.fetcher = std::make_shared<RemoteFetcher>(std::move(source), config.num_hidden_layers,
+                                                config.num_experts);
   return out;
 }
 

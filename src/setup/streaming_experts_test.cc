@@ -119,6 +119,23 @@ TEST_F(StreamingExpertsTest, FetcherMakesExpertsLocalWithOneRequest) {
   EXPECT_EQ(range_gets(), 1);
 }
 
+TEST_F(StreamingExpertsTest, IsLocalLooksAtTheCacheOnceThenRemembers) {
+  StreamingExperts s = open();
+  const format::ExpertSpan& span = s.catalog.layers[1].spans[3];
+  EXPECT_FALSE(s.fetcher->is_local(1, 3));
+  {
+    // Another process publishes the expert: the next question finds the file.
+    StreamingExperts other = open();
+    EXPECT_EQ(fetch(*other.fetcher, 1, 3), "");
+  }
+  EXPECT_TRUE(s.fetcher->is_local(1, 3));
+  // Published cache files are never removed by deltafin, so the answer is kept without another
+  // stat(): even a file removed behind its back still counts (its read would then fail, naming it).
+  std::filesystem::remove(span.file);
+  EXPECT_TRUE(s.fetcher->is_local(1, 3));
+  EXPECT_FALSE(s.fetcher->is_local(1, 4));
+}
+
 TEST_F(StreamingExpertsTest, FailedFetchNamesTheExpertAndLeavesNoFile) {
   StreamingExperts s = open();
   server_.faults("[{\"match\": \"/cdn/\", \"kind\": \"status\", \"status\": 503, \"times\": -1}]");
