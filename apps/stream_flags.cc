@@ -34,6 +34,10 @@ void read_stream_flags(Args& args, EngineOptions* options) {
     base::fail("--expert-slots must be 0 (from the budget) or at least 2, got ", slots);
   options->expert_slots = static_cast<int>(slots);
   options->prefetch = !args.flag("no-prefetch");
+  const long long depth = args.get_int("read-depth", 0);
+  if (depth < 0 || depth > 256)
+    base::fail("--read-depth must be 0 (default ", kDefaultReadDepth, ") or 1..256, got ", depth);
+  options->read_depth = static_cast<int>(depth);
   const std::string cache = args.get("cache", "lfu");
   if (cache == "lfu") {
     options->cache = ExpertCachePolicy::kLfu;

@@ -23,6 +23,9 @@ enum class ExpertCachePolicy { kLfu, kLru };
 // The context reserved when EngineOptions::max_context_tokens is 0: K3 keeps 55 KiB of MLA cache
 // per position, so 32768 positions take 1.8 GiB of the budget.
 inline constexpr int64_t kDefaultMaxContext = 32768;
+// Reads in flight: the 2-vCPU machine's disk is saturated from depth 2 (docs/IO.md); 4 leaves
+// headroom for devices that want more without hurting that one.
+inline constexpr int kDefaultReadDepth = 4;
 
 struct EngineOptions {
   std::string model_dir;
@@ -32,6 +35,7 @@ struct EngineOptions {
   SpineMode spine = SpineMode::kAuto;
   int expert_slots = 0;  // > 0: this many expert slots instead of what the budget gives
   bool prefetch = true;  // next-layer router lookahead (streamed experts only)
+  int read_depth = 0;    // O_DIRECT reads in flight at once; 0: kDefaultReadDepth
   ExpertCachePolicy cache = ExpertCachePolicy::kLfu;
   std::string trace_routes;  // when set, one JSON line per pass and MoE layer: its experts
   // Positions a session may hold; the memory plan sets aside the attention cache for this many.

@@ -15,10 +15,6 @@
 namespace deltafin::runtime {
 namespace {
 
-// Reads in flight: the device here is saturated from depth 2 (docs/IO.md); 4 leaves headroom for
-// devices that want more without hurting this one.
-constexpr int kReadDepth = 4;
-
 // Activations of one prefill chunk (including all-rows logits), the sequence state and scratch;
 // the attention caches are context_bytes().
 uint64_t working_bytes(const model::ModelPlan& plan, int chunk_rows, int64_t max_context) {
@@ -128,7 +124,8 @@ std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const Engin
   info.summary = summary;
 
   if (!tiers.experts_mapped || tiers.n_streamed > 0)
-    s->scheduler_ = std::make_shared<experts::ReadScheduler>(kReadDepth);
+    s->scheduler_ = std::make_shared<experts::ReadScheduler>(
+        options.read_depth > 0 ? options.read_depth : kDefaultReadDepth);
   std::unique_ptr<experts::ExpertStore> store;
   const auto t0 = std::chrono::steady_clock::now();
   if (!tiers.experts_mapped) {

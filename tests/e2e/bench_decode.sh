@@ -10,7 +10,7 @@ trap 'rm -rf "$work"' EXIT
 "$deltafin" synth --out "$work/demo" --preset demo >/dev/null 2>"$work/synth.err" ||
   { cat "$work/synth.err" >&2; exit 1; }
 "$deltafin" bench decode --model "$work/demo" --tokens 5 --prompt-tokens 3 --json \
-  --experts stream --expert-slots 8 >"$work/out.json" 2>"$work/err" ||
+  --experts stream --expert-slots 8 --read-depth 2 >"$work/out.json" 2>"$work/err" ||
   { tail -5 "$work/err" >&2; echo "bench_decode: FAIL: bench decode exited non-zero" >&2; exit 1; }
 expected=$("$deltafin" generate --model "$work/demo" --ids 100,137,174 --max-new 6 --ignore-eos 2>/dev/null)
 
@@ -26,6 +26,7 @@ for key in ["tokens", "seconds_per_token", "disk_read_bytes_per_token", "achieve
 if not bad:
     if r["tokens"] != 5: bad.append("tokens %s, expected 5" % r["tokens"])
     if r["experts"] != "stream": bad.append("experts %s, expected stream" % r["experts"])
+    if r["read_depth"] != 2: bad.append("read_depth %s, expected 2" % r["read_depth"])
     if not r["seconds_per_token_min"] <= r["seconds_per_token"] <= r["seconds_per_token_max"]:
         bad.append("median outside [min, max]")
     if r["device_ceiling_gbps"] != max(r["device_ceiling_before_gbps"], r["device_ceiling_after_gbps"]):
@@ -43,3 +44,11 @@ if bad:
     sys.exit(1)
 print("bench_decode: ok (%.4f s/token, ratio %.2f)" % (r["seconds_per_token"], r["ratio"]))
 PY
+
+# A read depth out of range is refused before anything loads, naming the flag.
+if "$deltafin" bench decode --model "$work/demo" --tokens 1 --read-depth 257 >/dev/null 2>"$work/err"; then
+  echo "bench_decode: FAIL: --read-depth 257 was accepted" >&2; exit 1
+fi
+grep -q -- "--read-depth must be" "$work/err" ||
+  { echo "bench_decode: FAIL: unexpected refusal: $(cat "$work/err")" >&2; exit 1; }
+echo "bench_decode: --read-depth 257 refused" 

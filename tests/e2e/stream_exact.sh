@@ -46,6 +46,8 @@ variants=(
   "experts-only|--experts stream"
   "spine-only|--experts mapped --spine stream"
   "no-prefetch|--experts stream --spine stream --no-prefetch --expert-slots 9"
+  "read-depth-1|--experts stream --spine stream --read-depth 1 --expert-slots 6"
+  "read-depth-16|--experts stream --read-depth 16"
 )
 
 for name in k3-tiny-a kimi-linear-tiny demo; do
