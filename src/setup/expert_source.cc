@@ -93,6 +93,7 @@ RemoteExpertSource::RemoteExpertSource(std::string dir, InstallRecord record,
     if (const char* t = std::getenv("HF_TOKEN")) options_.http.token = t;
   }
   if (options_.http.token_host.empty()) options_.http.token_host = url_host(endpoint_);
+  options_.http.cancel = &cancel_;
   const int n = std::max(1, options_.n_connections);
   for (int i = 0; i < n; ++i) threads_.emplace_back([this] { worker(); });
 }
@@ -104,6 +105,7 @@ RemoteExpertSource::~RemoteExpertSource() {
     closing_ = true;
     dropped.swap(queue_);
   }
+  cancel_ = true;
   cv_.notify_all();
   for (std::thread& t : threads_) t.join();
   for (const Key& k : dropped) {

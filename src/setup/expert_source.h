@@ -47,7 +47,9 @@ class RemoteExpertSource {
   // that killed processes left in its cache.
   static std::unique_ptr<RemoteExpertSource> open(const std::string& model_dir,
                                                   ExpertSourceOptions options = {});
-  ~RemoteExpertSource();  // pending fetches fail with "closed"; running ones finish first
+  // Pending fetches fail with "closed"; running ones are cancelled (the transfer or backoff in
+  // progress stops within about a second, leaves no file, and fails with "cancelled").
+  ~RemoteExpertSource();
   RemoteExpertSource(const RemoteExpertSource&) = delete;
   RemoteExpertSource& operator=(const RemoteExpertSource&) = delete;
 
@@ -92,6 +94,7 @@ class RemoteExpertSource {
   HttpStats http_stats_;
   RedirectCache redirects_;
   std::atomic<uint64_t> fetched_{0};
+  std::atomic<bool> cancel_{false};  // options_.http.cancel points here
   std::atomic<uint64_t> tmp_counter_{0};
 
   using Key = std::pair<int64_t, int64_t>;

@@ -290,7 +290,32 @@ void HttpClient::prepare(const std::string& url) {
   curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L * 1024);
   curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  if (options_.cancel) {
+    // libcurl calls this at least once a second, even on a stalled connection.
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, options_.cancel);
+    curl_easy_setopt(
+        c, CURLOPT_XFERINFOFUNCTION,
+        +[](void* p, curl_off_t, curl_off_t, curl_off_t, curl_off_t) -> int {
+          return static_cast<const std::atomic<bool>*>(p)->load() ? 1 : 0;
+        });
+  }
   if (stats_) stats_->requests++;
+}
+
+void HttpClient::check_cancel(const std::string& what) const {
+  if (cancelled()) throw HttpError(what + ": cancelled (shutting down)", false, 0);
+}
+
+void HttpClient::backoff_sleep(long ms, const std::string& what) const {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  for (;;) {
+    check_cancel(what);
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= until) return;
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(until - now, std::chrono::milliseconds(50)));
+  }
 }
 
 long HttpClient::backoff_ms(int failures, const HttpError& e) const {
@@ -372,6 +397,7 @@ void HttpClient::get_range(const std::string& url, uint64_t offset, uint64_t len
   while (true) {
     const uint64_t before = done;
     std::string effective;
+    check_cancel(str_cat("GET ", url_for_messages(url)));
     try {
       ++attempts;
       perform_range(target, offset + done, length - done, sink, &done, &effective, total_size);
@@ -379,6 +405,7 @@ void HttpClient::get_range(const std::string& url, uint64_t offset, uint64_t len
         redirects_->put(url, effective);
       return;
     } catch (const HttpError& e) {
+      check_cancel(e.what());  // an aborted transfer is not a failure to retry
       if (via_cache) {  // the signed target may have expired: go back to the origin once, at once
         base::log_warn(e.what(), "; retrying through ", url_for_messages(url));
         if (stats_) stats_->retries++;
@@ -396,7 +423,7 @@ void HttpClient::get_range(const std::string& url, uint64_t offset, uint64_t len
       const long delay = backoff_ms(failures, e);
       base::log_warn(e.what(), "; retrying in ", delay, " ms");
       if (stats_) stats_->retries++;
-      std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+      backoff_sleep(delay, e.what());
     }
   }
 }
@@ -448,9 +475,11 @@ HeadResult HttpClient::head_once(const std::string& url) {
 
 HeadResult HttpClient::head(const std::string& url) {
   for (int failures = 1;; ++failures) {
+    check_cancel(str_cat("HEAD ", url_for_messages(url)));
     try {
       return head_once(url);
     } catch (const HttpError& e) {
+      check_cancel(e.what());
       if (!e.retryable()) throw;
       if (failures >= options_.max_attempts)
         throw HttpError(str_cat(e.what(), " (gave up after ", failures, " attempts)"), false,
@@ -458,7 +487,7 @@ HeadResult HttpClient::head(const std::string& url) {
       const long delay = backoff_ms(failures, e);
       base::log_warn(e.what(), "; retrying in ", delay, " ms");
       if (stats_) stats_->retries++;
-      std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+      backoff_sleep(delay, e.what());
     }
   }
 }

@@ -26,6 +26,10 @@ struct HttpOptions {
   int max_attempts = 8;     // consecutive failures that made no progress before giving up
   long backoff_initial_ms = 500;
   long backoff_max_ms = 30000;
+  // When set and true: the transfer in progress aborts within about a second, no retry or backoff
+  // starts, and the call throws a non-retryable HttpError whose message says "cancelled". The
+  // owner sets it when it shuts down, so a fetch stuck in retries does not hold the process.
+  const std::atomic<bool>* cancel = nullptr;
 
   // Overrides from DELTAFIN_HTTP_ATTEMPTS, DELTAFIN_HTTP_BACKOFF_MS, DELTAFIN_HTTP_STALL_S and
   // DELTAFIN_HTTP_CONNECT_TIMEOUT_MS (tests and slow links use them).
@@ -116,6 +120,11 @@ class HttpClient {
   HeadResult head_once(const std::string& url);
   void prepare(const std::string& url);
   long backoff_ms(int failures, const HttpError& e) const;
+  bool cancelled() const { return options_.cancel && options_.cancel->load(); }
+  // Throws the cancellation error for `what` when cancelled().
+  void check_cancel(const std::string& what) const;
+  // Sleeps `ms` in short slices, returning early (by throwing) once cancelled.
+  void backoff_sleep(long ms, const std::string& what) const;
 
   HttpOptions options_;
   HttpStats* stats_;
