@@ -1,19 +1,24 @@
 // HugeBuffer: oversized mmap trimmed to 2 MiB alignment, a PROT_NONE guard page after the data,
-// THP advice, then pre-faulting so that no read ever waits on a page fault.
+// THP advice, then pre-faulting (in parallel for large buffers) so that no read ever waits on a
+// page fault.
 #include "io/huge_buffer.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "base/error.h"
+#include "base/thread_pool.h"
 
 namespace deltafin::io {
 namespace {
@@ -23,9 +28,28 @@ constexpr size_t kGuardBytes = 4096;
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 // Touches every 4 KiB page when MADV_POPULATE_WRITE is not supported (kernels before 5.14).
-void prefault(uint8_t* data, size_t size) {
+void prefault_range(uint8_t* data, size_t size) {
   if (madvise(data, size, MADV_POPULATE_WRITE) == 0) return;
   for (size_t i = 0; i < size; i += 4096) reinterpret_cast<volatile uint8_t*>(data)[i] = 0;
+}
+
+// The kernel zeroes every page it hands out, one thread at a time per caller: a 14 GiB slot pool
+// took 4.3 s on one thread of a 16-core host. Large buffers are split into 2 MiB-aligned chunks
+// of at least kChunkBytes, faulted by up to one thread per CPU.
+void prefault(uint8_t* data, size_t size) {
+  constexpr size_t kChunkBytes = size_t{256} << 20;
+  const size_t n_threads =
+      std::min<size_t>({size / kChunkBytes, static_cast<size_t>(base::available_cpus()), 16});
+  if (n_threads <= 1) {
+    prefault_range(data, size);
+    return;
+  }
+  const size_t per = (size / n_threads + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < n_threads && i * per < size; ++i)
+    threads.emplace_back(prefault_range, data + i * per, std::min(per, size - i * per));
+  prefault_range(data, std::min(per, size));
+  for (std::thread& t : threads) t.join();
 }
 
 }  // namespace
