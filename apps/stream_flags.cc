@@ -38,6 +38,12 @@ void read_stream_flags(Args& args, EngineOptions* options) {
   if (depth < 0 || depth > 256)
     base::fail("--read-depth must be 0 (default ", kDefaultReadDepth, ") or 1..256, got ", depth);
   options->read_depth = static_cast<int>(depth);
+  const long long group = args.get_int("prefill-group", 0);
+  if (group < 0 || group > 65536) {
+    base::fail("--prefill-group must be 0 (default ", kDefaultPrefillGroup, ") or 1..65536, got ",
+               group);
+  }
+  options->prefill_group_tokens = static_cast<int>(group);
   const std::string cache = args.get("cache", "lfu");
   if (cache == "lfu") {
     options->cache = ExpertCachePolicy::kLfu;

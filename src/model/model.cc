@@ -76,6 +76,13 @@ void Model::reset(SequenceState& s) const {
 
 void Model::attention(const LayerPlan& lp, int64_t layer, SequenceState& state, const float* x,
                       int64_t n, const ForwardOptions& options, float* out) {
+  const int64_t step = options.attention_rows;
+  if (step > 0 && n > step) {
+    const int64_t d = plan_.config.hidden_size;
+    for (int64_t r = 0; r < n; r += step)
+      attention(lp, layer, state, x + r * d, std::min(step, n - r), options, out + r * d);
+    return;
+  }
   if (lp.is_kda) {
     const bool chunked =
         options.kda == KdaPath::kChunked || (options.kda == KdaPath::kAuto && n > 1);

@@ -29,6 +29,11 @@ enum class KdaPath { kAuto, kRecurrent, kChunked };
 struct ForwardOptions {
   KdaPath kda = KdaPath::kAuto;  // auto: chunked for several rows, recurrent for one
   MlaMode mla = MlaMode::kAuto;  // auto: fewer multiplies (decode on a cache: absorbed)
+  // > 0: attention runs over the rows in consecutive passes of at most this many, carrying its
+  // state from one to the next. Everything else in a layer is row by row, so one forward of many
+  // rows then equals, bit for bit, forwards of this many rows each, while every weight (and every
+  // routed expert) is read once for all of them.
+  int64_t attention_rows = 0;
 };
 
 class Model {

@@ -29,12 +29,20 @@ int64_t resolve_max_context(int64_t asked, const format::ModelConfig& c) {
   return asked;
 }
 
+// Rows per prefill pass: a multiple of the attention chunk, so that its attention passes split the
+// prompt exactly where chunk-sized passes would and the result is the same bit for bit.
+int prefill_group(int chunk, int asked) {
+  const int want = asked > 0 ? asked : kDefaultPrefillGroup;
+  return std::max(chunk, want / chunk * chunk);
+}
+
 class SessionImpl : public Session {
  public:
-  SessionImpl(model::Model* model, std::mutex* mu, int chunk, int64_t max_context)
+  SessionImpl(model::Model* model, std::mutex* mu, int chunk, int group, int64_t max_context)
       : model_(model),
         mu_(mu),
         chunk_(chunk),
+        group_(group),
         max_context_(max_context),
         state_(model->new_state()) {}
 
@@ -51,14 +59,16 @@ class SessionImpl : public Session {
   const SessionStats& stats() const override { return stats_; }
 
  private:
-  // Runs ids (after any pending id) in chunks; returns all rows' logits or the last row's. With
-  // `cancel` (last row only), polls it between chunks and stops early, setting *cancelled.
+  // Runs ids (after any pending id) in passes of group_ rows whose attention runs chunk_ rows at a
+  // time; returns all rows' logits or the last row's. With `cancel` (last row only), polls it
+  // between passes and stops early, setting *cancelled.
   std::vector<float> run(std::vector<int32_t> ids, bool all_rows,
                          const std::function<bool()>* cancel = nullptr, bool* cancelled = nullptr);
 
   model::Model* model_;
   std::mutex* mu_;
-  int chunk_;
+  int chunk_;            // rows per attention pass
+  int group_;            // rows per forward pass (a multiple of chunk_)
   int64_t max_context_;  // positions the memory plan set the attention cache aside for
   model::SequenceState state_;
   int32_t pending_ = -1;  // last generated id, not yet run through the model
@@ -87,14 +97,17 @@ class EngineImpl : public Engine {
     info_.pad_id = c.pad_token_id;
     info_.max_context_tokens = resolve_max_context(options_.max_context_tokens, c);
     options_.max_context_tokens = info_.max_context_tokens;
+    options_.prefill_chunk_tokens = std::max(1, options_.prefill_chunk_tokens);
+    options_.prefill_group_tokens =
+        prefill_group(options_.prefill_chunk_tokens, options_.prefill_group_tokens);
     streaming_ = Streaming::configure(*model_, options_, remote ? remote->fetcher : nullptr);
   }
   const ModelInfo& info() const override { return info_; }
   MemoryPlanInfo memory_plan() const override { return streaming_->info(); }
   StreamStats stream_stats() const override { return streaming_->stats(); }
   std::unique_ptr<Session> new_session() override {
-    return std::make_unique<SessionImpl>(
-        model_.get(), &mu_, std::max(1, options_.prefill_chunk_tokens), info_.max_context_tokens);
+    return std::make_unique<SessionImpl>(model_.get(), &mu_, options_.prefill_chunk_tokens,
+                                         options_.prefill_group_tokens, info_.max_context_tokens);
   }
 
  private:
@@ -121,17 +134,19 @@ std::vector<float> SessionImpl::run(std::vector<int32_t> ids, bool all_rows,
   std::lock_guard<std::mutex> lock(*mu_);
   const auto t0 = std::chrono::steady_clock::now();
   int64_t done = 0;
-  for (int64_t begin = 0; begin < n; begin += chunk_) {
+  model::ForwardOptions options;
+  options.attention_rows = chunk_;
+  for (int64_t begin = 0; begin < n; begin += group_) {
     if (begin > 0 && !all_rows && cancel && *cancel && (*cancel)()) {
       *cancelled = true;  // the state holds ids[0, begin); `out` has the last row's logits
       break;
     }
-    const int64_t len = std::min<int64_t>(chunk_, n - begin);
+    const int64_t len = std::min<int64_t>(group_, n - begin);
     done = begin + len;
-    // A chunk before the last one still needs its pass for the state when only the last row's
+    // A pass before the last one still needs running for the state when only the last row's
     // logits are wanted; its logits land in `out` and are overwritten.
     model_->forward(state_, std::span(ids).subspan(begin, len), all_rows,
-                    all_rows ? out.data() + begin * vocab : out.data());
+                    all_rows ? out.data() + begin * vocab : out.data(), options);
   }
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

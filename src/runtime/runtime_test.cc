@@ -155,22 +155,24 @@ TEST(Session, ForwardAllRowsIncludesOnlyTheNewIds) {
   EXPECT_EQ(s->position(), 26);
 }
 
-TEST(Session, CancelBetweenPrefillChunksKeepsWhatRan) {
-  std::unique_ptr<Engine> engine = Engine::load({kModel, 5});  // 24 prompt ids: 5 chunks
+TEST(Session, CancelBetweenPrefillPassesKeepsWhatRan) {
+  EngineOptions options{kModel, 5};
+  options.prefill_group_tokens = 12;  // rounded down to 10: 24 prompt ids in passes of 10, 10, 4
+  std::unique_ptr<Engine> engine = Engine::load(options);
   std::unique_ptr<Session> s = engine->new_session();
   GenerateOptions opt;
   opt.max_new_tokens = 16;
   opt.stop_at_eos = false;
   int polls = 0;
-  opt.cancel = [&polls] { return ++polls == 2; };  // stop before the third chunk
+  opt.cancel = [&polls] { return ++polls == 2; };  // stop before the third pass
   GenerateResult r = s->generate(kPrompt, opt);
   EXPECT_EQ(r.stop, StopReason::kCancelled);
   EXPECT_TRUE(r.ids.empty());
-  EXPECT_EQ(s->position(), 10);
-  EXPECT_EQ(s->stats().prefill_tokens, 10);
+  EXPECT_EQ(s->position(), 20);
+  EXPECT_EQ(s->stats().prefill_tokens, 20);
   // The rest of the prompt continues from there exactly.
   opt.cancel = nullptr;
-  r = s->generate(std::span(kPrompt).subspan(10), opt);
+  r = s->generate(std::span(kPrompt).subspan(20), opt);
   EXPECT_EQ(r.ids, kGreedy);
 }
 

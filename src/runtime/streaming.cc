@@ -15,11 +15,12 @@
 namespace deltafin::runtime {
 namespace {
 
-// Activations of one prefill chunk (including all-rows logits), the sequence state and scratch;
-// the attention caches are context_bytes().
-uint64_t working_bytes(const model::ModelPlan& plan, int chunk_rows, int64_t max_context) {
+// Activations of one prefill pass of group_rows (including all-rows logits), the sequence state
+// and scratch (attention runs chunk_rows at a time); the attention caches are context_bytes().
+uint64_t working_bytes(const model::ModelPlan& plan, int chunk_rows, int group_rows,
+                       int64_t max_context) {
   const format::ModelConfig& c = plan.config;
-  const uint64_t rows = static_cast<uint64_t>(std::max(chunk_rows, 1));
+  const uint64_t rows = static_cast<uint64_t>(std::max(group_rows, 1));
   uint64_t kda_state = 0;
   for (const model::LayerPlan& lp : plan.layers) {
     if (lp.is_kda) {
@@ -27,10 +28,13 @@ uint64_t working_bytes(const model::ModelPlan& plan, int chunk_rows, int64_t max
                    plan.kda_shape.head_dim * sizeof(float);
     }
   }
-  const uint64_t activations = rows * static_cast<uint64_t>(c.hidden_size) * sizeof(float) * 16;
+  // The layer loop's rows (hidden state, mixes, AttnRes blocks) and the MoE's per-rank outputs.
+  const uint64_t activations = rows * static_cast<uint64_t>(c.hidden_size) * sizeof(float) * 16 +
+                               rows * static_cast<uint64_t>(plan.moe_shape.router.top_k) *
+                                   static_cast<uint64_t>(plan.moe_shape.width) * sizeof(float);
   const uint64_t logits = 2 * rows * static_cast<uint64_t>(c.vocab_size) * sizeof(float);
   const uint64_t mla_scratch =
-      model::mla_auto_scratch_bytes(plan.mla_shape, static_cast<int64_t>(rows), max_context);
+      model::mla_auto_scratch_bytes(plan.mla_shape, std::max(chunk_rows, 1), max_context);
   return (uint64_t{256} << 20) + kda_state + activations + logits + mla_scratch;
 }
 
@@ -79,7 +83,8 @@ std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const Engin
   TierInputs in;
   in.budget_bytes = budget.budget_bytes;
   in.process_bytes = base::current_rss_bytes();
-  in.working_bytes = working_bytes(plan, options.prefill_chunk_tokens, options.max_context_tokens);
+  in.working_bytes = working_bytes(plan, options.prefill_chunk_tokens, options.prefill_group_tokens,
+                                   options.max_context_tokens);
   in.context_bytes = context_bytes(plan, options.max_context_tokens);
   in.max_context_tokens = options.max_context_tokens;
   for (const format::TensorInfo* t : globals) in.global_bytes += t->nbytes;

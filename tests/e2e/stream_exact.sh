@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Streaming changes where bytes come from, never what is computed: on the oracle models and the
 # synth demo, `deltafin logits` with streamed experts and a streamed spine (several slot counts,
-# chunk sizes, prefetch on and off) must write a file byte-identical to the mapped path's, and
-# `deltafin generate` must print identical greedy ids. Also checks --trace-routes, --stats and the
-# budget refusal.
+# chunk sizes, read depths, prefetch on and off) must write a file byte-identical to the mapped
+# path's, and `deltafin generate` must print identical greedy ids. Prefill groups of many rows
+# must equal chunk-sized passes. Also checks --trace-routes, --stats and the budget refusal.
 set -euo pipefail
 deltafin=$1
 tests=$2
@@ -89,6 +89,45 @@ for name in k3-tiny-a kimi-linear-tiny demo; do
     fi
   done
 done
+
+# Prefill groups: a pass of many prompt rows runs attention chunk by chunk and everything else row
+# by row, so it must equal chunk-sized passes bit for bit (mapped and streamed), including a group
+# that is not a multiple of the KDA's internal 64-row blocks.
+long_prompt=$(seq -s, 0 299 | "$py" -c "import sys; print(','.join(str((7 + 37 * int(i)) % 500) for i in sys.stdin.read().split(',')))")
+groups=(
+  "group-512|"
+  "group-512-streamed|--experts stream --spine stream --expert-slots 9"
+  "chunk-32-group-96|--chunk 32 --prefill-group 96"
+)
+for name in k3-tiny-a kimi-linear-tiny demo; do
+  dir=${dirs[$name]}
+  "$deltafin" logits --model "$dir" --ids "$long_prompt" --out "$work/$name.g64.st" \
+    --prefill-group 64 2>"$work/err" || { cat "$work/err" >&2; fail "$name: --prefill-group 64"; continue; }
+  "$deltafin" logits --model "$dir" --ids "$long_prompt" --out "$work/$name.c32.st" \
+    --chunk 32 --prefill-group 32 2>"$work/err" || { cat "$work/err" >&2; fail "$name: --chunk 32"; continue; }
+  for g in "${groups[@]}"; do
+    label=${g%%|*}
+    read -r -a flags <<<"${g#*|}"
+    ref=$work/$name.g64.st
+    [[ $label == chunk-32-* ]] && ref=$work/$name.c32.st
+    if ! "$deltafin" logits --model "$dir" --ids "$long_prompt" --out "$work/$name.$label.st" \
+        "${flags[@]}" 2>"$work/err"; then
+      cat "$work/err" >&2
+      fail "$name $label: logits exited non-zero"
+      continue
+    fi
+    if cmp -s "$ref" "$work/$name.$label.st"; then
+      echo "stream_exact: $name $label (300 rows): logits byte-identical to chunk-sized passes"
+    else
+      fail "$name $label: logits differ from chunk-sized passes ($(cmp "$ref" "$work/$name.$label.st" || true))"
+    fi
+  done
+done
+if "$deltafin" logits --model "$work/demo" --ids 5,6 --out "$work/x.st" --prefill-group -1 \
+    2>"$work/err"; then
+  fail "--prefill-group -1 was accepted"
+fi
+grep -q -- "--prefill-group must be" "$work/err" || fail "unexpected refusal: $(cat "$work/err")"
 
 # --trace-routes: one line per pass and MoE layer; decode lines have rows 1 and top_k experts.
 dir=$work/demo
