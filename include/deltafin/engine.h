@@ -29,7 +29,7 @@ inline constexpr int kDefaultReadDepth = 4;
 // 512 prompt rows per pass: under uniform routing a 64-row chunk touches about 68% of each of K3's
 // layers' 896 experts, 512 rows nearly all of them, so a streamed prefill reads about 5x fewer
 // expert bytes per token (8x fewer streamed spine bytes). The plan's working memory for K3 grows
-// from 0.4 GiB (64 rows) to 1.2 GiB.
+// from 0.4 GiB (64 rows) to about 0.7 GiB.
 inline constexpr int kDefaultPrefillGroup = 512;
 
 struct EngineOptions {

@@ -15,8 +15,10 @@
 namespace deltafin::runtime {
 namespace {
 
-// Activations of one prefill pass of group_rows (including all-rows logits), the sequence state
+// Activations of one prefill pass of group_rows, logits for chunk_rows rows, the sequence state
 // and scratch (attention runs chunk_rows at a time); the attention caches are context_bytes().
+// Generation needs the last row's logits only; `deltafin logits` keeps every row's, a buffer the
+// size of its output that this plan does not hold (as before groups existed).
 uint64_t working_bytes(const model::ModelPlan& plan, int chunk_rows, int group_rows,
                        int64_t max_context) {
   const format::ModelConfig& c = plan.config;
@@ -32,7 +34,8 @@ uint64_t working_bytes(const model::ModelPlan& plan, int chunk_rows, int group_r
   const uint64_t activations = rows * static_cast<uint64_t>(c.hidden_size) * sizeof(float) * 16 +
                                rows * static_cast<uint64_t>(plan.moe_shape.router.top_k) *
                                    static_cast<uint64_t>(plan.moe_shape.width) * sizeof(float);
-  const uint64_t logits = 2 * rows * static_cast<uint64_t>(c.vocab_size) * sizeof(float);
+  const uint64_t logits = 2 * static_cast<uint64_t>(std::max(chunk_rows, 1)) *
+                          static_cast<uint64_t>(c.vocab_size) * sizeof(float);
   const uint64_t mla_scratch =
       model::mla_auto_scratch_bytes(plan.mla_shape, std::max(chunk_rows, 1), max_context);
   return (uint64_t{256} << 20) + kda_state + activations + logits + mla_scratch;
