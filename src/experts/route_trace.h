@@ -1,6 +1,6 @@
 // A store decorator that records routes: one JSON line per forward pass and MoE layer with the
 // experts the layer asked for, e.g. {"position":17,"rows":1,"layer":3,"experts":[5,811,40]}. For
-// a decode step (rows 1) that is the token's route in rank order; for a prefill chunk it is the
+// a decode step (rows 1) that is the token's route in rank order; for a prefill pass it is the
 // union of its rows' routes in order of first use. Cache and prefetch policies are measured on
 // these files (tools/route_cache_sim.py).
 #pragma once
