@@ -251,10 +251,9 @@ int run_bench(Args& args) {
   }
   o << "{\"model\":\"" << dir << "\",\"experts\":\"" << (plan.streaming ? "stream" : "mapped")
     << "\",\"prefetch\":" << (plan.lookahead ? "true" : "false")
-    << ",\"read_depth\":" << (options.read_depth > 0 ? options.read_depth : kDefaultReadDepth)
-    << ",\"tokens\":" << passes.size() << ",\"prompt_tokens\":" << n_prompt
-    << ",\"load_seconds\":" << load_s << ",\"prompt_seconds\":" << prompt_s
-    << ",\"seconds_per_token\":" << spt
+    << ",\"read_depth\":" << plan.read_depth << ",\"tokens\":" << passes.size()
+    << ",\"prompt_tokens\":" << n_prompt << ",\"load_seconds\":" << load_s
+    << ",\"prompt_seconds\":" << prompt_s << ",\"seconds_per_token\":" << spt
     << ",\"seconds_per_token_min\":" << *std::min_element(wall.begin(), wall.end())
     << ",\"seconds_per_token_max\":" << *std::max_element(wall.begin(), wall.end())
     << ",\"io_wait_seconds_per_token\":" << median(io_wait)

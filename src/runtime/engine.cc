@@ -100,6 +100,7 @@ class EngineImpl : public Engine {
     options_.prefill_chunk_tokens = std::max(1, options_.prefill_chunk_tokens);
     options_.prefill_group_tokens =
         prefill_group(options_.prefill_chunk_tokens, options_.prefill_group_tokens);
+    if (options_.read_depth <= 0) options_.read_depth = kDefaultReadDepth;
     streaming_ = Streaming::configure(*model_, options_, remote ? remote->fetcher : nullptr);
   }
   const ModelInfo& info() const override { return info_; }

@@ -22,7 +22,8 @@ namespace {
 uint64_t working_bytes(const model::ModelPlan& plan, int chunk_rows, int group_rows,
                        int64_t max_context) {
   const format::ModelConfig& c = plan.config;
-  const uint64_t rows = static_cast<uint64_t>(std::max(group_rows, 1));
+  DF_ASSERT(chunk_rows >= 1 && group_rows >= chunk_rows);  // resolved by the engine
+  const uint64_t rows = static_cast<uint64_t>(group_rows);
   uint64_t kda_state = 0;
   for (const model::LayerPlan& lp : plan.layers) {
     if (lp.is_kda) {
@@ -34,10 +35,10 @@ uint64_t working_bytes(const model::ModelPlan& plan, int chunk_rows, int group_r
   const uint64_t activations = rows * static_cast<uint64_t>(c.hidden_size) * sizeof(float) * 16 +
                                rows * static_cast<uint64_t>(plan.moe_shape.router.top_k) *
                                    static_cast<uint64_t>(plan.moe_shape.width) * sizeof(float);
-  const uint64_t logits = 2 * static_cast<uint64_t>(std::max(chunk_rows, 1)) *
-                          static_cast<uint64_t>(c.vocab_size) * sizeof(float);
+  const uint64_t logits =
+      2 * static_cast<uint64_t>(chunk_rows) * static_cast<uint64_t>(c.vocab_size) * sizeof(float);
   const uint64_t mla_scratch =
-      model::mla_auto_scratch_bytes(plan.mla_shape, std::max(chunk_rows, 1), max_context);
+      model::mla_auto_scratch_bytes(plan.mla_shape, chunk_rows, max_context);
   return (uint64_t{256} << 20) + kda_state + activations + logits + mla_scratch;
 }
 
@@ -129,11 +130,11 @@ std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const Engin
   for (const experts::ExpertCatalog::Layer& layer : catalog.layers)
     info.expert_span_bytes = std::max(info.expert_span_bytes, layer.layout.span_bytes);
   info.context_bytes = in.context_bytes;
+  info.read_depth = options.read_depth;
   info.summary = summary;
 
   if (!tiers.experts_mapped || tiers.n_streamed > 0)
-    s->scheduler_ = std::make_shared<experts::ReadScheduler>(
-        options.read_depth > 0 ? options.read_depth : kDefaultReadDepth);
+    s->scheduler_ = std::make_shared<experts::ReadScheduler>(options.read_depth);
   std::unique_ptr<experts::ExpertStore> store;
   const auto t0 = std::chrono::steady_clock::now();
   if (!tiers.experts_mapped) {

@@ -18,7 +18,8 @@ class Streaming {
  public:
   // Logs the decision. Throws base::Error when the budget cannot hold the model's minimum, or
   // when `fetcher` is set (the model's experts may not be local yet) and options ask for mapped
-  // experts.
+  // experts. `options` come resolved by the engine: chunk >= 1, the prefill group a multiple of
+  // it, a read depth >= 1.
   static std::unique_ptr<Streaming> configure(
       model::Model& model, const EngineOptions& options,
       std::shared_ptr<experts::ExpertFetcher> fetcher = nullptr);

@@ -51,4 +51,4 @@ if "$deltafin" bench decode --model "$work/demo" --tokens 1 --read-depth 257 >/d
 fi
 grep -q -- "--read-depth must be" "$work/err" ||
   { echo "bench_decode: FAIL: unexpected refusal: $(cat "$work/err")" >&2; exit 1; }
-echo "bench_decode: --read-depth 257 refused" 
+echo "bench_decode: --read-depth 257 refused"

@@ -93,7 +93,7 @@ done
 # Prefill groups: a pass of many prompt rows runs attention chunk by chunk and everything else row
 # by row, so it must equal chunk-sized passes bit for bit (mapped and streamed), including a group
 # that is not a multiple of the KDA's internal 64-row blocks.
-long_prompt=$(seq -s, 0 299 | "$py" -c "import sys; print(','.join(str((7 + 37 * int(i)) % 500) for i in sys.stdin.read().split(',')))")
+long_prompt=$("$py" -c "print(','.join(str((7 + 37 * i) % 500) for i in range(300)))")
 groups=(
   "group-512|"
   "group-512-streamed|--experts stream --spine stream --expert-slots 9"
