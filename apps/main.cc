@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/timeline.h"
 #include "command.h"
 #include "deltafin/version.h"
 
@@ -40,9 +41,15 @@ int main(int argc, char** argv) {
   }
   try {
     deltafin::apps::Args args(name, std::vector<std::string>(argv + 2, argv + argc));
-    return it->second.run(args);
+    const int status = it->second.run(args);
+    deltafin::base::timeline::finish();  // --trace-timeline: written once the command is done
+    return status;
   } catch (const deltafin::base::Error& e) {
     std::fprintf(stderr, "deltafin: error: %s\n", e.what());
+    try {
+      deltafin::base::timeline::finish();  // what was recorded up to the error still helps
+    } catch (const deltafin::base::Error&) {
+    }
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "deltafin: unexpected error: %s\n", e.what());

@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "base/memory_budget.h"
+#include "base/timeline.h"
 
 namespace deltafin::apps {
 
@@ -53,6 +54,8 @@ void read_stream_flags(Args& args, EngineOptions* options) {
     base::fail("--cache must be lfu or lru, got '", cache, "'");
   }
   options->trace_routes = args.get("trace-routes", "");
+  const std::string timeline = args.get("trace-timeline", "");
+  if (!timeline.empty()) base::timeline::begin(timeline);  // main() writes it at the end
   const long long context = args.get_int("max-context", 0);
   if (context < 0) base::fail("--max-context must be positive (0: the default), got ", context);
   options->max_context_tokens = context;

@@ -8,11 +8,14 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/timeline.h"
 
 namespace deltafin::experts {
 
 ReadScheduler::ReadScheduler(int depth, io::QueueKind kind)
-    : depth_(std::max(depth, 1)), queue_(io::make_read_queue(depth_, kind)) {
+    : depth_(std::max(depth, 1)),
+      queue_(io::make_read_queue(depth_, kind)),
+      lane_busy_(static_cast<size_t>(depth_), false) {
   queue_name_ = queue_->name();
   thread_ = std::thread([this] { run(); });
 }
@@ -43,7 +46,8 @@ uint64_t ReadScheduler::submit(ReadJob job) {
     std::lock_guard<std::mutex> lock(mu_);
     DF_ASSERT(!stop_);
     id = next_id_++;
-    queued_[static_cast<int>(job.priority)].push_back({id, std::move(job)});
+    const Clock::time_point now = base::timeline::on() ? Clock::now() : Clock::time_point{};
+    queued_[static_cast<int>(job.priority)].push_back({id, std::move(job), now});
   }
   cv_.notify_one();
   return id;
@@ -85,6 +89,17 @@ ReadSchedulerStats ReadScheduler::stats() const {
   return s;
 }
 
+void ReadScheduler::trace_read(const ReadJob& job, const Issued& done, uint64_t bytes) {
+  static const char* const kNames[kReadPriorities] = {"demand", "spine", "prefetch"};
+  const char* name = kNames[static_cast<int>(job.priority)];
+  const double queued_ms =
+      std::chrono::duration<double, std::milli>(done.issued_at - done.queued_at).count();
+  base::timeline::span(
+      base::timeline::kDiskLane + done.lane, name, "read", done.issued_at, Clock::now(),
+      base::str_cat("\"layer\":", job.trace_layer, ",\"expert\":", job.trace_expert,
+                    ",\"bytes\":", bytes, ",\"queued_ms\":", queued_ms));
+}
+
 bool ReadScheduler::pop_next(Queued* out) {
   for (std::deque<Queued>& q : queued_) {
     if (!q.empty()) {
@@ -111,7 +126,12 @@ void ReadScheduler::run() {
       if (issued_.empty()) busy_since_ = Clock::now();
       const io::ReadRequest request{next.job.file, next.job.offset, next.job.length,
                                     next.job.dest, next.id,         next.job.required_bytes};
-      issued_.emplace(next.id, std::move(next.job));
+      int lane = 0;
+      while (lane_busy_[lane]) ++lane;  // fewer than depth_ are busy
+      lane_busy_[lane] = true;
+      issued_.emplace(next.id,
+                      Issued{std::move(next.job), next.queued_at,
+                             base::timeline::on() ? Clock::now() : Clock::time_point{}, lane});
       lock.unlock();
       queue_->submit(request);  // never blocks: fewer than depth reads are in flight
       lock.lock();
@@ -124,8 +144,11 @@ void ReadScheduler::run() {
     lock.lock();
     auto it = issued_.find(completion.user_tag);
     DF_ASSERT(it != issued_.end());
-    ReadJob job = std::move(it->second);
+    Issued done = std::move(it->second);
+    ReadJob job = std::move(done.job);
     issued_.erase(it);
+    lane_busy_[done.lane] = false;
+    if (base::timeline::on()) trace_read(job, done, completion.bytes);
     stats_.bytes[static_cast<int>(job.priority)] += completion.bytes;
     ++stats_.reads;
     if (issued_.empty())

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "io/direct_file.h"
 #include "io/read_queue.h"
@@ -37,6 +38,9 @@ struct ReadJob {
   // Runs on the I/O thread when the read finishes (or fails, or is dropped at shutdown with
   // ECANCELED). Must not call back into the scheduler's blocking functions.
   std::function<void(const io::ReadCompletion&)> done;
+  // What the read is for, shown on the timeline (base/timeline.h); -1 where it does not apply.
+  int trace_layer = -1;
+  int trace_expert = -1;
 };
 
 // Cumulative figures; GB/s = bytes / busy seconds is what the device gave while it had work.
@@ -74,10 +78,19 @@ class ReadScheduler {
   struct Queued {
     uint64_t id;
     ReadJob job;
+    Clock::time_point queued_at;  // recorded only while the timeline records
+  };
+  struct Issued {
+    ReadJob job;
+    Clock::time_point queued_at, issued_at;
+    int lane;  // which of the depth reads in flight it is (timeline rows)
   };
 
   void run();
-  bool pop_next(Queued* out);  // highest priority first, FIFO within one; caller holds mu_
+  bool pop_next(Queued* out);
+  // One read on the timeline: issued → now, with its priority (the final one), layer, expert.
+  void trace_read(const ReadJob& job, const Issued& done,
+                  uint64_t bytes);  // highest priority first, FIFO within one; caller holds mu_
 
   int depth_;
   const char* queue_name_ = "";
@@ -86,7 +99,8 @@ class ReadScheduler {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Queued> queued_[kReadPriorities];
-  std::map<uint64_t, ReadJob> issued_;  // by id (the queue's user_tag)
+  std::map<uint64_t, Issued> issued_;  // by id (the queue's user_tag)
+  std::vector<bool> lane_busy_;        // [depth]
   uint64_t next_id_ = 1;
   bool stop_ = false;
   ReadSchedulerStats stats_;

@@ -9,8 +9,21 @@
 #include <utility>
 
 #include "base/error.h"
+#include "base/timeline.h"
 
 namespace deltafin::experts {
+namespace {
+
+// A route or a guess as a point on the timeline: {"layer":3,"experts":[5,811,40]}.
+void trace_experts(const char* name, int layer, std::span<const int32_t> experts) {
+  std::string args = base::str_cat("\"layer\":", layer, ",\"experts\":[");
+  for (size_t i = 0; i < experts.size(); ++i) args += base::str_cat(i ? "," : "", experts[i]);
+  args += "]";
+  const auto now = std::chrono::steady_clock::now();
+  base::timeline::span(base::timeline::kCompute, name, "route", now, now, std::move(args));
+}
+
+}  // namespace
 
 class StreamingExpertStore::Batch : public ExpertBatch {
  public:
@@ -57,8 +70,10 @@ class StreamingExpertStore::Batch : public ExpertBatch {
       store_->cv_.wait(lock);
     }
     if (waited) {
-      store_->stats_.wait_seconds +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const auto t1 = std::chrono::steady_clock::now();
+      store_->stats_.wait_seconds += std::chrono::duration<double>(t1 - t0).count();
+      base::timeline::span(base::timeline::kCompute, "wait for expert", "io wait", t0, t1,
+                           base::str_cat("\"layer\":", layer_));
     }
     Entry& e = entries_[pick];
     e.handed = true;
@@ -234,6 +249,8 @@ void StreamingExpertStore::submit_read(int s) {
   job.dest = slot_data(s);
   job.priority = slot.speculative ? ReadPriority::kPrefetch : ReadPriority::kDemand;
   job.done = [this, s](const io::ReadCompletion& c) { on_read_done(s, c); };
+  job.trace_layer = slot.layer;
+  job.trace_expert = slot.expert;
   slot.job = scheduler_->submit(std::move(job));
 }
 
@@ -323,6 +340,7 @@ std::unique_ptr<ExpertBatch> StreamingExpertStore::request(int layer,
                                                            std::span<const int32_t> experts) {
   DF_ASSERT(layer >= 0 && static_cast<size_t>(layer) < catalog_.layers.size());
   auto batch = std::make_unique<Batch>(this, layer, experts);
+  if (base::timeline::on()) trace_experts("route", layer, experts);
   std::lock_guard<std::mutex> lock(mu_);
 
   std::vector<int32_t>& predicted = predicted_[layer];
@@ -380,6 +398,9 @@ std::unique_ptr<ExpertBatch> StreamingExpertStore::request(int layer,
 void StreamingExpertStore::prefetch(int layer, std::span<const int32_t> experts) {
   DF_ASSERT(layer >= 0 && static_cast<size_t>(layer) < catalog_.layers.size());
   std::lock_guard<std::mutex> lock(mu_);
+  if (base::timeline::on())
+    trace_experts(recall_[layer] < options_.min_prefetch_recall ? "guess (gated off)" : "guess",
+                  layer, experts);
   predicted_[layer].assign(experts.begin(), experts.end());
   // A newer guess for the layer supersedes an older one: drop its reads that are still queued.
   cancel_queued_guesses(layer, experts);

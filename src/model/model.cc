@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "base/timeline.h"
 #include "experts/mapped_expert_store.h"
 #include "format/config.h"
 #include "model/lookahead.h"
@@ -106,6 +107,7 @@ void Model::predict_next_moe(int64_t from, const std::vector<const float*>& bloc
   if (!lookahead_ || n != 1) return;
   for (int64_t l = from; l < plan_.config.num_hidden_layers; ++l) {
     if (!plan_.layers[l].is_moe) continue;
+    base::timeline::Phase phase("lookahead", l);
     store_->prefetch(static_cast<int>(l), predict_route(plan_, plan_.layers[l], blocks, h));
     return;
   }
@@ -117,10 +119,12 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
   const int64_t n = static_cast<int64_t>(ids.size()), d = c.hidden_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
   DF_ASSERT(n > 0 && store_ != nullptr);
+  base::timeline::Phase pass(n == 1 ? "decode step" : "prefill pass");
   std::vector<float> h(n * d);
   for (int64_t r = 0; r < n; ++r) {
     if (ids[r] < 0 || ids[r] >= c.vocab_size)
       base::fail("token id ", ids[r], " is outside the vocabulary [0, ", c.vocab_size, ")");
+    base::timeline::Phase phase("embed");
     experts::decode_row(plan_.embed, ids[r], h.data() + r * d);
   }
 
@@ -132,7 +136,11 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
   if (layers_) layers_->begin_pass();
   predict_next_moe(0, block_ptrs, h.data(), n);  // the disk would idle through a dense layer 0
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    const LayerPlan& lp = layers_ ? layers_->acquire(l) : plan_.layers[l];
+    const LayerPlan& lp = [&]() -> const LayerPlan& {
+      if (!layers_) return plan_.layers[l];
+      base::timeline::Phase wait("wait for spine layer", l);
+      return layers_->acquire(l);
+    }();
     // A streamed layer's bytes stay valid until the end of this iteration (or an exception).
     struct Held {
       LayerSource* source;
@@ -156,7 +164,10 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
         for (const std::vector<float>& b : blocks) block_ptrs.push_back(b.data());
       }
       rmsnorm_rows(x.data(), lp.input_norm.data(), n, d, eps, x.data());
-      attention(lp, l, state, x.data(), n, options, a.data());
+      {
+        base::timeline::Phase phase("attention", l);
+        attention(lp, l, state, x.data(), n, options, a.data());
+      }
       if (boundary) {
         h = a;
       } else {
@@ -164,14 +175,23 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
       }
       attn_res_mix(lp.mlp_res, block_ptrs, h.data(), n, d, eps, x.data());
       rmsnorm_rows(x.data(), lp.post_norm.data(), n, d, eps, x.data());
-      mlp(lp, l, x.data(), n, m.data());
+      {
+        base::timeline::Phase phase(lp.is_moe ? "moe" : "dense mlp", l);
+        mlp(lp, l, x.data(), n, m.data());
+      }
       for (int64_t i = 0; i < n * d; ++i) h[i] += m[i];
     } else {
       rmsnorm_rows(h.data(), lp.input_norm.data(), n, d, eps, x.data());
-      attention(lp, l, state, x.data(), n, options, a.data());
+      {
+        base::timeline::Phase phase("attention", l);
+        attention(lp, l, state, x.data(), n, options, a.data());
+      }
       for (int64_t i = 0; i < n * d; ++i) h[i] += a[i];
       rmsnorm_rows(h.data(), lp.post_norm.data(), n, d, eps, x.data());
-      mlp(lp, l, x.data(), n, m.data());
+      {
+        base::timeline::Phase phase(lp.is_moe ? "moe" : "dense mlp", l);
+        mlp(lp, l, x.data(), n, m.data());
+      }
       for (int64_t i = 0; i < n * d; ++i) h[i] += m[i];
     }
     predict_next_moe(l + 1, block_ptrs, h.data(), n);
@@ -187,6 +207,7 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
     out_rows = x.data();
   }
   rmsnorm_rows(out_rows, plan_.final_norm.data(), rows, d, eps, m.data());
+  base::timeline::Phase phase("lm_head");
   experts::matmul(plan_.lm_head, m.data(), rows, logits);
 }
 

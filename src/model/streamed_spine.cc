@@ -253,6 +253,7 @@ void StreamedSpine::start_load(int64_t layer) {
         job.required_bytes = run.span.required_bytes - done;
       job.dest = b.memory.data() + run.buffer_offset + done;
       job.priority = experts::ReadPriority::kSpine;
+      job.trace_layer = static_cast<int>(layer);
       job.done = [this, bi](const io::ReadCompletion& c) {
         std::lock_guard<std::mutex> lock(mu_);
         Buffer& buf = buffers_[bi];
