@@ -4,9 +4,12 @@
 // fetcher (a streaming install): delayed, failing and concurrent fetches, and guesses that stay
 // off the network.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -220,6 +223,42 @@ TEST(StreamingExpertStore, PrefetchHitsCountAndPredictionsAreScored) {
   drain(*store.request(2, std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7}), b, 2);
   s = store.stats();
   EXPECT_EQ(s.prefetch_wasted + s.prefetch_cancelled, 2u);
+}
+
+// Waits (up to 5 s) until the store has read `bytes` in all: guesses then are past cancelling.
+void wait_for_bytes_read(const StreamingExpertStore& store, uint64_t bytes) {
+  for (int i = 0; i < 5000 && store.stats().bytes_read < bytes; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_GE(store.stats().bytes_read, bytes);
+}
+
+TEST(StreamingExpertStore, MissedGuessesStopHoldingThePrefetchAllowance) {
+  // Each pass guesses two experts of layer 1, both are read, and the route takes one. Once the
+  // route is known, the missed guess is an ordinary cache entry: it must neither count against
+  // the prefetch allowance (2 here) nor be kept before the experts routes really used.
+  const Bank b = make_bank("bank3b.bin", 40);
+  StreamingExpertStore store(b.catalog, scheduler(), {.n_slots = 12, .max_prefetch_slots = 2});
+  const uint64_t read_length =
+      io::align_span(b.catalog.layers[1].spans[0].offset, b.span).read_length;
+  for (int pass = 0; pass < 10; ++pass) {
+    const int32_t right = 2 * pass, wrong = 2 * pass + 1;
+    store.prefetch(1, std::vector<int32_t>{right, wrong});
+    wait_for_bytes_read(store, (2 * pass + 2) * read_length);
+    drain(*store.request(1, std::vector<int32_t>{right}), b, 1);
+  }
+  ExpertStoreStats s = store.stats();
+  EXPECT_EQ(s.prefetch_reads, 20u);  // every pass could guess: nothing stale held the allowance
+  EXPECT_EQ(s.prefetch_cancelled, 0u);
+  EXPECT_EQ(s.prefetch_hits, 10u);
+  EXPECT_EQ(s.demand_reads, 0u);
+  // A missed guess that a later route asks for is still the guess's hit: its bytes were read
+  // for no earlier use, so they count among the bytes the route needed.
+  drain(*store.request(1, std::vector<int32_t>{19}), b, 1);
+  const ExpertStoreStats t = store.stats();
+  EXPECT_EQ(t.prefetch_hits, s.prefetch_hits + 1);
+  EXPECT_EQ(t.cache_hits, s.cache_hits);
+  EXPECT_EQ(t.demand_reads, 0u);
+  EXPECT_EQ(t.needed_bytes, s.needed_bytes + read_length);
 }
 
 TEST(StreamingExpertStore, LowRecallClosesTheGateButKeepsScoring) {
