@@ -1,6 +1,7 @@
 // ReadScheduler: the I/O thread's loop. It sleeps on a condition variable while nothing is in
-// flight, and otherwise in the queue's wait(); a job queued while reads are in flight is issued at
-// the next completion, which keeps the device busy (it still has those reads) at no CPU cost.
+// flight, and otherwise in the queue's wait(). A job queued while fewer than depth reads are in
+// flight wakes that wait and is issued at once: a route's reads must not queue behind a guess
+// that happens to be the only read in flight (measured: 13.6 ms of a 180 ms token, K3-scale).
 #include "experts/read_scheduler.h"
 
 #include <cerrno>
@@ -42,13 +43,17 @@ ReadScheduler::~ReadScheduler() {
 
 uint64_t ReadScheduler::submit(ReadJob job) {
   uint64_t id;
+  bool wake_queue;
   {
     std::lock_guard<std::mutex> lock(mu_);
     DF_ASSERT(!stop_);
     id = next_id_++;
     const Clock::time_point now = base::timeline::on() ? Clock::now() : Clock::time_point{};
     queued_[static_cast<int>(job.priority)].push_back({id, std::move(job), now});
+    // The I/O thread is in the queue's wait() exactly when something is in flight.
+    wake_queue = !issued_.empty() && static_cast<int>(issued_.size()) < depth_;
   }
+  if (wake_queue) queue_->wake();
   cv_.notify_one();
   return id;
 }
@@ -140,8 +145,8 @@ void ReadScheduler::run() {
     lock.unlock();
     io::ReadCompletion completion;
     const bool got = queue_->wait(&completion);
-    DF_ASSERT(got);
     lock.lock();
+    if (!got) continue;  // woken: a job was queued, and there is room to issue it
     auto it = issued_.find(completion.user_tag);
     DF_ASSERT(it != issued_.end());
     Issued done = std::move(it->second);

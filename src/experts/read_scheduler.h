@@ -94,7 +94,8 @@ class ReadScheduler {
 
   int depth_;
   const char* queue_name_ = "";
-  std::unique_ptr<io::ReadQueue> queue_;  // touched only by the I/O thread after construction
+  // Touched only by the I/O thread after construction, except for wake().
+  std::unique_ptr<io::ReadQueue> queue_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -132,6 +132,54 @@ TEST(ReadScheduler, EveryJobCompletesOrIsCancelled) {
   EXPECT_EQ(done.load() + cancelled, kJobs);
 }
 
+TEST(ReadScheduler, AJobQueuedWhileAReadIsInFlightStartsAtOnce) {
+  // A read of an empty pipe stays in flight until the test writes. With depth 2, a job submitted
+  // meanwhile must start and finish without waiting for it.
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const io::DirectFile pipe_end = io::DirectFile::adopt(fds[0], "test pipe");
+  const std::string path = io::testing::write_pattern_file(scratch(), "sched3.bin", 1 << 16);
+  const io::DirectFile f = io::DirectFile::open(path);
+  io::HugeBuffer buf(1 << 16);
+  std::vector<char> from_pipe(4096);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool pipe_done = false, file_done = false;
+  std::unique_ptr<ReadScheduler> s;
+  try {  // pread() cannot read a pipe: this needs io_uring
+    s = std::make_unique<ReadScheduler>(2, io::QueueKind::kUring);
+  } catch (const base::Error& e) {
+    close(fds[1]);
+    GTEST_SKIP() << e.what();
+  }
+  s->submit({&pipe_end, 0, from_pipe.size(), 0, from_pipe.data(), ReadPriority::kPrefetch,
+             [&](const io::ReadCompletion&) {
+               std::lock_guard<std::mutex> lock(mu);
+               pipe_done = true;
+               cv.notify_all();
+             }});
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the pipe read is issued
+  s->submit({&f, 0, 4096, 0, buf.data(), ReadPriority::kDemand, [&](const io::ReadCompletion& c) {
+               EXPECT_TRUE(c.ok()) << c.message;
+               std::lock_guard<std::mutex> lock(mu);
+               file_done = true;
+               cv.notify_all();
+             }});
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return file_done; }));
+    EXPECT_FALSE(pipe_done);
+  }
+  const std::string data(from_pipe.size(), 'p');
+  ASSERT_EQ(write(fds[1], data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return pipe_done; }));
+  }
+  s.reset();
+  close(fds[1]);
+}
+
 TEST(ReadScheduler, ShutdownCancelsQueuedJobs) {
   const std::string path = io::testing::write_pattern_file(scratch(), "sched2.bin", 1 << 22);
   io::DirectFile f = io::DirectFile::open(path);

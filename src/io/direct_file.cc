@@ -34,6 +34,14 @@ const char* read_mode_name(ReadMode mode) {
   return mode == ReadMode::kDirect ? "O_DIRECT" : "buffered+DONTNEED";
 }
 
+DirectFile DirectFile::adopt(int fd, std::string name) {
+  DirectFile file;
+  file.fd_ = fd;
+  file.path_ = std::move(name);
+  file.mode_ = ReadMode::kBuffered;
+  return file;
+}
+
 DirectFile DirectFile::open(const std::string& path, bool allow_direct) {
   DirectFile file;
   file.path_ = path;

@@ -25,6 +25,9 @@ class DirectFile {
   // Opens `path` read-only. kDirect unless the filesystem refuses O_DIRECT (or allow_direct is
   // false), then kBuffered. Throws base::Error naming the path when the file cannot be opened.
   static DirectFile open(const std::string& path, bool allow_direct = true);
+  // Takes ownership of a descriptor the caller opened, read buffered whatever it is. Tests use it
+  // with a pipe to keep a read in flight for as long as they need.
+  static DirectFile adopt(int fd, std::string name);
   ~DirectFile();
   DirectFile(DirectFile&& other) noexcept;
   DirectFile& operator=(DirectFile&& other) noexcept;

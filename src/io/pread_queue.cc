@@ -62,8 +62,17 @@ class PreadQueue final : public ReadQueue {
 
   bool wait(ReadCompletion* out) override {
     std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, [&] { return !done_.empty() || in_flight_ == 0; });
+    done_cv_.wait(lock, [&] { return !done_.empty() || in_flight_ == 0 || woken_; });
+    woken_ = false;
     return pop_done(out);
+  }
+
+  void wake() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      woken_ = true;
+    }
+    done_cv_.notify_all();
   }
 
   bool poll(ReadCompletion* out) override {
@@ -116,6 +125,7 @@ class PreadQueue final : public ReadQueue {
   int in_flight_ = 0;
   int max_in_flight_ = 0;
   bool stop_ = false;
+  bool woken_ = false;  // wake() since the last wait()
   std::vector<std::thread> workers_;
 };
 

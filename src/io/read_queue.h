@@ -47,8 +47,12 @@ class ReadQueue {
   // completion is kept for wait/poll). A request that cannot be valid (misaligned for O_DIRECT,
   // null file) completes at once with an error instead of being issued.
   virtual void submit(const ReadRequest& request) = 0;
-  // Blocks for the next completion; false when nothing is in flight or pending.
+  // Blocks for the next completion; false when nothing is in flight or pending, or when wake()
+  // was called (since the last wait that returned false for it) before a completion was ready.
   virtual bool wait(ReadCompletion* out) = 0;
+  // Makes the owner's wait() return promptly. The one call any thread may make: the owner sleeps
+  // in wait() while reads are in flight, and another thread uses this to hand it new work.
+  virtual void wake() = 0;
   // A finished completion if there is one, without blocking.
   virtual bool poll(ReadCompletion* out) = 0;
 

@@ -3,12 +3,17 @@
 // validation, buffered files, and the DELTAFIN_IO override.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <random>
 #include <set>
+#include <thread>
+#include <vector>
 
 #include "base/error.h"
 #include "io/direct_file.h"
@@ -229,6 +234,38 @@ TEST_P(Queue, PollDoesNotBlockAndEventuallyReturnsEverything) {
   }
   EXPECT_FALSE(q->poll(&c));
   EXPECT_EQ(q->in_flight(), 0);
+}
+
+TEST_P(Queue, WakeEndsAWaitWhileAReadIsStillInFlight) {
+  // pread() cannot read a pipe (ESPIPE), and nothing else keeps a pread in flight on demand.
+  if (GetParam() == std::string("pread")) GTEST_SKIP() << "needs a read that blocks: io_uring only";
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const DirectFile pipe_end = DirectFile::adopt(fds[0], "test pipe");
+  auto q = queue(2);
+  if (!q) {
+    close(fds[1]);
+    GTEST_SKIP();
+  }
+  std::vector<char> buf(4096);
+  q->submit({&pipe_end, 0, buf.size(), buf.data(), 7, 0});  // stays in flight: nobody writes
+  std::thread waker([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    q->wake();
+  });
+  ReadCompletion c;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(q->wait(&c));  // returned for the wake, not for a completion
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  waker.join();
+  EXPECT_EQ(q->in_flight(), 1);
+  const std::string data(buf.size(), 'x');
+  ASSERT_EQ(write(fds[1], data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  ASSERT_TRUE(q->wait(&c));
+  EXPECT_TRUE(c.ok()) << c.message;
+  EXPECT_EQ(c.user_tag, 7u);
+  EXPECT_EQ(std::string(buf.begin(), buf.end()), data);
+  close(fds[1]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Impl, Queue, ::testing::Values("uring", "pread"),

@@ -1,10 +1,13 @@
 // The io_uring queue: one SQE per request in flight (a short read re-issues the rest in the same
-// slot), so the submission ring never holds more than depth() entries. Built only with liburing.
+// slot), plus, while the owner sleeps in wait(), one read of an eventfd that wake() writes, so the
+// submission ring never holds more than depth() + 1 entries. Built only with liburing.
 #include "io/read_queue.h"
 
 #if DELTAFIN_HAVE_URING
 
 #include <liburing.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -23,6 +26,8 @@ using detail::StepResult;
 
 // The SQE length field is 32 bits; longer requests continue as short reads.
 constexpr size_t kMaxSqeBytes = size_t{1} << 30;
+// user_data of the eventfd read; read slots are 0..depth-1.
+constexpr uint64_t kWakeTag = ~uint64_t{0};
 
 class UringQueue final : public ReadQueue {
  public:
@@ -32,16 +37,22 @@ class UringQueue final : public ReadQueue {
 
   // 0, or -errno from io_uring_queue_init (seccomp, io_uring_disabled, old kernel).
   int init() {
-    const int ret = io_uring_queue_init(static_cast<unsigned>(depth()), &ring_, 0);
+    wake_fd_ = eventfd(0, EFD_CLOEXEC);
+    if (wake_fd_ < 0) return -errno;
+    const int ret = io_uring_queue_init(static_cast<unsigned>(depth() + 1), &ring_, 0);
     initialized_ = ret == 0;
     return ret;
   }
 
   ~UringQueue() override {
-    if (!initialized_) return;
-    // The buffers belong to the caller: never leave the kernel writing into them after we go.
-    while (in_flight_ > 0) reap(/*block=*/true);
-    io_uring_queue_exit(&ring_);
+    if (initialized_) {
+      // The buffers belong to the caller: never leave the kernel writing into them after we go.
+      while (in_flight_ > 0) reap(/*block=*/true);
+      if (wake_armed_) wake();
+      while (wake_armed_) reap(/*block=*/true);
+      io_uring_queue_exit(&ring_);
+    }
+    if (wake_fd_ >= 0) close(wake_fd_);
   }
 
   const char* name() const override { return "io_uring"; }
@@ -64,8 +75,16 @@ class UringQueue final : public ReadQueue {
   }
 
   bool wait(ReadCompletion* out) override {
-    while (ready_.empty() && in_flight_ > 0) reap(/*block=*/true);
+    if (ready_.empty() && in_flight_ > 0 && !woken_ && !wake_armed_) arm_wake();
+    while (ready_.empty() && in_flight_ > 0 && !woken_) reap(/*block=*/true);
+    woken_ = false;
     return pop_ready(out);
+  }
+
+  void wake() override {
+    const uint64_t one = 1;
+    while (write(wake_fd_, &one, sizeof one) < 0 && errno == EINTR) {
+    }
   }
 
   bool poll(ReadCompletion* out) override {
@@ -82,6 +101,26 @@ class UringQueue final : public ReadQueue {
     return true;
   }
 
+  // Puts a read of the eventfd in the ring: it completes when wake() writes (or has written).
+  void arm_wake() {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    DF_ASSERT(sqe != nullptr);  // the ring has room for depth() reads and this one
+    io_uring_prep_read(sqe, wake_fd_, &wake_count_, sizeof wake_count_, 0);
+    io_uring_sqe_set_data64(sqe, kWakeTag);
+    wake_armed_ = true;
+    submit_ring();
+  }
+
+  void submit_ring() {
+    for (;;) {
+      const int ret = io_uring_submit(&ring_);
+      if (ret >= 0) return;
+      if (ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) {
+        base::fail("io_uring_submit failed: ", std::strerror(-ret));
+      }
+    }
+  }
+
   void issue(int slot) {
     const ReadState& s = slots_[slot];
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
@@ -90,13 +129,7 @@ class UringQueue final : public ReadQueue {
                        static_cast<unsigned>(std::min(s.remaining(), kMaxSqeBytes)),
                        s.next_offset());
     io_uring_sqe_set_data64(sqe, static_cast<uint64_t>(slot));
-    for (;;) {
-      const int ret = io_uring_submit(&ring_);
-      if (ret >= 0) return;
-      if (ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) {
-        base::fail("io_uring_submit failed: ", std::strerror(-ret));
-      }
-    }
+    submit_ring();
   }
 
   // Handles one completion; returns false when none was available (block == false).
@@ -108,9 +141,15 @@ class UringQueue final : public ReadQueue {
     } while (ret == -EINTR);
     if (ret == -EAGAIN || cqe == nullptr) return false;
     if (ret < 0) base::fail("io_uring_wait_cqe failed: ", std::strerror(-ret));
-    const int slot = static_cast<int>(io_uring_cqe_get_data64(cqe));
+    const uint64_t tag = io_uring_cqe_get_data64(cqe);
     const int result = cqe->res;
     io_uring_cqe_seen(&ring_, cqe);
+    if (tag == kWakeTag) {  // wake() was called: the eventfd's count is consumed by the read
+      wake_armed_ = false;
+      woken_ = true;
+      return true;
+    }
+    const int slot = static_cast<int>(tag);
     ReadCompletion completion;
     if (detail::apply_result(slots_[slot], result, &completion) == StepResult::kResubmit) {
       issue(slot);
@@ -129,6 +168,10 @@ class UringQueue final : public ReadQueue {
   std::deque<ReadCompletion> ready_;
   int in_flight_ = 0;
   int max_in_flight_ = 0;
+  int wake_fd_ = -1;
+  bool wake_armed_ = false;  // the eventfd read is in the ring
+  bool woken_ = false;       // its completion arrived since the last wait()
+  uint64_t wake_count_ = 0;  // where that read puts the eventfd's count
 };
 
 }  // namespace
