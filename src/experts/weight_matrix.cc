@@ -1,6 +1,9 @@
 // Dispatch from a dtype-tagged WeightMatrix to the shared kernels for that dtype.
 #include "experts/weight_matrix.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstring>
 
 #include "base/error.h"
@@ -57,6 +60,32 @@ void decode_row(const WeightMatrix& w, int64_t r, float* out) {
       return;
     default:
       DF_ASSERT(false && "weight dtype without a decoder");
+  }
+}
+
+namespace {
+
+void will_need(const uint8_t* p, size_t n) {
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + n;
+  madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);
+}
+
+}  // namespace
+
+void will_need_row(const WeightMatrix& w, int64_t r) {
+  const WeightMatrix row = row_block(w, r, 1);
+  switch (w.dtype) {
+    case format::DType::kU8:
+      will_need(row.data, static_cast<size_t>(w.cols / 2));
+      will_need(row.scales, static_cast<size_t>(w.cols / 32));
+      break;
+    case format::DType::kBF16:
+      will_need(row.data, static_cast<size_t>(w.cols) * 2);
+      break;
+    default:
+      will_need(row.data, static_cast<size_t>(w.cols) * 4);
   }
 }
 

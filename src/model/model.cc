@@ -124,8 +124,11 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
   for (int64_t r = 0; r < n; ++r) {
     if (ids[r] < 0 || ids[r] >= c.vocab_size)
       base::fail("token id ", ids[r], " is outside the vocabulary [0, ", c.vocab_size, ")");
+    experts::will_need_row(plan_.embed, ids[r]);  // every row's read starts before the first waits
+  }
+  {
     base::timeline::Phase phase("embed");
-    experts::decode_row(plan_.embed, ids[r], h.data() + r * d);
+    for (int64_t r = 0; r < n; ++r) experts::decode_row(plan_.embed, ids[r], h.data() + r * d);
   }
 
   const int64_t block = plan_.traits.attn_res_block_size;
