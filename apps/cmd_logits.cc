@@ -1,7 +1,12 @@
 // `deltafin logits --model DIR --ids 1,2,3 --out FILE` (plus the streaming flags of
-// stream_flags.h): the logits at every position of the ids from one chunked prefill, written as a
-// safetensors file with one F32 tensor `logits` [T, vocab].
+// stream_flags.h): the logits at every position of the ids, written as a safetensors file with one
+// F32 tensor `logits` [T, vocab]. The ids go through the session one prefill pass
+// (--prefill-group rows) at a time, and each pass's logits are written before the next runs, so
+// the command holds one pass's rows (group x vocab x 4 bytes; 335 MB for K3 at 512 rows) whatever
+// the prompt's length. Passes in one call or in several give the same bytes.
+#include <algorithm>
 #include <cstddef>
+#include <span>
 
 #include "base/log.h"
 #include "command.h"
@@ -27,12 +32,17 @@ int run_logits(Args& args) {
   setup::warn_if_streaming(options.model_dir);  // experts still remote make the first tokens slow
   std::unique_ptr<Engine> engine = Engine::load(options);
   std::unique_ptr<Session> session = engine->new_session();
-  const std::vector<float> logits = session->forward(ids, /*all_rows=*/true);
   const int64_t vocab = engine->info().vocab_size;
-  format::write_safetensors(out, {{"logits",
-                                   format::DType::kF32,
-                                   {static_cast<int64_t>(ids.size()), vocab},
-                                   std::as_bytes(std::span<const float>(logits))}});
+  const size_t group = static_cast<size_t>(std::max(1, engine->memory_plan().prefill_group_tokens));
+  format::SafetensorsWriter writer(
+      out, {{"logits", format::DType::kF32, {static_cast<int64_t>(ids.size()), vocab}}});
+  for (size_t begin = 0; begin < ids.size(); begin += group) {
+    const std::span<const int32_t> pass =
+        std::span(ids).subspan(begin, std::min(group, ids.size() - begin));
+    const std::vector<float> logits = session->forward(pass, /*all_rows=*/true);
+    writer.write(logits.data(), logits.size() * sizeof(float));
+  }
+  writer.finish();
   base::log_info("logits: ", ids.size(), " positions in ", session->stats().prefill_ms, " ms → ",
                  out);
   return 0;

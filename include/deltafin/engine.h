@@ -66,6 +66,7 @@ struct MemoryPlanInfo {
   uint64_t expert_span_bytes = 0;  // one expert's tensors (the largest layer's)
   uint64_t context_bytes = 0;      // attention cache set aside for max_context_tokens positions
   int read_depth = 0;              // O_DIRECT reads in flight at once
+  int prefill_group_tokens = 0;    // prompt rows per pass through the layers
   std::string summary;             // the startup message
 };
 

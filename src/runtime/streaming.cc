@@ -131,6 +131,7 @@ std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const Engin
     info.expert_span_bytes = std::max(info.expert_span_bytes, layer.layout.span_bytes);
   info.context_bytes = in.context_bytes;
   info.read_depth = options.read_depth;
+  info.prefill_group_tokens = options.prefill_group_tokens;
   info.summary = summary;
 
   if (!tiers.experts_mapped || tiers.n_streamed > 0)
