@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/log.h"
 
 namespace deltafin::base::timeline {
 namespace {
@@ -28,6 +29,8 @@ struct Recorder {
   std::string path;
   Clock::time_point origin;
   std::vector<Event> events;
+  size_t max_events = 0;
+  uint64_t dropped = 0;  // events past max_events
 };
 
 Recorder& recorder() {
@@ -43,7 +46,7 @@ const char* track_name(int track) { return track == kCompute ? "forward pass" : 
 
 }  // namespace
 
-void begin(const std::string& path) {
+void begin(const std::string& path, size_t max_events) {
   Recorder& r = recorder();
   std::lock_guard<std::mutex> lock(r.mu);
   if (r.out != nullptr) fail("--trace-timeline: a timeline is already being recorded");
@@ -52,6 +55,8 @@ void begin(const std::string& path) {
   r.path = path;
   r.origin = Clock::now();
   r.events.clear();
+  r.max_events = max_events;
+  r.dropped = 0;
   detail::recording.store(true, std::memory_order_relaxed);
 }
 
@@ -82,12 +87,23 @@ void finish() {
                  e.track, e.name, e.category, micros(e.t0, r.origin),
                  micros(e.t1, r.origin) - micros(e.t0, r.origin), e.args_json.c_str());
   }
+  if (r.dropped > 0) {  // a point at the end, where a viewer shows it
+    std::fprintf(f,
+                 "%s{\"ph\":\"i\",\"s\":\"g\",\"pid\":1,\"tid\":%d,\"ts\":%.1f,"
+                 "\"name\":\"%llu events dropped after the first %zu\"}",
+                 first ? "" : ",\n", kCompute, micros(Clock::now(), r.origin),
+                 static_cast<unsigned long long>(r.dropped), r.max_events);
+  }
   std::fprintf(f, "\n]}\n");
   const bool failed = std::ferror(f) != 0;
   std::fclose(f);
   r.out = nullptr;
   r.events.clear();
   if (failed) fail("--trace-timeline ", r.path, ": write failed");
+  if (r.dropped > 0) {
+    log_warn("--trace-timeline ", r.path, ": kept the first ", r.max_events, " events, dropped ",
+             r.dropped);
+  }
 }
 
 void span(int track, const char* name, const char* category, Clock::time_point t0,
@@ -96,6 +112,10 @@ void span(int track, const char* name, const char* category, Clock::time_point t
   Recorder& r = recorder();
   std::lock_guard<std::mutex> lock(r.mu);
   if (r.out == nullptr) return;
+  if (r.events.size() >= r.max_events) {
+    ++r.dropped;
+    return;
+  }
   r.events.push_back({track, name, category, t0, t1, std::move(args_json)});
 }
 

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -26,9 +27,13 @@ inline std::atomic<bool> recording{false};
 
 inline bool on() { return detail::recording.load(std::memory_order_relaxed); }
 
+// Events kept at most (about 150 MB): a server left tracing for hours must not grow without
+// bound. Later events are counted, and the file says how many were dropped.
+inline constexpr size_t kDefaultMaxEvents = 1'000'000;
+
 // Starts recording into memory; finish() writes `path`. The file is created now, so a bad path
 // fails here (base::Error naming it) rather than after the run.
-void begin(const std::string& path);
+void begin(const std::string& path, size_t max_events = kDefaultMaxEvents);
 // Writes the file and stops recording. Safe to call when not recording (does nothing).
 void finish();
 

@@ -51,6 +51,22 @@ TEST(Timeline, RecordsOnlyBetweenBeginAndFinish) {
   EXPECT_EQ(json.substr(json.size() - 4), "\n]}\n");
 }
 
+TEST(Timeline, KeepsAtMostItsLimitAndSaysHowManyItDropped) {
+  const std::string path = ::testing::TempDir() + "timeline_limit_test.json";
+  begin(path, 3);
+  const Clock::time_point t0 = Clock::now();
+  for (int i = 0; i < 5; ++i) span(kCompute, "step", "compute", t0, t0);
+  finish();
+  const std::string json = read_all(path);
+  size_t kept = 0;
+  for (size_t at = json.find("\"ph\":\"X\""); at != std::string::npos;
+       at = json.find("\"ph\":\"X\"", at + 1))
+    ++kept;
+  EXPECT_EQ(kept, 3u) << json;
+  EXPECT_NE(json.find("\"name\":\"2 events dropped after the first 3\""), std::string::npos)
+      << json;
+}
+
 TEST(Timeline, RefusesAPathItCannotCreate) {
   try {
     begin("/nonexistent-dir/timeline.json");
