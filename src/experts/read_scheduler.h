@@ -87,10 +87,9 @@ class ReadScheduler {
   };
 
   void run();
-  bool pop_next(Queued* out);
+  bool pop_next(Queued* out);  // highest priority first, FIFO within one; caller holds mu_
   // One read on the timeline: issued → now, with its priority (the final one), layer, expert.
-  void trace_read(const ReadJob& job, const Issued& done,
-                  uint64_t bytes);  // highest priority first, FIFO within one; caller holds mu_
+  void trace_read(const ReadJob& job, const Issued& done, uint64_t bytes);
 
   int depth_;
   const char* queue_name_ = "";

@@ -17,8 +17,8 @@ namespace {
 
 // Activations of one prefill pass of group_rows, logits for chunk_rows rows, the sequence state
 // and scratch (attention runs chunk_rows at a time); the attention caches are context_bytes().
-// Generation needs the last row's logits only; `deltafin logits` keeps every row's, a buffer the
-// size of its output that this plan does not hold (as before groups existed).
+// Generation needs the last row's logits only; `deltafin logits` keeps one pass's rows (group_rows
+// x vocab), which this plan does not hold.
 uint64_t working_bytes(const model::ModelPlan& plan, int chunk_rows, int group_rows,
                        int64_t max_context) {
   const format::ModelConfig& c = plan.config;
