@@ -75,18 +75,10 @@ void will_need(const uint8_t* p, size_t n) {
 }  // namespace
 
 void will_need_row(const WeightMatrix& w, int64_t r) {
-  const WeightMatrix row = row_block(w, r, 1);
-  switch (w.dtype) {
-    case format::DType::kU8:
-      will_need(row.data, static_cast<size_t>(w.cols / 2));
-      will_need(row.scales, static_cast<size_t>(w.cols / 32));
-      break;
-    case format::DType::kBF16:
-      will_need(row.data, static_cast<size_t>(w.cols) * 2);
-      break;
-    default:
-      will_need(row.data, static_cast<size_t>(w.cols) * 4);
-  }
+  // Row r's bytes run up to where row r + 1 starts; row_block knows each dtype's layout.
+  const WeightMatrix row = row_block(w, r, 1), next = row_block(w, r + 1, 0);
+  will_need(row.data, static_cast<size_t>(next.data - row.data));
+  if (row.scales != nullptr) will_need(row.scales, static_cast<size_t>(next.scales - row.scales));
 }
 
 WeightMatrix row_block(const WeightMatrix& w, int64_t begin, int64_t count) {
