@@ -297,16 +297,21 @@ void StreamingExpertStore::on_fetch_done(int s, const std::string& error) {
   cv_.notify_all();
 }
 
-void StreamingExpertStore::cancel_queued_guesses(int layer, std::span<const int32_t> keep) {
+void StreamingExpertStore::retire_guesses(int layer, std::span<const int32_t> keep,
+                                          bool route_known) {
   for (Slot& s : slots_) {
-    if (s.layer != layer || !s.speculative || s.state != SlotState::kReading) continue;
+    if (s.layer != layer || !s.speculative) continue;
     if (std::find(keep.begin(), keep.end(), s.expert) != keep.end()) continue;
-    if (!scheduler_->cancel(s.job)) continue;
-    where_.erase(key(s.layer, s.expert));
-    --reads_in_flight_;
-    --speculative_slots_;
-    ++stats_.prefetch_cancelled;
-    s = Slot{};
+    if (s.state == SlotState::kReading && scheduler_->cancel(s.job)) {
+      where_.erase(key(s.layer, s.expert));
+      --reads_in_flight_;
+      --speculative_slots_;
+      ++stats_.prefetch_cancelled;
+      s = Slot{};
+    } else if (route_known) {
+      s.speculative = false;
+      --speculative_slots_;
+    }
   }
 }
 
@@ -351,18 +356,8 @@ std::unique_ptr<ExpertBatch> StreamingExpertStore::request(int layer,
                      kRecallWeight * static_cast<double>(matched) / experts.size();
     predicted.clear();
   }
-  // Predictions for this layer that missed and have not reached the device yet: drop them.
-  cancel_queued_guesses(layer, experts);
-  // Those already read or being read are ordinary cache entries from now on: the route they were
-  // guessed for has passed them by. Left speculative, they would stay protected from eviction
-  // and hold the prefetch allowance until the lookahead starved (measured: from 30 guess reads
-  // per token down to 1-5 within 16 tokens).
-  for (Slot& s : slots_) {
-    if (s.layer != layer || !s.speculative) continue;
-    if (std::find(experts.begin(), experts.end(), s.expert) != experts.end()) continue;
-    s.speculative = false;
-    --speculative_slots_;
-  }
+  // Predictions for this layer that missed: dropped if still queued, else plain cache entries.
+  retire_guesses(layer, experts, /*route_known=*/true);
 
   for (size_t i = 0; i < experts.size(); ++i) {
     const int32_t e = experts[i];
@@ -411,7 +406,7 @@ void StreamingExpertStore::prefetch(int layer, std::span<const int32_t> experts)
                   layer, experts);
   predicted_[layer].assign(experts.begin(), experts.end());
   // A newer guess for the layer supersedes an older one: drop its reads that are still queued.
-  cancel_queued_guesses(layer, experts);
+  retire_guesses(layer, experts, /*route_known=*/false);
   if (recall_[layer] < options_.min_prefetch_recall) return;
   for (int32_t e : experts) {
     DF_ASSERT(e >= 0 && static_cast<size_t>(e) < catalog_.layers[layer].spans.size());
