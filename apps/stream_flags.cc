@@ -39,6 +39,17 @@ void read_stream_flags(Args& args, EngineOptions* options) {
   if (depth < 0 || depth > 256)
     base::fail("--read-depth must be 0 (default ", kDefaultReadDepth, ") or 1..256, got ", depth);
   options->read_depth = static_cast<int>(depth);
+  const std::string piece = args.get("read-piece", "");
+  if (!piece.empty()) {
+    const uint64_t bytes = base::parse_byte_size(piece);
+    if (bytes % 4096 != 0 || bytes > (uint64_t{1} << 30)) {
+      base::fail(
+          "--read-piece must be 0 (one request per expert) or a multiple of 4K up to 1G, "
+          "got '",
+          piece, "'");
+    }
+    options->read_piece_bytes = static_cast<int64_t>(bytes);
+  }
   const long long group = args.get_int("prefill-group", 0);
   if (group < 0 || group > 65536) {
     base::fail("--prefill-group must be 0 (default ", kDefaultPrefillGroup, ") or 1..65536, got ",

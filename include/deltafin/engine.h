@@ -44,7 +44,11 @@ struct EngineOptions {
   SpineMode spine = SpineMode::kAuto;
   int expert_slots = 0;  // > 0: this many expert slots instead of what the budget gives
   bool prefetch = true;  // next-layer router lookahead (streamed experts only)
-  int read_depth = 0;    // O_DIRECT reads in flight at once; 0: kDefaultReadDepth
+  int read_depth = 0;    // O_DIRECT requests in flight at once; 0: kDefaultReadDepth
+  // > 0 (a multiple of 4 KiB): each expert is read in requests of this size, so a guess the route
+  // did not pick stops at its next piece. 0: one request per expert; on the device host 4 MiB
+  // pieces halved the unused guess bytes but were not faster (docs/PERFORMANCE.md).
+  int64_t read_piece_bytes = 0;
   ExpertCachePolicy cache = ExpertCachePolicy::kLfu;
   std::string trace_routes;  // when set, one JSON line per pass and MoE layer: its experts
   // Positions a session may hold; the memory plan sets aside the attention cache for this many.
@@ -65,7 +69,8 @@ struct MemoryPlanInfo {
   uint64_t expert_slot_bytes = 0;  // per slot
   uint64_t expert_span_bytes = 0;  // one expert's tensors (the largest layer's)
   uint64_t context_bytes = 0;      // attention cache set aside for max_context_tokens positions
-  int read_depth = 0;              // O_DIRECT reads in flight at once
+  int read_depth = 0;              // O_DIRECT requests in flight at once
+  int64_t read_piece_bytes = 0;    // per expert read request; 0: one request per expert
   int prefill_group_tokens = 0;    // prompt rows per pass through the layers
   std::string summary;             // the startup message
 };
@@ -84,6 +89,7 @@ struct StreamStats {
   uint64_t prefetch_reads = 0;
   uint64_t prefetch_wasted = 0;     // read, evicted unused
   uint64_t prefetch_cancelled = 0;  // dropped before the device
+  uint64_t prefetch_stopped = 0;    // missed, stopped part-way through its pieces
   uint64_t predicted_actual = 0;    // lookahead recall = predicted_matched / predicted_actual
   uint64_t predicted_matched = 0;
   double expert_wait_seconds = 0;  // compute blocked on expert reads

@@ -84,6 +84,7 @@ struct ExpertStoreStats {
   uint64_t needed_bytes = 0;
   uint64_t prefetch_reads = 0;      // speculative reads issued
   uint64_t prefetch_cancelled = 0;  // dropped before reaching the device
+  uint64_t prefetch_stopped = 0;    // missed the route part-way read: its other pieces dropped
   uint64_t prefetch_wasted = 0;     // read, then evicted without being requested
   // Lookahead quality over layers where a prediction was made: recall = matched / actual.
   uint64_t predicted_actual = 0;

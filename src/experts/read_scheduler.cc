@@ -1,9 +1,12 @@
 // ReadScheduler: the I/O thread's loop. It sleeps on a condition variable while nothing is in
-// flight, and otherwise in the queue's wait(). A job queued while fewer than depth reads are in
+// flight, and otherwise in the queue's wait(). A job queued while fewer than depth requests are in
 // flight wakes that wait and is issued at once: a route's reads must not queue behind a guess
 // that happens to be the only read in flight (measured: 13.6 ms of a 180 ms token, K3-scale).
+// Jobs with pieces stay at the head of their priority's queue until their last piece is issued,
+// so the lanes go to one expert after another and each completes as early as it can.
 #include "experts/read_scheduler.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <utility>
 #include <vector>
@@ -12,6 +15,11 @@
 #include "base/timeline.h"
 
 namespace deltafin::experts {
+namespace {
+
+uint64_t align_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+
+}  // namespace
 
 ReadScheduler::ReadScheduler(int depth, io::QueueKind kind)
     : depth_(std::max(depth, 1)),
@@ -26,8 +34,16 @@ ReadScheduler::~ReadScheduler() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
-    for (std::deque<Queued>& q : queued_) {
-      for (Queued& item : q) dropped.push_back(std::move(item.job));
+    for (std::deque<uint64_t>& q : queued_) {
+      for (uint64_t id : q) {
+        Job& job = jobs_.at(id);
+        if (job.in_flight > 0) {
+          job.cancelled = true;  // its callback runs when the pieces in flight land
+        } else {
+          dropped.push_back(std::move(job.job));
+          jobs_.erase(id);
+        }
+      }
       q.clear();
     }
   }
@@ -42,14 +58,21 @@ ReadScheduler::~ReadScheduler() {
 }
 
 uint64_t ReadScheduler::submit(ReadJob job) {
+  DF_ASSERT(job.length > 0 && job.piece_bytes % io::kDirectAlignment == 0);
   uint64_t id;
   bool wake_queue;
   {
     std::lock_guard<std::mutex> lock(mu_);
     DF_ASSERT(!stop_);
     id = next_id_++;
-    const Clock::time_point now = base::timeline::on() ? Clock::now() : Clock::time_point{};
-    queued_[static_cast<int>(job.priority)].push_back({id, std::move(job), now});
+    Job& j = jobs_[id];
+    const size_t required = job.required_bytes == 0 ? job.length : job.required_bytes;
+    // Pieces past the required bytes could find the end of the file; one whole request asks
+    // for its aligned length as the queue expects.
+    j.issue_end = job.piece_bytes > 0 ? align_up(required, io::kDirectAlignment) : job.length;
+    j.queued_at = base::timeline::on() ? Clock::now() : Clock::time_point{};
+    queued_[static_cast<int>(job.priority)].push_back(id);
+    j.job = std::move(job);
     // The I/O thread is in the queue's wait() exactly when something is in flight.
     wake_queue = !issued_.empty() && static_cast<int>(issued_.size()) < depth_;
   }
@@ -58,31 +81,41 @@ uint64_t ReadScheduler::submit(ReadJob job) {
   return id;
 }
 
-bool ReadScheduler::cancel(uint64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (std::deque<Queued>& q : queued_) {
-    for (auto it = q.begin(); it != q.end(); ++it) {
-      if (it->id == id) {
-        q.erase(it);
-        return true;
-      }
+void ReadScheduler::unqueue(uint64_t id) {
+  for (std::deque<uint64_t>& q : queued_) {
+    auto it = std::find(q.begin(), q.end(), id);
+    if (it != q.end()) {
+      q.erase(it);
+      return;
     }
   }
-  return false;
+}
+
+CancelResult ReadScheduler::cancel(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return CancelResult::kTooLate;
+  Job& job = it->second;
+  if (job.cancelled) return CancelResult::kStopping;
+  if (job.issued >= job.issue_end || job.error != 0) return CancelResult::kTooLate;
+  unqueue(id);
+  if (job.issued == 0) {
+    jobs_.erase(it);
+    return CancelResult::kDropped;
+  }
+  job.cancelled = true;
+  return CancelResult::kStopping;
 }
 
 void ReadScheduler::promote(uint64_t id, ReadPriority priority) {
   std::lock_guard<std::mutex> lock(mu_);
   for (int p = static_cast<int>(priority) + 1; p < kReadPriorities; ++p) {
-    for (auto it = queued_[p].begin(); it != queued_[p].end(); ++it) {
-      if (it->id == id) {
-        Queued item = std::move(*it);
-        queued_[p].erase(it);
-        item.job.priority = priority;
-        queued_[static_cast<int>(priority)].push_back(std::move(item));
-        return;
-      }
-    }
+    auto it = std::find(queued_[p].begin(), queued_[p].end(), id);
+    if (it == queued_[p].end()) continue;
+    queued_[p].erase(it);
+    jobs_.at(id).job.priority = priority;
+    queued_[static_cast<int>(priority)].push_back(id);
+    return;
   }
 }
 
@@ -94,26 +127,64 @@ ReadSchedulerStats ReadScheduler::stats() const {
   return s;
 }
 
-void ReadScheduler::trace_read(const ReadJob& job, const Issued& done, uint64_t bytes) {
+void ReadScheduler::trace_read(const ReadJob& job, const Piece& piece, uint64_t bytes) {
   static const char* const kNames[kReadPriorities] = {"demand", "spine", "prefetch"};
-  const char* name = kNames[static_cast<int>(job.priority)];
+  const char* name = kNames[static_cast<int>(piece.priority)];
   const double queued_ms =
-      std::chrono::duration<double, std::milli>(done.issued_at - done.queued_at).count();
+      std::chrono::duration<double, std::milli>(piece.issued_at - piece.queued_at).count();
   base::timeline::span(
-      base::timeline::kDiskLane + done.lane, name, "read", done.issued_at, Clock::now(),
+      base::timeline::kDiskLane + piece.lane, name, "read", piece.issued_at, Clock::now(),
       base::str_cat("\"layer\":", job.trace_layer, ",\"expert\":", job.trace_expert,
                     ",\"bytes\":", bytes, ",\"queued_ms\":", queued_ms));
 }
 
-bool ReadScheduler::pop_next(Queued* out) {
-  for (std::deque<Queued>& q : queued_) {
-    if (!q.empty()) {
-      *out = std::move(q.front());
-      q.pop_front();
-      return true;
-    }
+bool ReadScheduler::pop_next(uint64_t tag, io::ReadRequest* request, Piece* piece) {
+  for (std::deque<uint64_t>& q : queued_) {
+    if (q.empty()) continue;
+    const uint64_t id = q.front();
+    Job& job = jobs_.at(id);
+    const ReadJob& r = job.job;
+    const uint64_t at = job.issued;
+    const uint64_t length =
+        r.piece_bytes > 0 ? std::min<uint64_t>(r.piece_bytes, job.issue_end - at) : r.length;
+    const size_t required = r.required_bytes == 0 ? r.length : r.required_bytes;
+    *request = {r.file, r.offset + at, length, static_cast<uint8_t*>(r.dest) + at, tag,
+                // Only the piece that holds the end of the required bytes may come back short.
+                required < at + length ? required - at : 0};
+    *piece = {id, length, r.priority, job.queued_at, Clock::time_point{}, 0};
+    job.issued += length;
+    ++job.in_flight;
+    if (job.issued >= job.issue_end) q.pop_front();
+    return true;
   }
   return false;
+}
+
+bool ReadScheduler::piece_done(const io::ReadCompletion& c, const Piece& piece,
+                               std::function<void(const io::ReadCompletion&)>* done,
+                               io::ReadCompletion* out) {
+  auto it = jobs_.find(piece.job);
+  DF_ASSERT(it != jobs_.end());
+  Job& job = it->second;
+  --job.in_flight;
+  job.bytes += c.bytes;
+  if (!c.ok() && job.error == 0) {
+    job.error = c.error;
+    job.message = c.message;
+    if (job.issued < job.issue_end) unqueue(piece.job);
+  }
+  if (job.in_flight > 0 || (!job.stopped() && job.issued < job.issue_end)) return false;
+  out->user_tag = piece.job;
+  out->bytes = job.bytes;
+  out->error = job.error;
+  out->message = std::move(job.message);
+  if (job.error == 0 && job.cancelled) {
+    out->error = ECANCELED;
+    out->message = "read cancelled";
+  }
+  *done = std::move(job.job.done);
+  jobs_.erase(it);
+  return true;
 }
 
 void ReadScheduler::run() {
@@ -121,24 +192,26 @@ void ReadScheduler::run() {
   for (;;) {
     cv_.wait(lock, [&] {
       if (stop_ || !issued_.empty()) return true;
-      for (const std::deque<Queued>& q : queued_)
+      for (const std::deque<uint64_t>& q : queued_)
         if (!q.empty()) return true;
       return false;
     });
     if (stop_ && issued_.empty()) return;
-    Queued next;
-    while (!stop_ && static_cast<int>(issued_.size()) < depth_ && pop_next(&next)) {
+    io::ReadRequest request;
+    Piece piece;
+    while (!stop_ && static_cast<int>(issued_.size()) < depth_ &&
+           pop_next(next_tag_, &request, &piece)) {
+      ++next_tag_;
       if (issued_.empty()) busy_since_ = Clock::now();
-      const io::ReadRequest request{next.job.file, next.job.offset, next.job.length,
-                                    next.job.dest, next.id,         next.job.required_bytes};
       int lane = 0;
       while (lane_busy_[lane]) ++lane;  // fewer than depth_ are busy
       lane_busy_[lane] = true;
-      issued_.emplace(next.id,
-                      Issued{std::move(next.job), next.queued_at,
-                             base::timeline::on() ? Clock::now() : Clock::time_point{}, lane});
+      piece.lane = lane;
+      if (base::timeline::on()) piece.issued_at = Clock::now();
+      issued_.emplace(request.user_tag, piece);
+      ++stats_.requests;
       lock.unlock();
-      queue_->submit(request);  // never blocks: fewer than depth reads are in flight
+      queue_->submit(request);  // never blocks: fewer than depth requests are in flight
       lock.lock();
     }
     if (issued_.empty()) continue;
@@ -149,17 +222,18 @@ void ReadScheduler::run() {
     if (!got) continue;  // woken: a job was queued, and there is room to issue it
     auto it = issued_.find(completion.user_tag);
     DF_ASSERT(it != issued_.end());
-    Issued done = std::move(it->second);
-    ReadJob job = std::move(done.job);
+    const Piece landed = it->second;
     issued_.erase(it);
-    lane_busy_[done.lane] = false;
-    if (base::timeline::on()) trace_read(job, done, completion.bytes);
-    stats_.bytes[static_cast<int>(job.priority)] += completion.bytes;
-    ++stats_.reads;
+    lane_busy_[landed.lane] = false;
+    if (base::timeline::on()) trace_read(jobs_.at(landed.job).job, landed, completion.bytes);
+    stats_.bytes[static_cast<int>(landed.priority)] += completion.bytes;
     if (issued_.empty())
       stats_.busy_seconds += std::chrono::duration<double>(Clock::now() - busy_since_).count();
+    std::function<void(const io::ReadCompletion&)> done;
+    io::ReadCompletion finished;
+    if (!piece_done(completion, landed, &done, &finished)) continue;
     lock.unlock();
-    if (job.done) job.done(completion);  // without mu_: owners take their own locks here
+    if (done) done(finished);  // without mu_: owners take their own locks here
     lock.lock();
   }
 }

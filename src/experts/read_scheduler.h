@@ -1,7 +1,10 @@
 // ReadScheduler: the one thread that owns the process's ReadQueue (a queue belongs to one thread)
 // and feeds it from prioritized job lists, so expert reads the current layer waits on go before
-// the next spine layer, and both before speculative prefetches. Completions run callbacks on the
-// I/O thread; the owners of the buffers (expert store, spine streamer) wake their waiters there.
+// the next spine layer, and both before speculative prefetches. A job may be split into pieces
+// issued one after another: then a more urgent job overtakes it at the next piece, and a cancel
+// stops it there instead of letting a wrong guess read to its end. Completions run callbacks on
+// the I/O thread; the owners of the buffers (expert store, spine streamer) wake their waiters
+// there.
 #pragma once
 
 #include <chrono>
@@ -35,24 +38,34 @@ struct ReadJob {
   size_t required_bytes = 0;  // 0: all of length
   void* dest = nullptr;
   ReadPriority priority = ReadPriority::kDemand;
-  // Runs on the I/O thread when the read finishes (or fails, or is dropped at shutdown with
-  // ECANCELED). Must not call back into the scheduler's blocking functions.
+  // Runs on the I/O thread when the read finishes (or fails, or is dropped at shutdown or stopped
+  // by cancel() with ECANCELED). Must not call back into the scheduler's blocking functions.
   std::function<void(const io::ReadCompletion&)> done;
   // What the read is for, shown on the timeline (base/timeline.h); -1 where it does not apply.
   int trace_layer = -1;
   int trace_expert = -1;
+  // > 0 (a multiple of io::kDirectAlignment): issued as requests of at most this many bytes, in
+  // order, each taking one of the depth lanes. 0: one request.
+  size_t piece_bytes = 0;
+};
+
+enum class CancelResult {
+  kDropped,   // nothing had reached the device: the callback never runs
+  kStopping,  // pieces are in flight: the rest are dropped, and the callback runs with ECANCELED
+              // once those land (the bytes they placed are in its completion)
+  kTooLate,   // every piece was issued, or the job finished: it completes normally
 };
 
 // Cumulative figures; GB/s = bytes / busy seconds is what the device gave while it had work.
 struct ReadSchedulerStats {
   uint64_t bytes[kReadPriorities] = {};  // read, by priority
-  uint64_t reads = 0;
-  double busy_seconds = 0;  // time with at least one read in flight
+  uint64_t requests = 0;                 // issued to the device (pieces count one each)
+  double busy_seconds = 0;               // time with at least one read in flight
 };
 
 class ReadScheduler {
  public:
-  // depth: reads in flight at once. kind: io_uring or the pread pool (kAuto picks as
+  // depth: requests in flight at once. kind: io_uring or the pread pool (kAuto picks as
   // io::make_read_queue does).
   explicit ReadScheduler(int depth, io::QueueKind kind = io::QueueKind::kAuto);
   // Drops queued jobs (their callbacks see ECANCELED) and waits for the reads in flight.
@@ -65,31 +78,47 @@ class ReadScheduler {
 
   // Queues a read; returns its id (never 0).
   uint64_t submit(ReadJob job);
-  // Removes a job that has not reached the device yet; its callback never runs. False when it
-  // was already issued (or finished): the read completes normally.
-  bool cancel(uint64_t id);
-  // Moves a queued job to a more urgent priority (a prefetch the route now demands).
+  // Stops a job at its next piece (see CancelResult).
+  CancelResult cancel(uint64_t id);
+  // Moves a job with pieces left to issue to a more urgent priority (a prefetch the route now
+  // demands); the pieces already issued keep theirs.
   void promote(uint64_t id, ReadPriority priority);
 
   ReadSchedulerStats stats() const;
 
  private:
   using Clock = std::chrono::steady_clock;
-  struct Queued {
-    uint64_t id;
+  // A submitted job, from submit() until its callback runs (or cancel() drops it).
+  struct Job {
     ReadJob job;
+    uint64_t issue_end = 0;  // bytes to issue: length, or with pieces the required bytes aligned up
+    uint64_t issued = 0;     // bytes of it issued so far
+    int in_flight = 0;       // pieces on the device
+    size_t bytes = 0;        // bytes placed by the pieces that landed
+    int error = 0;           // the first failure; no piece is issued after it
+    std::string message;
+    bool cancelled = false;       // stopped by cancel() or shutdown with pieces in flight
     Clock::time_point queued_at;  // recorded only while the timeline records
+    bool stopped() const { return error != 0 || cancelled; }
   };
-  struct Issued {
-    ReadJob job;
+  struct Piece {
+    uint64_t job;
+    size_t bytes;  // requested
+    ReadPriority priority;
     Clock::time_point queued_at, issued_at;
-    int lane;  // which of the depth reads in flight it is (timeline rows)
+    int lane;  // which of the depth requests in flight it is (timeline rows)
   };
 
   void run();
-  bool pop_next(Queued* out);  // highest priority first, FIFO within one; caller holds mu_
-  // One read on the timeline: issued → now, with its priority (the final one), layer, expert.
-  void trace_read(const ReadJob& job, const Issued& done, uint64_t bytes);
+  // The next piece of the most urgent job (FIFO within a priority) as a request tagged `tag`;
+  // false when nothing is queued. Caller holds mu_.
+  bool pop_next(uint64_t tag, io::ReadRequest* request, Piece* piece);
+  void unqueue(uint64_t id);  // caller holds mu_
+  // A landed piece. Returns the job's callback and completion when that was its last piece.
+  bool piece_done(const io::ReadCompletion& c, const Piece& piece,
+                  std::function<void(const io::ReadCompletion&)>* done, io::ReadCompletion* out);
+  // One request on the timeline: issued → now, with its priority, layer, expert.
+  void trace_read(const ReadJob& job, const Piece& piece, uint64_t bytes);
 
   int depth_;
   const char* queue_name_ = "";
@@ -98,10 +127,12 @@ class ReadScheduler {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Queued> queued_[kReadPriorities];
-  std::map<uint64_t, Issued> issued_;  // by id (the queue's user_tag)
-  std::vector<bool> lane_busy_;        // [depth]
+  std::map<uint64_t, Job> jobs_;                  // by id
+  std::deque<uint64_t> queued_[kReadPriorities];  // jobs with pieces left to issue
+  std::map<uint64_t, Piece> issued_;              // by the queue's user_tag
+  std::vector<bool> lane_busy_;                   // [depth]
   uint64_t next_id_ = 1;
+  uint64_t next_tag_ = 1;
   bool stop_ = false;
   ReadSchedulerStats stats_;
   Clock::time_point busy_since_;

@@ -149,9 +149,13 @@ StreamingExpertStore::~StreamingExpertStore() {
   }
   std::unique_lock<std::mutex> lock(mu_);
   for (Slot& s : slots_) {
-    if (s.state == SlotState::kReading && scheduler_->cancel(s.job)) {
+    if (s.state != SlotState::kReading || s.cancelled) continue;
+    const CancelResult r = scheduler_->cancel(s.job);
+    if (r == CancelResult::kDropped) {
       s.state = SlotState::kEmpty;
       --reads_in_flight_;
+    } else if (r == CancelResult::kStopping) {
+      s.cancelled = true;
     }
   }
   cv_.wait(lock, [&] { return reads_in_flight_ == 0; });
@@ -249,6 +253,7 @@ void StreamingExpertStore::submit_read(int s) {
   job.done = [this, s](const io::ReadCompletion& c) { on_read_done(s, c); };
   job.trace_layer = slot.layer;
   job.trace_expert = slot.expert;
+  job.piece_bytes = options_.read_piece_bytes;
   slot.job = scheduler_->submit(std::move(job));
 }
 
@@ -267,7 +272,9 @@ void StreamingExpertStore::on_read_done(int s, const io::ReadCompletion& c) {
   Slot& slot = slots_[s];
   --reads_in_flight_;
   stats_.bytes_read += c.bytes;
-  if (c.ok()) {
+  if (slot.cancelled) {  // a guess stopped mid-read; nothing maps to it any more
+    slot = Slot{};
+  } else if (c.ok()) {
     slot.state = SlotState::kReady;
     slot.file = io::DirectFile{};  // a cache file is read once; a shard file is not the slot's
   } else {
@@ -302,12 +309,22 @@ void StreamingExpertStore::retire_guesses(int layer, std::span<const int32_t> ke
   for (Slot& s : slots_) {
     if (s.layer != layer || !s.speculative) continue;
     if (std::find(keep.begin(), keep.end(), s.expert) != keep.end()) continue;
-    if (s.state == SlotState::kReading && scheduler_->cancel(s.job)) {
+    const CancelResult r =
+        s.state == SlotState::kReading ? scheduler_->cancel(s.job) : CancelResult::kTooLate;
+    if (r == CancelResult::kDropped) {
       where_.erase(key(s.layer, s.expert));
       --reads_in_flight_;
       --speculative_slots_;
       ++stats_.prefetch_cancelled;
       s = Slot{};
+    } else if (r == CancelResult::kStopping) {
+      // Its pieces in flight land in the slot, which stays kReading (so nothing takes it) until
+      // on_read_done empties it.
+      where_.erase(key(s.layer, s.expert));
+      --speculative_slots_;
+      ++stats_.prefetch_stopped;
+      s.speculative = false;
+      s.cancelled = true;
     } else if (route_known) {
       s.speculative = false;
       --speculative_slots_;

@@ -36,6 +36,9 @@ struct StreamingStoreOptions {
   // A layer's lookahead is acted on only while its recent recall (exponential average over
   // passes, weight kRecallWeight) is at least this; below, predictions are only scored.
   double min_prefetch_recall = 0.25;
+  // > 0: each expert is read in requests of this many bytes (see ReadJob::piece_bytes), so a
+  // guess the route did not pick stops reading at its next piece. 0: one request per expert.
+  size_t read_piece_bytes = 0;
   bool allow_direct = true;  // false: buffered reads + FADV_DONTNEED (tests)
   CachePolicy policy = CachePolicy::kLfu;
 };
@@ -80,6 +83,7 @@ class StreamingExpertStore : public ExpertStore {
     size_t read_bytes = 0;     // the aligned read's length
     uint64_t job = 0;          // scheduler job id while kReading
     bool speculative = false;  // read by a prefetch and not requested since
+    bool cancelled = false;    // kReading a guess stopped mid-read: empty once its pieces land
     bool used = false;         // requested at least once since it was read
     bool checked = false;      // MXFP4 scales validated
     std::string error;         // kFailed: the whole message, naming layer and expert

@@ -1,4 +1,4 @@
-// The read scheduler and the streaming store against files on a real disk: every expert arrives
+// The streaming store against files on a real disk: every expert arrives
 // whole whatever its alignment, batches larger than the slot pool, cache hits, prefetch hits,
 // cancelled and wasted predictions, the recall gate, read errors and NaN scales; and with a fake
 // fetcher (a streaming install): delayed, failing and concurrent fetches, and guesses that stay
@@ -100,100 +100,6 @@ std::vector<int32_t> drain(ExpertBatch& batch, const Bank& b, int layer, bool pa
     batch.release(r.index);
   }
   return order;
-}
-
-TEST(ReadScheduler, EveryJobCompletesOrIsCancelled) {
-  const std::string path = io::testing::write_pattern_file(scratch(), "sched.bin", 1 << 20);
-  io::DirectFile f = io::DirectFile::open(path);
-  auto s = scheduler(2);
-  constexpr int kJobs = 24;
-  io::HugeBuffer buf(kJobs * 16384);
-  std::atomic<int> done{0};
-  std::vector<uint64_t> ids;
-  std::vector<std::atomic<int>> calls(kJobs);
-  for (int i = 0; i < kJobs; ++i) {
-    ReadJob job{&f,     uint64_t(i) * 16384,    16384,
-                0,      buf.data() + i * 16384, static_cast<ReadPriority>(i % kReadPriorities),
-                nullptr};
-    job.done = [&, i](const io::ReadCompletion& c) {
-      EXPECT_TRUE(c.ok()) << c.message;
-      EXPECT_EQ(io::testing::first_mismatch(buf.data() + i * 16384, i * 16384, 16384), -1);
-      ++calls[i];
-      ++done;
-    };
-    ids.push_back(s->submit(std::move(job)));
-  }
-  s->promote(ids.back(), ReadPriority::kDemand);
-  int cancelled = 0;
-  for (int i = kJobs - 4; i < kJobs; ++i) cancelled += s->cancel(ids[i]);
-  while (done.load() + cancelled < kJobs) std::this_thread::yield();
-  s.reset();  // joins the I/O thread
-  for (int i = 0; i < kJobs; ++i) EXPECT_LE(calls[i].load(), 1);
-  EXPECT_EQ(done.load() + cancelled, kJobs);
-}
-
-TEST(ReadScheduler, AJobQueuedWhileAReadIsInFlightStartsAtOnce) {
-  // A read of an empty pipe stays in flight until the test writes. With depth 2, a job submitted
-  // meanwhile must start and finish without waiting for it.
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
-  const io::DirectFile pipe_end = io::DirectFile::adopt(fds[0], "test pipe");
-  const std::string path = io::testing::write_pattern_file(scratch(), "sched3.bin", 1 << 16);
-  const io::DirectFile f = io::DirectFile::open(path);
-  io::HugeBuffer buf(1 << 16);
-  std::vector<char> from_pipe(4096);
-  std::mutex mu;
-  std::condition_variable cv;
-  bool pipe_done = false, file_done = false;
-  std::unique_ptr<ReadScheduler> s;
-  try {  // pread() cannot read a pipe: this needs io_uring
-    s = std::make_unique<ReadScheduler>(2, io::QueueKind::kUring);
-  } catch (const base::Error& e) {
-    close(fds[1]);
-    GTEST_SKIP() << e.what();
-  }
-  s->submit({&pipe_end, 0, from_pipe.size(), 0, from_pipe.data(), ReadPriority::kPrefetch,
-             [&](const io::ReadCompletion&) {
-               std::lock_guard<std::mutex> lock(mu);
-               pipe_done = true;
-               cv.notify_all();
-             }});
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the pipe read is issued
-  s->submit({&f, 0, 4096, 0, buf.data(), ReadPriority::kDemand, [&](const io::ReadCompletion& c) {
-               EXPECT_TRUE(c.ok()) << c.message;
-               std::lock_guard<std::mutex> lock(mu);
-               file_done = true;
-               cv.notify_all();
-             }});
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return file_done; }));
-    EXPECT_FALSE(pipe_done);
-  }
-  const std::string data(from_pipe.size(), 'p');
-  ASSERT_EQ(write(fds[1], data.data(), data.size()), static_cast<ssize_t>(data.size()));
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return pipe_done; }));
-  }
-  s.reset();
-  close(fds[1]);
-}
-
-TEST(ReadScheduler, ShutdownCancelsQueuedJobs) {
-  const std::string path = io::testing::write_pattern_file(scratch(), "sched2.bin", 1 << 22);
-  io::DirectFile f = io::DirectFile::open(path);
-  io::HugeBuffer buf(1 << 22);
-  std::atomic<int> ok{0}, cancelled{0};
-  {
-    ReadScheduler s(1);
-    for (int i = 0; i < 64; ++i) {
-      s.submit({&f, uint64_t(i % 64) * 65536, 65536, 0, buf.data() + i * 65536,
-                ReadPriority::kPrefetch,
-                [&](const io::ReadCompletion& c) { (c.error == ECANCELED ? cancelled : ok)++; }});
-    }
-  }
-  EXPECT_EQ(ok + cancelled, 64);
 }
 
 TEST(StreamingExpertStore, DeliversEveryExpertWholeWithFewerSlotsThanRequested) {
@@ -307,6 +213,36 @@ TEST(StreamingExpertStore, MissedGuessesStopHoldingThePrefetchAllowance) {
   EXPECT_EQ(t.cache_hits, s.cache_hits);
   EXPECT_EQ(t.demand_reads, 0u);
   EXPECT_EQ(t.needed_bytes, s.needed_bytes + read_length);
+}
+
+TEST(StreamingExpertStore, AGuessStoppedPartWayFreesItsSlotAndIsReadWholeWhenAsked) {
+  // Experts are read in 4 KiB pieces, one at a time. Each pass guesses three experts, waits until
+  // the first piece is on the device, then routes elsewhere: the guess in flight stops after its
+  // pieces in flight, the others are dropped. A later route for the guessed experts must read
+  // them whole (a stopped slot must not stay mapped), and the pool must not leak its slots.
+  const Bank b = make_bank("bank3c.bin", 64);
+  auto sched = scheduler(1);
+  StreamingExpertStore store(b.catalog, sched,
+                             {.n_slots = 6,
+                              .max_prefetch_slots = 3,
+                              .min_prefetch_recall = 0,  // every guess misses: keep guessing
+                              .read_piece_bytes = 4096});
+  for (int pass = 0; pass < 16; ++pass) {
+    const int32_t g = 4 * pass;
+    const uint64_t before = sched->stats().requests;
+    store.prefetch(1, std::vector<int32_t>{g, g + 1, g + 2});
+    for (int i = 0; i < 5000 && sched->stats().requests == before; ++i)
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    drain(*store.request(1, std::vector<int32_t>{g + 3}), b, 1);
+  }
+  const ExpertStoreStats s = store.stats();
+  EXPECT_GT(s.prefetch_stopped, 0u);
+  EXPECT_EQ(s.prefetch_hits, 0u);
+  for (int pass = 0; pass < 16; ++pass) {
+    const int32_t g = 4 * pass;
+    drain(*store.request(1, std::vector<int32_t>{g, g + 1, g + 2}), b, 1);
+  }
+  EXPECT_EQ(store.stats().demand_reads, s.demand_reads + 48);
 }
 
 TEST(StreamingExpertStore, LowRecallClosesTheGateButKeepsScoring) {

@@ -12,9 +12,23 @@
 namespace deltafin::model {
 namespace {
 
-// Large layers are read in pieces so that the current layer's expert reads, which outrank them,
-// never wait behind a whole layer.
-constexpr size_t kSpineChunkBytes = size_t{16} << 20;
+// Spine reads go in pieces so that the current layer's expert reads, which outrank them, never
+// wait behind a whole layer.
+constexpr size_t kSpinePieceBytes = size_t{16} << 20;
+
+// One run of a spine layer as one job, read in pieces.
+experts::ReadJob spine_job(const SpineLayerReads::Run& run, const io::DirectFile* file,
+                           uint8_t* dest) {
+  experts::ReadJob job;
+  job.file = file;
+  job.offset = run.span.read_offset;
+  job.length = run.span.read_length;
+  job.required_bytes = run.span.required_bytes;
+  job.dest = dest + run.buffer_offset;
+  job.priority = experts::ReadPriority::kSpine;
+  job.piece_bytes = kSpinePieceBytes;
+  return job;
+}
 
 // Resolves through the mapping and records every tensor asked for.
 class RecordingSource : public WeightSource {
@@ -134,26 +148,17 @@ void read_now(const SpineLayerReads& reads, uint8_t* dest,
   int pending = 0;
   std::string error;
   for (const SpineLayerReads::Run& run : reads.runs) {
-    for (size_t done = 0; done < run.span.read_length; done += kSpineChunkBytes) {
-      experts::ReadJob job;
-      job.file = &files.at(run.file);
-      job.offset = run.span.read_offset + done;
-      job.length = std::min(kSpineChunkBytes, run.span.read_length - done);
-      if (done + job.length == run.span.read_length)
-        job.required_bytes = run.span.required_bytes - done;
-      job.dest = dest + run.buffer_offset + done;
-      job.priority = experts::ReadPriority::kSpine;
-      job.done = [&](const io::ReadCompletion& c) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!c.ok() && error.empty()) error = c.message;
-        if (--pending == 0) cv.notify_all();
-      };
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        ++pending;
-      }
-      scheduler.submit(std::move(job));
+    experts::ReadJob job = spine_job(run, &files.at(run.file), dest);
+    job.done = [&](const io::ReadCompletion& c) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!c.ok() && error.empty()) error = c.message;
+      if (--pending == 0) cv.notify_all();
+    };
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++pending;
     }
+    scheduler.submit(std::move(job));
   }
   std::unique_lock<std::mutex> lock(mu);
   cv.wait(lock, [&] { return pending == 0; });
@@ -217,7 +222,10 @@ const uint8_t* StreamedSpine::global(const format::TensorInfo& tensor) const {
 StreamedSpine::~StreamedSpine() {
   std::unique_lock<std::mutex> lock(mu_);
   for (Buffer& b : buffers_) {
-    for (uint64_t job : b.jobs) b.pending -= scheduler_->cancel(job) ? 1 : 0;
+    // A job stopped part-way calls back (ECANCELED) once its pieces in flight land.
+    for (uint64_t job : b.jobs) {
+      if (scheduler_->cancel(job) == experts::CancelResult::kDropped) --b.pending;
+    }
   }
   cv_.wait(lock, [&] { return buffers_[0].pending == 0 && buffers_[1].pending == 0; });
 }
@@ -242,28 +250,17 @@ void StreamedSpine::start_load(int64_t layer) {
   b.error.clear();
   b.jobs.clear();
   for (const SpineLayerReads::Run& run : reads_[layer].runs) {
-    const io::DirectFile* file = &files_.at(run.file);
-    for (size_t done = 0; done < run.span.read_length; done += kSpineChunkBytes) {
-      experts::ReadJob job;
-      job.file = file;
-      job.offset = run.span.read_offset + done;
-      job.length = std::min(kSpineChunkBytes, run.span.read_length - done);
-      // Only the last piece may run into EOF: it must still cover the wanted bytes.
-      if (done + job.length == run.span.read_length)
-        job.required_bytes = run.span.required_bytes - done;
-      job.dest = b.memory.data() + run.buffer_offset + done;
-      job.priority = experts::ReadPriority::kSpine;
-      job.trace_layer = static_cast<int>(layer);
-      job.done = [this, bi](const io::ReadCompletion& c) {
-        std::lock_guard<std::mutex> lock(mu_);
-        Buffer& buf = buffers_[bi];
-        stats_.bytes_read += c.bytes;
-        if (!c.ok() && buf.error.empty()) buf.error = c.message;
-        if (--buf.pending == 0) cv_.notify_all();
-      };
-      ++b.pending;
-      b.jobs.push_back(scheduler_->submit(std::move(job)));
-    }
+    experts::ReadJob job = spine_job(run, &files_.at(run.file), b.memory.data());
+    job.trace_layer = static_cast<int>(layer);
+    job.done = [this, bi](const io::ReadCompletion& c) {
+      std::lock_guard<std::mutex> lock(mu_);
+      Buffer& buf = buffers_[bi];
+      stats_.bytes_read += c.bytes;
+      if (!c.ok() && buf.error.empty()) buf.error = c.message;
+      if (--buf.pending == 0) cv_.notify_all();
+    };
+    ++b.pending;
+    b.jobs.push_back(scheduler_->submit(std::move(job)));
   }
   ++stats_.layers_read;
 }

@@ -131,6 +131,7 @@ std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const Engin
     info.expert_span_bytes = std::max(info.expert_span_bytes, layer.layout.span_bytes);
   info.context_bytes = in.context_bytes;
   info.read_depth = options.read_depth;
+  info.read_piece_bytes = options.read_piece_bytes;
   info.prefill_group_tokens = options.prefill_group_tokens;
   info.summary = summary;
 
@@ -142,6 +143,7 @@ std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const Engin
     experts::StreamingStoreOptions so;
     so.n_slots = tiers.n_slots;
     so.max_prefetch_slots = plan.moe_shape.router.top_k;
+    so.read_piece_bytes = static_cast<size_t>(options.read_piece_bytes);
     so.policy = options.cache == ExpertCachePolicy::kLru ? experts::CachePolicy::kLru
                                                          : experts::CachePolicy::kLfu;
     store = std::make_unique<experts::StreamingExpertStore>(catalog, s->scheduler_, so, fetcher);
@@ -193,6 +195,7 @@ StreamStats Streaming::stats() const {
   out.prefetch_reads = e.prefetch_reads;
   out.prefetch_wasted = e.prefetch_wasted;
   out.prefetch_cancelled = e.prefetch_cancelled;
+  out.prefetch_stopped = e.prefetch_stopped;
   out.predicted_actual = e.predicted_actual;
   out.predicted_matched = e.predicted_matched;
   out.expert_wait_seconds = e.wait_seconds;

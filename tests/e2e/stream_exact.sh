@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Streaming changes where bytes come from, never what is computed: on the oracle models and the
 # synth demo, `deltafin logits` with streamed experts and a streamed spine (several slot counts,
-# chunk sizes, read depths, prefetch on and off) must write a file byte-identical to the mapped
+# chunk sizes, read depths, reads in pieces, prefetch on and off) must write a file byte-identical to the mapped
 # path's, and `deltafin generate` must print identical greedy ids. Prefill groups of many rows
 # must equal chunk-sized passes. Also checks --trace-routes, --stats and the budget refusal.
 set -euo pipefail
@@ -48,6 +48,8 @@ variants=(
   "no-prefetch|--experts stream --spine stream --no-prefetch --expert-slots 9"
   "read-depth-1|--experts stream --spine stream --read-depth 1 --expert-slots 6"
   "read-depth-16|--experts stream --read-depth 16"
+  "read-pieces-4k|--experts stream --spine stream --read-piece 4K --expert-slots 7"
+  "read-pieces-8k-depth-3|--experts stream --read-piece 8K --read-depth 3"
 )
 
 for name in k3-tiny-a kimi-linear-tiny demo; do
