@@ -67,8 +67,22 @@ struct HeldPipe {
   }
 };
 
-std::unique_ptr<ReadScheduler> uring_scheduler(int depth) {
-  return std::make_unique<ReadScheduler>(depth, io::QueueKind::kUring);
+// An io_uring scheduler, or nullptr with *why set where io_uring cannot start (the test skips).
+std::unique_ptr<ReadScheduler> uring_scheduler(int depth, std::string* why) {
+  try {
+    return std::make_unique<ReadScheduler>(depth, io::QueueKind::kUring);
+  } catch (const base::Error& e) {
+    *why = e.what();
+    return nullptr;
+  }
+}
+
+// A guess of `pieces` 4 KiB pieces from the pipe into `dest`.
+ReadJob pieced_guess(const HeldPipe& p, int pieces, io::HugeBuffer& dest, Outcome& out) {
+  ReadJob job{&p.read_end,   0, size_t(pieces) * 4096, 0, dest.data(), ReadPriority::kPrefetch,
+              out.callback()};
+  job.piece_bytes = 4096;
+  return job;
 }
 
 TEST(ReadScheduler, EveryJobCompletesOrIsCancelled) {
@@ -104,49 +118,22 @@ TEST(ReadScheduler, EveryJobCompletesOrIsCancelled) {
 TEST(ReadScheduler, AJobQueuedWhileAReadIsInFlightStartsAtOnce) {
   // A read of an empty pipe stays in flight until the test writes. With depth 2, a job submitted
   // meanwhile must start and finish without waiting for it.
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
-  const io::DirectFile pipe_end = io::DirectFile::adopt(fds[0], "test pipe");
+  HeldPipe p;
   const std::string path = io::testing::write_pattern_file(scratch(), "sched3.bin", 1 << 16);
   const io::DirectFile f = io::DirectFile::open(path);
-  io::HugeBuffer buf(1 << 16);
-  std::vector<char> from_pipe(4096);
-  std::mutex mu;
-  std::condition_variable cv;
-  bool pipe_done = false, file_done = false;
-  std::unique_ptr<ReadScheduler> s;
-  try {  // pread() cannot read a pipe: this needs io_uring
-    s = std::make_unique<ReadScheduler>(2, io::QueueKind::kUring);
-  } catch (const base::Error& e) {
-    close(fds[1]);
-    GTEST_SKIP() << e.what();
-  }
-  s->submit({&pipe_end, 0, from_pipe.size(), 0, from_pipe.data(), ReadPriority::kPrefetch,
-             [&](const io::ReadCompletion&) {
-               std::lock_guard<std::mutex> lock(mu);
-               pipe_done = true;
-               cv.notify_all();
-             }});
+  io::HugeBuffer buf(1 << 16), held(4096);
+  std::string why;
+  std::unique_ptr<ReadScheduler> s = uring_scheduler(2, &why);
+  if (!s) GTEST_SKIP() << why;
+  Outcome piped, filed;
+  s->submit({&p.read_end, 0, 4096, 0, held.data(), ReadPriority::kPrefetch, piped.callback()});
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the pipe read is issued
-  s->submit({&f, 0, 4096, 0, buf.data(), ReadPriority::kDemand, [&](const io::ReadCompletion& c) {
-               EXPECT_TRUE(c.ok()) << c.message;
-               std::lock_guard<std::mutex> lock(mu);
-               file_done = true;
-               cv.notify_all();
-             }});
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return file_done; }));
-    EXPECT_FALSE(pipe_done);
-  }
-  const std::string data(from_pipe.size(), 'p');
-  ASSERT_EQ(write(fds[1], data.data(), data.size()), static_cast<ssize_t>(data.size()));
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return pipe_done; }));
-  }
-  s.reset();
-  close(fds[1]);
+  s->submit({&f, 0, 4096, 0, buf.data(), ReadPriority::kDemand, filed.callback()});
+  ASSERT_TRUE(filed.wait());
+  EXPECT_TRUE(filed.completion.ok()) << filed.completion.message;
+  EXPECT_FALSE(piped.done());
+  p.write_bytes(4096);
+  EXPECT_TRUE(piped.wait());
 }
 
 TEST(ReadScheduler, ShutdownCancelsQueuedJobs) {
@@ -197,15 +184,11 @@ TEST(ReadScheduler, AMoreUrgentJobOvertakesAPiecedOneAtItsNextPiece) {
   const std::string path = io::testing::write_pattern_file(scratch(), "overtake.bin", 1 << 16);
   const io::DirectFile f = io::DirectFile::open(path);
   io::HugeBuffer buf(1 << 16), guess(4 * 4096);
-  std::unique_ptr<ReadScheduler> s;
-  try {
-    s = uring_scheduler(1);
-  } catch (const base::Error& e) {
-    GTEST_SKIP() << e.what();
-  }
+  std::string why;
+  std::unique_ptr<ReadScheduler> s = uring_scheduler(1, &why);
+  if (!s) GTEST_SKIP() << why;
   Outcome guessed, demanded;
-  ReadJob g{&p.read_end, 0, 4 * 4096, 0, guess.data(), ReadPriority::kPrefetch, guessed.callback()};
-  g.piece_bytes = 4096;
+  ReadJob g = pieced_guess(p, 4, guess, guessed);
   s->submit(std::move(g));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // its first piece is in flight
   s->submit({&f, 0, 8192, 0, buf.data(), ReadPriority::kDemand, demanded.callback()});
@@ -223,15 +206,11 @@ TEST(ReadScheduler, AMoreUrgentJobOvertakesAPiecedOneAtItsNextPiece) {
 TEST(ReadScheduler, CancelStopsAPiecedJobAfterThePiecesInFlight) {
   HeldPipe p;
   io::HugeBuffer guess(8 * 4096);
-  std::unique_ptr<ReadScheduler> s;
-  try {
-    s = uring_scheduler(2);
-  } catch (const base::Error& e) {
-    GTEST_SKIP() << e.what();
-  }
+  std::string why;
+  std::unique_ptr<ReadScheduler> s = uring_scheduler(2, &why);
+  if (!s) GTEST_SKIP() << why;
   Outcome out;
-  ReadJob g{&p.read_end, 0, 8 * 4096, 0, guess.data(), ReadPriority::kPrefetch, out.callback()};
-  g.piece_bytes = 4096;
+  ReadJob g = pieced_guess(p, 8, guess, out);
   const uint64_t id = s->submit(std::move(g));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // two pieces are in flight
   EXPECT_EQ(s->cancel(id), CancelResult::kStopping);
@@ -251,12 +230,9 @@ TEST(ReadScheduler, CancelBeforeAnyPieceDropsTheJob) {
   const std::string path = io::testing::write_pattern_file(scratch(), "drop.bin", 1 << 16);
   const io::DirectFile f = io::DirectFile::open(path);
   io::HugeBuffer buf(1 << 16), held(4096);
-  std::unique_ptr<ReadScheduler> s;
-  try {
-    s = uring_scheduler(1);
-  } catch (const base::Error& e) {
-    GTEST_SKIP() << e.what();
-  }
+  std::string why;
+  std::unique_ptr<ReadScheduler> s = uring_scheduler(1, &why);
+  if (!s) GTEST_SKIP() << why;
   Outcome holder, dropped;
   s->submit({&p.read_end, 0, 4096, 0, held.data(), ReadPriority::kDemand, holder.callback()});
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -273,15 +249,11 @@ TEST(ReadScheduler, CancelBeforeAnyPieceDropsTheJob) {
 TEST(ReadScheduler, ShutdownWaitsForAPiecedJobInFlightAndCallsItBack) {
   HeldPipe p;
   io::HugeBuffer guess(4 * 4096);
-  std::unique_ptr<ReadScheduler> s;
-  try {
-    s = uring_scheduler(1);
-  } catch (const base::Error& e) {
-    GTEST_SKIP() << e.what();
-  }
+  std::string why;
+  std::unique_ptr<ReadScheduler> s = uring_scheduler(1, &why);
+  if (!s) GTEST_SKIP() << why;
   Outcome out;
-  ReadJob g{&p.read_end, 0, 4 * 4096, 0, guess.data(), ReadPriority::kPrefetch, out.callback()};
-  g.piece_bytes = 4096;
+  ReadJob g = pieced_guess(p, 4, guess, out);
   s->submit(std::move(g));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   std::thread writer([&] {
