@@ -151,7 +151,7 @@ bool ReadScheduler::pop_next(uint64_t tag, io::ReadRequest* request, Piece* piec
     *request = {r.file, r.offset + at, length, static_cast<uint8_t*>(r.dest) + at, tag,
                 // Only the piece that holds the end of the required bytes may come back short.
                 required < at + length ? required - at : 0};
-    *piece = {id, length, r.priority, job.queued_at, Clock::time_point{}, 0};
+    *piece = {id, r.priority, job.queued_at, Clock::time_point{}, 0};
     job.issued += length;
     ++job.in_flight;
     if (job.issued >= job.issue_end) q.pop_front();

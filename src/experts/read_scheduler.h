@@ -103,7 +103,6 @@ class ReadScheduler {
   };
   struct Piece {
     uint64_t job;
-    size_t bytes;  // requested
     ReadPriority priority;
     Clock::time_point queued_at, issued_at;
     int lane;  // which of the depth requests in flight it is (timeline rows)
