@@ -77,13 +77,15 @@ void Model::reset(SequenceState& s) const {
 
 void Model::attention(const LayerPlan& lp, int64_t layer, SequenceState& state, const float* x,
                       int64_t n, const ForwardOptions& options, float* out) {
-  const int64_t step = options.attention_rows;
-  if (step > 0 && n > step) {
-    const int64_t d = plan_.config.hidden_size;
-    for (int64_t r = 0; r < n; r += step)
-      attention(lp, layer, state, x + r * d, std::min(step, n - r), options, out + r * d);
-    return;
-  }
+  base::timeline::Phase phase("attention", layer);
+  const int64_t step = options.attention_rows > 0 ? options.attention_rows : n;
+  const int64_t d = plan_.config.hidden_size;
+  for (int64_t r = 0; r < n; r += step)
+    attention_pass(lp, layer, state, x + r * d, std::min(step, n - r), options, out + r * d);
+}
+
+void Model::attention_pass(const LayerPlan& lp, int64_t layer, SequenceState& state, const float* x,
+                           int64_t n, const ForwardOptions& options, float* out) {
   if (lp.is_kda) {
     const bool chunked =
         options.kda == KdaPath::kChunked || (options.kda == KdaPath::kAuto && n > 1);
@@ -95,6 +97,7 @@ void Model::attention(const LayerPlan& lp, int64_t layer, SequenceState& state, 
 }
 
 void Model::mlp(const LayerPlan& lp, int64_t layer, const float* x, int64_t n, float* out) {
+  base::timeline::Phase phase(lp.is_moe ? "moe" : "dense mlp", layer);
   if (lp.is_moe) {
     moe_forward(plan_.moe_shape, lp.moe, static_cast<int>(layer), *store_, x, n, out);
   } else {
@@ -167,10 +170,7 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
         for (const std::vector<float>& b : blocks) block_ptrs.push_back(b.data());
       }
       rmsnorm_rows(x.data(), lp.input_norm.data(), n, d, eps, x.data());
-      {
-        base::timeline::Phase phase("attention", l);
-        attention(lp, l, state, x.data(), n, options, a.data());
-      }
+      attention(lp, l, state, x.data(), n, options, a.data());
       if (boundary) {
         h = a;
       } else {
@@ -178,23 +178,14 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
       }
       attn_res_mix(lp.mlp_res, block_ptrs, h.data(), n, d, eps, x.data());
       rmsnorm_rows(x.data(), lp.post_norm.data(), n, d, eps, x.data());
-      {
-        base::timeline::Phase phase(lp.is_moe ? "moe" : "dense mlp", l);
-        mlp(lp, l, x.data(), n, m.data());
-      }
+      mlp(lp, l, x.data(), n, m.data());
       for (int64_t i = 0; i < n * d; ++i) h[i] += m[i];
     } else {
       rmsnorm_rows(h.data(), lp.input_norm.data(), n, d, eps, x.data());
-      {
-        base::timeline::Phase phase("attention", l);
-        attention(lp, l, state, x.data(), n, options, a.data());
-      }
+      attention(lp, l, state, x.data(), n, options, a.data());
       for (int64_t i = 0; i < n * d; ++i) h[i] += a[i];
       rmsnorm_rows(h.data(), lp.post_norm.data(), n, d, eps, x.data());
-      {
-        base::timeline::Phase phase(lp.is_moe ? "moe" : "dense mlp", l);
-        mlp(lp, l, x.data(), n, m.data());
-      }
+      mlp(lp, l, x.data(), n, m.data());
       for (int64_t i = 0; i < n * d; ++i) h[i] += m[i];
     }
     predict_next_moe(l + 1, block_ptrs, h.data(), n);

@@ -75,8 +75,12 @@ class Model {
   // Config, checkpoint, weight source and plan; the experts are the callers' part.
   static std::unique_ptr<Model> open(const std::string& dir);
 
+  // Each records its phase on the timeline (base/timeline.h) for the whole layer.
   void attention(const LayerPlan& lp, int64_t layer, SequenceState& state, const float* x,
                  int64_t n, const ForwardOptions& options, float* out);
+  // One pass of attention over at most options.attention_rows rows.
+  void attention_pass(const LayerPlan& lp, int64_t layer, SequenceState& state, const float* x,
+                      int64_t n, const ForwardOptions& options, float* out);
   void mlp(const LayerPlan& lp, int64_t layer, const float* x, int64_t n, float* out);
   // With the lookahead on and one row: guesses the route of the first MoE layer at or after
   // `from` from the current state and tells the store (see lookahead.h).
