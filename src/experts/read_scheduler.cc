@@ -19,6 +19,11 @@ namespace {
 
 uint64_t align_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
 
+// The bytes that must arrive (ReadJob::required_bytes, where 0 means all of length).
+size_t required_of(const ReadJob& job) {
+  return job.required_bytes == 0 ? job.length : job.required_bytes;
+}
+
 }  // namespace
 
 ReadScheduler::ReadScheduler(int depth, io::QueueKind kind)
@@ -66,10 +71,10 @@ uint64_t ReadScheduler::submit(ReadJob job) {
     DF_ASSERT(!stop_);
     id = next_id_++;
     Job& j = jobs_[id];
-    const size_t required = job.required_bytes == 0 ? job.length : job.required_bytes;
     // Pieces past the required bytes could find the end of the file; one whole request asks
     // for its aligned length as the queue expects.
-    j.issue_end = job.piece_bytes > 0 ? align_up(required, io::kDirectAlignment) : job.length;
+    j.issue_end =
+        job.piece_bytes > 0 ? align_up(required_of(job), io::kDirectAlignment) : job.length;
     j.queued_at = base::timeline::on() ? Clock::now() : Clock::time_point{};
     queued_[static_cast<int>(job.priority)].push_back(id);
     j.job = std::move(job);
@@ -138,7 +143,7 @@ void ReadScheduler::trace_read(const ReadJob& job, const Piece& piece, uint64_t 
                     ",\"bytes\":", bytes, ",\"queued_ms\":", queued_ms));
 }
 
-bool ReadScheduler::pop_next(uint64_t tag, io::ReadRequest* request, Piece* piece) {
+bool ReadScheduler::pop_next(io::ReadRequest* request, Piece* piece) {
   for (std::deque<uint64_t>& q : queued_) {
     if (q.empty()) continue;
     const uint64_t id = q.front();
@@ -147,8 +152,8 @@ bool ReadScheduler::pop_next(uint64_t tag, io::ReadRequest* request, Piece* piec
     const uint64_t at = job.issued;
     const uint64_t length =
         r.piece_bytes > 0 ? std::min<uint64_t>(r.piece_bytes, job.issue_end - at) : r.length;
-    const size_t required = r.required_bytes == 0 ? r.length : r.required_bytes;
-    *request = {r.file, r.offset + at, length, static_cast<uint8_t*>(r.dest) + at, tag,
+    const size_t required = required_of(r);
+    *request = {r.file, r.offset + at, length, static_cast<uint8_t*>(r.dest) + at, next_tag_++,
                 // Only the piece that holds the end of the required bytes may come back short.
                 required < at + length ? required - at : 0};
     *piece = {id, r.priority, job.queued_at, Clock::time_point{}, 0};
@@ -199,9 +204,7 @@ void ReadScheduler::run() {
     if (stop_ && issued_.empty()) return;
     io::ReadRequest request;
     Piece piece;
-    while (!stop_ && static_cast<int>(issued_.size()) < depth_ &&
-           pop_next(next_tag_, &request, &piece)) {
-      ++next_tag_;
+    while (!stop_ && static_cast<int>(issued_.size()) < depth_ && pop_next(&request, &piece)) {
       if (issued_.empty()) busy_since_ = Clock::now();
       int lane = 0;
       while (lane_busy_[lane]) ++lane;  // fewer than depth_ are busy

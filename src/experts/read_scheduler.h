@@ -109,9 +109,9 @@ class ReadScheduler {
   };
 
   void run();
-  // The next piece of the most urgent job (FIFO within a priority) as a request tagged `tag`;
+  // The next piece of the most urgent job (FIFO within a priority) as a request with a new tag;
   // false when nothing is queued. Caller holds mu_.
-  bool pop_next(uint64_t tag, io::ReadRequest* request, Piece* piece);
+  bool pop_next(io::ReadRequest* request, Piece* piece);
   void unqueue(uint64_t id);  // caller holds mu_
   // A landed piece. Returns the job's callback and completion when that was its last piece.
   bool piece_done(const io::ReadCompletion& c, const Piece& piece,
