@@ -74,7 +74,7 @@ Arguments normalize_arguments(const Json& arguments) {
   Json parsed;
   try {
     parsed = Json::parse(text);
-  } catch (const Json::parse_error&) {
+  } catch (const Json::exception&) {  // not JSON, or a number out of double's range (1e999)
     out.raw = text;
     return out;
   }

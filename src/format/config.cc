@@ -239,7 +239,7 @@ ModelConfig parse_config_json(const std::string& json_text, const std::string& f
   Json root;
   try {
     root = Json::parse(json_text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse_error, and out_of_range for a number like 1e999
     fail(file, ": invalid JSON: ", e.what());
   }
   if (!root.is_object()) fail(file, ": expected a JSON object, got ", describe(root));
