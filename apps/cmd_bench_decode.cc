@@ -227,13 +227,16 @@ int run_bench(Args& args) {
   // so a ceiling measured lower (drift between the measurements) gives way to it.
   const double achieved_gbps = busy > 0 ? read / busy / 1e9 : 0;
   const double ceiling_gbps = std::max({ceiling_before_gbps, ceiling_after_gbps, achieved_gbps});
-  std::vector<double> wall, floor, io_wait;
+  std::vector<double> wall, floor, io_wait, disk_idle;
   double needed = 0, proc = 0, total_wall = 0;
   uint64_t requested = 0, hits = 0, pf_hits = 0, actual = 0, matched = 0, pf_reads = 0;
   for (size_t i = 0; i < passes.size(); ++i) {
     const PassFigures& f = passes[i];
     wall.push_back(f.wall_s);
     io_wait.push_back(f.io_wait_s);
+    // Time in the token with no read in flight: what the disk could not overlap (the lm_head, the
+    // first layers before a route is known), the part of the ratio no read rate can win back.
+    disk_idle.push_back(std::max(0.0, f.wall_s - f.busy_s));
     floor.push_back(ceiling_gbps > 0 ? f.needed_bytes / (ceiling_gbps * 1e9) : 0);
     needed += static_cast<double>(f.needed_bytes);
     proc += static_cast<double>(proc_bytes[i]);
@@ -275,6 +278,7 @@ int run_bench(Args& args) {
     << ",\"seconds_per_token_min\":" << *std::min_element(wall.begin(), wall.end())
     << ",\"seconds_per_token_max\":" << *std::max_element(wall.begin(), wall.end())
     << ",\"io_wait_seconds_per_token\":" << median(io_wait)
+    << ",\"disk_idle_seconds_per_token\":" << median(disk_idle)
     << ",\"disk_read_bytes_per_token\":" << static_cast<uint64_t>(read / n)
     << ",\"process_read_bytes_per_token\":" << static_cast<uint64_t>(proc / n)
     << ",\"needed_bytes_per_token\":" << static_cast<uint64_t>(needed / n)
@@ -304,12 +308,13 @@ int run_bench(Args& args) {
     std::printf(
         "%.3f s/token (median of %zu; min %.3f, max %.3f), I/O floor %.3f s, ratio %.3f, "
         "compute floor %.3f s, roofline ratio %.3f, "
-        "%.2f GB read per token at %.2f GB/s (ceiling %.2f), peak RSS %s of budget %s\n",
+        "%.2f GB read per token at %.2f GB/s (ceiling %.2f), disk idle %.3f s, "
+        "peak RSS %s of budget %s\n",
         spt, passes.size(), *std::min_element(wall.begin(), wall.end()),
         *std::max_element(wall.begin(), wall.end()), floor_s, floor_s > 0 ? spt / floor_s : 0.0,
         compute_floor_s, roofline_s > 0 ? spt / roofline_s : 0.0, read / n / 1e9,
-        busy > 0 ? read / busy / 1e9 : 0.0, ceiling_gbps, base::format_bytes(rss_peak).c_str(),
-        base::format_bytes(plan.budget_bytes).c_str());
+        busy > 0 ? read / busy / 1e9 : 0.0, ceiling_gbps, median(disk_idle),
+        base::format_bytes(rss_peak).c_str(), base::format_bytes(plan.budget_bytes).c_str());
   }
   std::fflush(stdout);
   if (plan.streaming && !within)

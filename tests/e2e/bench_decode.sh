@@ -24,7 +24,7 @@ bad = []
 for key in ["tokens", "seconds_per_token", "disk_read_bytes_per_token", "achieved_read_gbps",
             "device_ceiling_gbps", "device_ceiling_before_gbps", "device_ceiling_after_gbps",
             "io_floor_seconds_per_token", "ratio", "rss_peak_bytes", "compute_floor_seconds_per_token",
-            "roofline_ratio", "budget_bytes", "ids"]:
+            "roofline_ratio", "budget_bytes", "disk_idle_seconds_per_token", "ids"]:
     if key not in r: bad.append("missing " + key)
 if not bad:
     if r["tokens"] != 5: bad.append("tokens %s, expected 5" % r["tokens"])
@@ -42,6 +42,10 @@ if not bad:
     if floor > 0 and abs(r["ratio"] - spt / floor) > 1e-3 * r["ratio"]:
         bad.append("ratio %g != %g / %g" % (r["ratio"], spt, floor))
     if r["disk_read_bytes_per_token"] <= 0: bad.append("no bytes read with 8 expert slots")
+    # Idle is a token's wall time less the disk's busy time. The lm_head and the layers before the
+    # first route run with no read in flight, so a disk counted busy for the whole token is a bug.
+    if not r["disk_idle_seconds_per_token"] > 0:
+        bad.append("disk idle %g, expected > 0" % r["disk_idle_seconds_per_token"])
     if not r["rss_within_budget"] or r["rss_peak_bytes"] > r["budget_bytes"]: bad.append("RSS over budget")
     want = json.loads(sys.argv[2])
     if r["ids"] != want: bad.append("ids %s differ from generate's %s" % (r["ids"], want))
