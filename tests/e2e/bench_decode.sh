@@ -57,6 +57,23 @@ PY
 done
 
 # A read depth out of range is refused before anything loads, naming the flag.
+# The whole process, the GEMV measurement after the decode included, stays within a small budget:
+# its 2 GiB arena used to take the process past it (killed under a memory cgroup of that size).
+/usr/bin/python3 - "$deltafin" "$work/demo" <<'PY'
+import resource, subprocess, sys
+budget = 600 << 20
+p = subprocess.run([sys.argv[1], "bench", "decode", "--model", sys.argv[2], "--tokens", "2",
+                    "--json", "--experts", "stream", "--memory-budget", str(budget)],
+                   capture_output=True, text=True)
+if p.returncode != 0:
+    sys.exit("bench_decode: FAIL: under a 600 MiB budget: " + p.stderr[-500:])
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+if peak > budget:
+    sys.exit("bench_decode: FAIL: peak RSS %d MiB over the 600 MiB budget" % (peak >> 20))
+if "arena cut to the budget" not in p.stderr:
+    sys.exit("bench_decode: FAIL: the GEMV arena was not cut to the budget")
+print("bench_decode: ok, peak RSS %d MiB within a 600 MiB budget" % (peak >> 20))
+PY
 if "$deltafin" bench decode --model "$work/demo" --tokens 1 --read-depth 257 >/dev/null 2>"$work/err"; then
   echo "bench_decode: FAIL: --read-depth 257 was accepted" >&2; exit 1
 fi
