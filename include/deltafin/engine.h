@@ -43,7 +43,7 @@ struct EngineOptions {
   ExpertMode experts = ExpertMode::kAuto;
   SpineMode spine = SpineMode::kAuto;
   int expert_slots = 0;  // > 0: this many expert slots instead of what the budget gives
-  bool prefetch = true;  // next-layer router lookahead (streamed experts only)
+  bool prefetch = true;  // next-layer router lookahead (streamed experts); warm-up (mapped ones)
   int read_depth = 0;    // O_DIRECT requests in flight at once; 0: kDefaultReadDepth
   // > 0 (a multiple of 4 KiB): each expert is read in requests of this size, so a guess the route
   // did not pick stops at its next piece. 0: one request per expert; on the device host 4 MiB
@@ -61,6 +61,7 @@ struct MemoryPlanInfo {
   uint64_t budget_bytes = 0;
   bool streaming = false;  // experts read explicitly (else mapped)
   bool lookahead = false;  // next-layer route guesses start reads early
+  bool warming = false;    // everything mapped: the weights are brought in behind the first tokens
   uint64_t resident_spine_bytes = 0;
   uint64_t global_bytes = 0;  // lm_head and final norms, read in full every pass
   int64_t streamed_layers = 0;

@@ -1,7 +1,8 @@
 // Sets a loaded model up for its memory budget: plans the tiers (memory_plan.h), installs the
 // streaming expert store and the streamed spine where the plan says so, pre-faults the resident
-// spine, wraps the store in a route trace on request, and reports byte and time counters. In a
-// streaming install (a fetcher for experts not local yet) the experts are always streamed.
+// spine (or, with everything mapped, warms the mapping in the background), wraps the store in a
+// route trace on request, and reports byte and time counters. In a streaming install (a fetcher for
+// experts not local yet) the experts are always streamed.
 #pragma once
 
 #include <memory>
@@ -9,6 +10,7 @@
 #include "deltafin/engine.h"
 #include "experts/expert_fetcher.h"
 #include "experts/read_scheduler.h"
+#include "io/page_cache_warmer.h"
 #include "model/model.h"
 #include "model/streamed_spine.h"
 
@@ -34,6 +36,9 @@ class Streaming {
   std::shared_ptr<experts::ReadScheduler> scheduler_;
   const model::StreamedSpine* spine_ = nullptr;  // owned by the model
   MemoryPlanInfo info_;
+  // Set when the whole model is mapped; stops before the model (and its mapping) goes away, since
+  // the engine destroys this object first.
+  std::unique_ptr<io::PageCacheWarmer> warmer_;
 };
 
 }  // namespace deltafin::runtime

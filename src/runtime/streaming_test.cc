@@ -23,6 +23,18 @@ TEST(Streaming, DefaultMapsAModelThatFits) {
   EXPECT_FALSE(engine->memory_plan().streaming);
   EXPECT_EQ(engine->memory_plan().streamed_layers, 0);
   EXPECT_NE(engine->memory_plan().summary.find("experts mapped"), std::string::npos);
+  EXPECT_TRUE(engine->memory_plan().warming);
+}
+
+// The warm-up is a prefetch: --no-prefetch is the plain mmap path, and streamed experts have no
+// mapping to warm.
+TEST(Streaming, OnlyAMappedModelWithPrefetchIsWarmed) {
+  EngineOptions plain{kModel, 64};
+  plain.prefetch = false;
+  EXPECT_FALSE(Engine::load(plain)->memory_plan().warming);
+  EngineOptions streamed{kModel, 64};
+  streamed.experts = ExpertMode::kStream;
+  EXPECT_FALSE(Engine::load(streamed)->memory_plan().warming);
 }
 
 TEST(Streaming, StreamedEngineMatchesTheMappedOneBitForBit) {
