@@ -74,7 +74,8 @@ TEST(PageCacheWarmer, StopEndsAWarmUpPartWay) {
   void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   ASSERT_NE(map, MAP_FAILED);
   PageCacheWarmer warmer({{static_cast<const uint8_t*>(map), size}}, 4096);
-  usleep(1000);
+  // Started (a loaded 2-core machine can take a while to schedule the thread), then stopped.
+  for (int i = 0; i < 10000 && warmer.bytes_done() == 0; ++i) usleep(1000);
   warmer.stop();
   EXPECT_TRUE(warmer.done());
   EXPECT_GT(warmer.bytes_done(), 0u);
