@@ -53,18 +53,22 @@ uint64_t context_bytes(const model::ModelPlan& plan, int64_t max_context) {
   return per_position * static_cast<uint64_t>(max_context);
 }
 
+// One expert's span of a shard as a tensor of bytes, for Checkpoint::map.
+format::TensorInfo expert_span_tensor(const format::ExpertSpan& span) {
+  return {base::str_cat("layer ", span.layer, " expert ", span.expert),
+          format::DType::kU8,
+          {static_cast<int64_t>(span.nbytes)},
+          span.file,
+          span.offset,
+          span.nbytes};
+}
+
 // The same spans the model's own mapped store uses, for a store we wrap in a trace.
 std::unique_ptr<experts::ExpertStore> mapped_store(const model::Model& model) {
   const format::Checkpoint* ckpt = &model.checkpoint();
   return std::make_unique<experts::MappedExpertStore>(
       model.expert_catalog(), [ckpt](const format::ExpertSpan& span) {
-        const format::TensorInfo whole{base::str_cat("layer ", span.layer, " expert ", span.expert),
-                                       format::DType::kU8,
-                                       {static_cast<int64_t>(span.nbytes)},
-                                       span.file,
-                                       span.offset,
-                                       span.nbytes};
-        return ckpt->map(whole).data();
+        return ckpt->map(expert_span_tensor(span)).data();
       });
 }
 
@@ -91,13 +95,7 @@ std::vector<io::PageCacheWarmer::Range> mapped_weights(
   }
   for (const format::TensorInfo* t : globals) add(*t);
   for (const experts::ExpertCatalog::Layer& layer : model.expert_catalog().layers) {
-    for (const format::ExpertSpan& span : layer.spans)
-      add({"",
-           format::DType::kU8,
-           {static_cast<int64_t>(span.nbytes)},
-           span.file,
-           span.offset,
-           span.nbytes});
+    for (const format::ExpertSpan& span : layer.spans) add(expert_span_tensor(span));
   }
   return out;
 }
