@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Streaming changes where bytes come from, never what is computed: on the oracle models and the
 # synth demo, `deltafin logits` with streamed experts and a streamed spine (several slot counts,
-# chunk sizes, read depths, reads in pieces, prefetch on and off) must write a file byte-identical to the mapped
-# path's, and `deltafin generate` must print identical greedy ids. Prefill groups of many rows
-# must equal chunk-sized passes. Also checks --trace-routes, --stats and the budget refusal.
+# chunk sizes, read depths, reads in pieces, prefetch on and off), and the mapped path with its
+# background warm-up, must write a file byte-identical to the plain mapped path's, and
+# `deltafin generate` must print identical greedy ids. Prefill groups of many rows must equal
+# chunk-sized passes. Also checks --trace-routes, --stats and the budget refusal.
 set -euo pipefail
 deltafin=$1
 tests=$2
@@ -38,8 +39,9 @@ prompts[demo]="464,1012,300,7,88,512,9,130,44,61,700,2,3,999,15,16,23,42,77,101"
 declare -A dirs=([k3-tiny-a]="$tests/fixtures/k3-tiny-a"
   [kimi-linear-tiny]="$tests/fixtures/kimi-linear-tiny" [demo]="$work/demo")
 
-# name|flags: each variant against the mapped path.
+# name|flags: each variant against the plain mapped path (no warm-up: --no-prefetch).
 variants=(
+  "mapped-warm|--experts mapped"
   "stream-all|--experts stream --spine stream"
   "stream-2-slots|--experts stream --spine stream --expert-slots 2"
   "stream-5-slots-chunk-3|--experts stream --spine stream --expert-slots 5 --chunk 3"
@@ -58,14 +60,15 @@ for name in k3-tiny-a kimi-linear-tiny demo; do
   for v in "${variants[@]}"; do
     label=${v%%|*}
     read -r -a flags <<<"${v#*|}"
-    # The reference: the mapped path with the same prefill chunking (chunk sizes change rounding).
+    # The reference: the plain mapped path, its weights faulted in as touched, with the same
+    # prefill chunking (chunk sizes change rounding).
     chunk=(--chunk 64)
     [[ " ${flags[*]} " =~ " --chunk "([0-9]+)" " ]] && chunk=(--chunk "${BASH_REMATCH[1]}")
     "$deltafin" logits --model "$dir" --ids "$prompt" --out "$work/$name.mapped.st" \
-      --experts mapped "${chunk[@]}" 2>"$work/err" ||
+      --experts mapped --no-prefetch "${chunk[@]}" 2>"$work/err" ||
       { cat "$work/err" >&2; fail "$name: mapped logits"; continue; }
     ref_ids=$("$deltafin" generate --model "$dir" --ids "$prompt" --max-new 12 --ignore-eos \
-      --experts mapped "${chunk[@]}" 2>"$work/err") ||
+      --experts mapped --no-prefetch "${chunk[@]}" 2>"$work/err") ||
       { cat "$work/err" >&2; fail "$name: mapped generate"; continue; }
     if ! "$deltafin" logits --model "$dir" --ids "$prompt" --out "$work/$name.$label.st" \
         "${flags[@]}" 2>"$work/err"; then
@@ -74,7 +77,10 @@ for name in k3-tiny-a kimi-linear-tiny demo; do
       continue
     fi
     grep -q "memory budget" "$work/err" || fail "$name $label: no memory plan at startup"
-    if [[ $label != spine-only ]] && ! grep -q "experts streamed" "$work/err"; then
+    if [[ $label == mapped-warm ]]; then
+      grep -q "mapped weights: bringing them into memory" "$work/err" ||
+        fail "$name $label: the mapped weights were not warmed"
+    elif [[ $label != spine-only ]] && ! grep -q "experts streamed" "$work/err"; then
       fail "$name $label: experts were not streamed: $(grep 'memory budget' "$work/err")"
     fi
     if cmp -s "$work/$name.mapped.st" "$work/$name.$label.st"; then
