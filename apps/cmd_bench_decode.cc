@@ -320,9 +320,9 @@ int run_bench(Args& args) {
         "peak RSS %s of budget %s\n",
         spt, passes.size(), *std::min_element(wall.begin(), wall.end()),
         *std::max_element(wall.begin(), wall.end()), floor_s, floor_s > 0 ? spt / floor_s : 0.0,
-        compute_floor_s, roofline_s > 0 ? spt / roofline_s : 0.0, read / n / 1e9,
-        busy > 0 ? read / busy / 1e9 : 0.0, ceiling_gbps, median(disk_idle),
-        base::format_bytes(rss_peak).c_str(), base::format_bytes(plan.budget_bytes).c_str());
+        compute_floor_s, roofline_s > 0 ? spt / roofline_s : 0.0, read / n / 1e9, achieved_gbps,
+        ceiling_gbps, median(disk_idle), base::format_bytes(rss_peak).c_str(),
+        base::format_bytes(plan.budget_bytes).c_str());
   }
   std::fflush(stdout);
   if (plan.streaming && !within)

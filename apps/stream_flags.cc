@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "base/memory_budget.h"
 #include "base/timeline.h"
+#include "io/direct_file.h"
 
 namespace deltafin::apps {
 
@@ -42,7 +43,7 @@ void read_stream_flags(Args& args, EngineOptions* options) {
   const std::string piece = args.get("read-piece", "");
   if (!piece.empty()) {
     const uint64_t bytes = base::parse_byte_size(piece);
-    if (bytes % 4096 != 0 || bytes > (uint64_t{1} << 30)) {
+    if (bytes % io::kDirectAlignment != 0 || bytes > (uint64_t{1} << 30)) {  // ReadJob's rule
       base::fail(
           "--read-piece must be 0 (one request per expert) or a multiple of 4K up to 1G, "
           "got '",
