@@ -2,6 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <thread>
 #include <vector>
 
 #include "base/cpu_features.h"
@@ -34,6 +39,45 @@ TEST(ThreadPool, ManyJobsInARow) {
     });
   }
   EXPECT_EQ(sum.load(), 2000L * 45);
+}
+
+TEST(ThreadPool, ActiveThreadsLimitWhichThreadsRunChunks) {
+  ThreadPool pool(4);
+  EXPECT_EQ(pool.active_threads(), 4);
+  for (int active : {1, 2, 3}) {
+    ActiveThreads scope(pool, active);
+    EXPECT_EQ(pool.active_threads(), active);
+    for (size_t n : {5u, 64u, 1001u}) {
+      std::vector<std::atomic<int>> hits(n);
+      std::mutex mu;
+      std::set<std::thread::id> ran;
+      std::atomic<int> chunks{0};
+      pool.parallel_for(n, 1, [&](size_t b, size_t e) {
+        ++chunks;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          ran.insert(std::this_thread::get_id());
+        }
+        for (size_t i = b; i < e; ++i) hits[i]++;
+      });
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "n=" << n << " i=" << i;
+      EXPECT_EQ(chunks.load(), active) << "n=" << n;  // one contiguous chunk per active thread
+      EXPECT_LE(ran.size(), static_cast<size_t>(active));
+    }
+  }
+  EXPECT_EQ(pool.active_threads(), 4);  // each scope gave the threads back
+  pool.set_active_threads(0);
+  EXPECT_EQ(pool.active_threads(), 1);
+  pool.set_active_threads(99);
+  EXPECT_EQ(pool.active_threads(), 4);
+}
+
+TEST(ThreadPool, ActiveThreadsRestoreEarly) {
+  ThreadPool pool(3);
+  ActiveThreads scope(pool, 1);
+  EXPECT_EQ(pool.active_threads(), 1);
+  scope.restore();
+  EXPECT_EQ(pool.active_threads(), 3);
 }
 
 TEST(Error, MessageConcatenates) {

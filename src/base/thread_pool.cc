@@ -20,7 +20,7 @@ void chunk_range(size_t n, size_t grain, int parts, int index, size_t* begin, si
 
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)), active_(n_threads_) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
@@ -38,6 +38,7 @@ void ThreadPool::worker_loop(int index) {
   for (;;) {
     const std::function<void(size_t, size_t)>* job;
     size_t n, grain;
+    int parts;
     {
       std::unique_lock<std::mutex> lock(mu_);
       work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
@@ -46,10 +47,13 @@ void ThreadPool::worker_loop(int index) {
       job = job_;
       n = job_n_;
       grain = job_grain_;
+      parts = job_parts_;
     }
-    size_t b, e;
-    chunk_range(n, grain, n_threads_, index, &b, &e);
-    if (b < e) (*job)(b, e);
+    if (index < parts) {
+      size_t b, e;
+      chunk_range(n, grain, parts, index, &b, &e);
+      if (b < e) (*job)(b, e);
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (--pending_ == 0) done_cv_.notify_one();
@@ -61,13 +65,19 @@ void ThreadPool::parallel_for(size_t n, size_t grain,
                               const std::function<void(size_t, size_t)>& fn) {
   if (n == 0) return;
   grain = std::max<size_t>(1, grain);
-  if (n_threads_ == 1 || n <= grain) {
+  int parts;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    parts = active_;
+  }
+  if (parts == 1 || n <= grain) {
     fn(0, n);
     return;
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
     job_ = &fn;
+    job_parts_ = parts;
     job_n_ = n;
     job_grain_ = grain;
     pending_ = n_threads_ - 1;
@@ -75,10 +85,20 @@ void ThreadPool::parallel_for(size_t n, size_t grain,
   }
   work_cv_.notify_all();
   size_t b, e;
-  chunk_range(n, grain, n_threads_, 0, &b, &e);
+  chunk_range(n, grain, parts, 0, &b, &e);
   if (b < e) fn(b, e);
   std::unique_lock<std::mutex> lock(mu_);
   done_cv_.wait(lock, [&] { return pending_ == 0; });
+}
+
+void ThreadPool::set_active_threads(int n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  active_ = std::clamp(n, 1, n_threads_);
+}
+
+int ThreadPool::active_threads() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return active_;
 }
 
 int available_cpus() {
