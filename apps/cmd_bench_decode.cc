@@ -20,6 +20,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/memory_budget.h"
+#include "base/thread_pool.h"
 #include "command.h"
 #include "deltafin/engine.h"
 #include "deltafin/token_ids.h"
@@ -235,13 +236,14 @@ int run_bench(Args& args) {
   // so a ceiling measured lower (drift between the measurements) gives way to it.
   const double achieved_gbps = busy > 0 ? read / busy / 1e9 : 0;
   const double ceiling_gbps = std::max({ceiling_before_gbps, ceiling_after_gbps, achieved_gbps});
-  std::vector<double> wall, floor, io_wait, disk_idle;
+  std::vector<double> wall, floor, io_wait, disk_idle, layer_threads;
   double needed = 0, proc = 0, total_wall = 0;
   uint64_t requested = 0, hits = 0, pf_hits = 0, actual = 0, matched = 0, pf_reads = 0;
   for (size_t i = 0; i < passes.size(); ++i) {
     const PassFigures& f = passes[i];
     wall.push_back(f.wall_s);
     io_wait.push_back(f.io_wait_s);
+    layer_threads.push_back(f.layer_threads);
     // Time in the token with no read in flight: what the disk could not overlap (the lm_head, the
     // first layers before a route is known), the part of the ratio no read rate can win back.
     disk_idle.push_back(std::max(0.0, f.wall_s - f.busy_s));
@@ -287,6 +289,8 @@ int run_bench(Args& args) {
     << ",\"seconds_per_token_max\":" << *std::max_element(wall.begin(), wall.end())
     << ",\"io_wait_seconds_per_token\":" << median(io_wait)
     << ",\"disk_idle_seconds_per_token\":" << median(disk_idle)
+    << ",\"layer_threads\":" << median(layer_threads)
+    << ",\"threads\":" << base::default_pool().size()
     << ",\"disk_read_bytes_per_token\":" << static_cast<uint64_t>(read / n)
     << ",\"process_read_bytes_per_token\":" << static_cast<uint64_t>(proc / n)
     << ",\"needed_bytes_per_token\":" << static_cast<uint64_t>(needed / n)

@@ -65,6 +65,17 @@ void read_stream_flags(Args& args, EngineOptions* options) {
   } else {
     base::fail("--cache must be lfu or lru, got '", cache, "'");
   }
+  const std::string threads = args.get("layer-threads", "auto");
+  if (threads == "auto") {
+    options->layer_threads = 0;
+  } else if (threads == "all") {
+    options->layer_threads = -1;
+  } else {
+    const long long n = args.get_int("layer-threads", 0);
+    if (n < 1 || n > 4096)
+      base::fail("--layer-threads must be auto, all or 1..4096, got '", threads, "'");
+    options->layer_threads = static_cast<int>(n);
+  }
   options->trace_routes = args.get("trace-routes", "");
   const std::string timeline = args.get("trace-timeline", "");
   if (!timeline.empty()) base::timeline::begin(timeline);  // main() writes it at the end
@@ -90,6 +101,7 @@ PassFigures pass_figures(const StreamStats& a, const StreamStats& b, double wall
   f.predicted_actual = b.predicted_actual - a.predicted_actual;
   f.predicted_matched = b.predicted_matched - a.predicted_matched;
   f.prefetch_reads = b.prefetch_reads - a.prefetch_reads;
+  f.layer_threads = b.layer_threads;
   return f;
 }
 
@@ -101,14 +113,14 @@ std::string describe_pass(const PassFigures& f) {
       line, sizeof line,
       "wall %.1f ms, compute %.1f ms, I/O wait %.1f ms (experts %.1f, spine %.1f), "
       "read %s (spine %s, experts %s), cache hits %llu/%llu, prefetch recall %.2f "
-      "(%llu reads, %llu used), %.2f GB/s while busy (%.1f ms)",
+      "(%llu reads, %llu used), %.2f GB/s while busy (%.1f ms), layers on %d threads",
       1e3 * f.wall_s, 1e3 * (f.wall_s - f.io_wait_s), 1e3 * f.io_wait_s, 1e3 * f.expert_wait_s,
       1e3 * f.spine_wait_s, base::format_bytes(f.read_bytes()).c_str(),
       base::format_bytes(f.spine_bytes).c_str(), base::format_bytes(f.expert_bytes).c_str(),
       static_cast<unsigned long long>(f.cache_hits), static_cast<unsigned long long>(f.requested),
       recall, static_cast<unsigned long long>(f.prefetch_reads),
       static_cast<unsigned long long>(f.prefetch_hits),
-      f.busy_s > 0 ? f.read_bytes() / f.busy_s / 1e9 : 0.0, 1e3 * f.busy_s);
+      f.busy_s > 0 ? f.read_bytes() / f.busy_s / 1e9 : 0.0, 1e3 * f.busy_s, f.layer_threads);
   return line;
 }
 

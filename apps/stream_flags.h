@@ -1,6 +1,7 @@
 // Flags shared by the commands that load a model for inference: the memory budget and the tiers
 // (--memory-budget, --experts, --spine, --expert-slots, --no-prefetch, --read-depth, --read-piece,
-// --cache, --trace-routes, --trace-timeline, --max-context, --prefill-group), and the per-token
+// --cache, --layer-threads, --trace-routes, --trace-timeline, --max-context, --prefill-group), and
+// the per-token
 // --stats line built from Engine::stream_stats().
 #pragma once
 
@@ -21,11 +22,12 @@ struct PassFigures {
   uint64_t expert_bytes = 0, spine_bytes = 0, needed_bytes = 0;
   uint64_t requested = 0, cache_hits = 0, prefetch_hits = 0, demand_reads = 0;
   uint64_t predicted_actual = 0, predicted_matched = 0, prefetch_reads = 0;
+  int layer_threads = 0;  // threads the pass's layers ran on
   uint64_t read_bytes() const { return expert_bytes + spine_bytes; }
 };
 PassFigures pass_figures(const StreamStats& before, const StreamStats& after, double wall_s);
 // One line: wall, compute, I/O wait, bytes read (spine, experts), cache hits, prefetch recall,
-// GB/s while the disk was busy.
+// GB/s while the disk was busy, threads the layers ran on.
 std::string describe_pass(const PassFigures& f);
 
 // Times passes and prints describe_pass() per token to stderr.

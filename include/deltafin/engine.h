@@ -50,6 +50,11 @@ struct EngineOptions {
   // pieces halved the unused guess bytes but were not faster (docs/PERFORMANCE.md).
   int64_t read_piece_bytes = 0;
   ExpertCachePolicy cache = ExpertCachePolicy::kLfu;
+  // Threads the layers of a decode pass run on where experts or spine layers are read (the lm_head
+  // always gets them all). 0: auto, half the pool after a token that waited on its reads for a
+  // quarter of its time, since reads slow while the CPU draws on memory bandwidth; -1: every
+  // thread; > 0: that many. Results are the same bit for bit whatever the choice.
+  int layer_threads = 0;
   std::string trace_routes;  // when set, one JSON line per pass and MoE layer: its experts
   // Positions a session may hold; the memory plan sets aside the attention cache for this many.
   // 0: kDefaultMaxContext, or the model's max_position_embeddings when that is smaller.
@@ -96,6 +101,7 @@ struct StreamStats {
   double expert_wait_seconds = 0;  // compute blocked on expert reads
   double spine_wait_seconds = 0;   // compute blocked on spine reads
   double disk_busy_seconds = 0;    // time with at least one read in flight
+  int layer_threads = 0;           // threads the last pass's layers ran on
 };
 
 struct ModelInfo {

@@ -3,8 +3,10 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "base/error.h"
+#include "base/thread_pool.h"
 #include "base/timeline.h"
 #include "experts/mapped_expert_store.h"
 #include "format/config.h"
@@ -12,6 +14,8 @@
 #include "model/ops.h"
 
 namespace deltafin::model {
+
+using Clock = std::chrono::steady_clock;
 
 std::unique_ptr<Model> Model::open(const std::string& dir) {
   std::unique_ptr<Model> m(new Model());
@@ -123,6 +127,9 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
   const float eps = static_cast<float>(c.rms_norm_eps);
   DF_ASSERT(n > 0 && store_ != nullptr);
   base::timeline::Phase pass(n == 1 ? "decode step" : "prefill pass");
+  const Clock::time_point pass_start = Clock::now();
+  const double expert_wait0 = layer_threads_ ? store_->stats().wait_seconds : 0;
+  double spine_wait = 0;  // time this pass waited for streamed spine layers
   std::vector<float> h(n * d);
   for (int64_t r = 0; r < n; ++r) {
     if (ids[r] < 0 || ids[r] >= c.vocab_size)
@@ -141,11 +148,18 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
   store_->begin_pass(state.n_positions, n);
   if (layers_) layers_->begin_pass();
   predict_next_moe(0, block_ptrs, h.data(), n);  // the disk would idle through a dense layer 0
+  base::ThreadPool& pool = base::default_pool();
+  const int layer_threads = layer_threads_ ? layer_threads_->for_pass(n) : pool.size();
+  base::ActiveThreads layer_scope(pool, layer_threads);
+  last_layer_threads_ = layer_threads;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const LayerPlan& lp = [&]() -> const LayerPlan& {
       if (!layers_) return plan_.layers[l];
       base::timeline::Phase wait("wait for spine layer", l);
-      return layers_->acquire(l);
+      const Clock::time_point t0 = Clock::now();
+      const LayerPlan& acquired = layers_->acquire(l);
+      spine_wait += std::chrono::duration<double>(Clock::now() - t0).count();
+      return acquired;
     }();
     // A streamed layer's bytes stay valid until the end of this iteration (or an exception).
     struct Held {
@@ -191,6 +205,7 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
     predict_next_moe(l + 1, block_ptrs, h.data(), n);
   }
   state.n_positions += n;
+  layer_scope.restore();  // the lm_head has no read to share the memory with
 
   const int64_t first = all_rows ? 0 : n - 1, rows = n - first;
   const float* out_rows = h.data() + first * d;
@@ -201,8 +216,14 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
     out_rows = x.data();
   }
   rmsnorm_rows(out_rows, plan_.final_norm.data(), rows, d, eps, m.data());
-  base::timeline::Phase phase("lm_head");
-  experts::matmul(plan_.lm_head, m.data(), rows, logits);
+  {
+    base::timeline::Phase phase("lm_head");
+    experts::matmul(plan_.lm_head, m.data(), rows, logits);
+  }
+  if (layer_threads_) {
+    const double wall = std::chrono::duration<double>(Clock::now() - pass_start).count();
+    layer_threads_->observe(n, wall, store_->stats().wait_seconds - expert_wait0 + spine_wait);
+  }
 }
 
 }  // namespace deltafin::model

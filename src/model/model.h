@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "experts/expert_store.h"
 #include "format/checkpoint.h"
 #include "model/layer_source.h"
+#include "model/layer_threads.h"
 #include "model/plan.h"
 
 namespace deltafin::model {
@@ -61,6 +63,11 @@ class Model {
   // Decode steps (one row) guess the next MoE layer's route at the start of the pass and after
   // every layer, and tell the store (see lookahead.h).
   void set_lookahead(bool on) { lookahead_ = on; }
+  // Decides how many threads each pass's layers run on (see layer_threads.h); without it they run
+  // on every thread of the pool.
+  void set_layer_threads(const LayerThreads& policy) { layer_threads_ = policy; }
+  // Threads the last pass's layers ran on (0 before the first pass).
+  int last_layer_threads() const { return last_layer_threads_; }
 
   SequenceState new_state() const;
   void reset(SequenceState& state) const;
@@ -94,6 +101,8 @@ class Model {
   std::unique_ptr<experts::ExpertStore> store_;
   std::unique_ptr<LayerSource> layers_;
   bool lookahead_ = false;
+  std::optional<LayerThreads> layer_threads_;
+  int last_layer_threads_ = 0;
 };
 
 }  // namespace deltafin::model

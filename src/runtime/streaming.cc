@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/memory_budget.h"
+#include "base/thread_pool.h"
 #include "experts/mapped_expert_store.h"
 #include "experts/route_trace.h"
 #include "experts/streaming_expert_store.h"
@@ -191,6 +192,17 @@ std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const Engin
   } else if (!options.trace_routes.empty()) {
     store = mapped_store(model);
   }
+  if (!tiers.experts_mapped || tiers.n_streamed > 0) {
+    const int pool = base::default_pool().size();
+    const int fixed = options.layer_threads < 0 ? pool : options.layer_threads;
+    model.set_layer_threads(model::LayerThreads(pool, fixed));
+    if (fixed == 0) {
+      base::log_info("layers: ", pool, " threads, ", std::max(1, (pool + 1) / 2),
+                     " after a token that waited on its reads (--layer-threads)");
+    } else {
+      base::log_info("layers: ", std::min(fixed, pool), " of ", pool, " threads");
+    }
+  }
   if (store && !options.trace_routes.empty())
     store = std::make_unique<experts::RouteTracingStore>(std::move(store), options.trace_routes);
   if (store) model.set_expert_store(std::move(store));
@@ -250,6 +262,7 @@ StreamStats Streaming::stats() const {
     out.needed_bytes += sp.passes * spine_->streamed_bytes_per_pass();
   }
   if (scheduler_) out.disk_busy_seconds = scheduler_->stats().busy_seconds;
+  out.layer_threads = model_->last_layer_threads();
   return out;
 }
 

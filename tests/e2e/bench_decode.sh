@@ -2,7 +2,8 @@
 # `deltafin bench decode --json` on the synth demo with experts streamed: one JSON object with the
 # fields issue #4 names, internally consistent (ratio = s/token / I/O floor, the ceiling used is the
 # highest of the two measurements and the decode's own read rate, RSS within the budget), and the
-# same ids as `generate`, with experts read whole and in 4 KiB pieces.
+# same ids as `generate`, with experts read whole and in 4 KiB pieces (the latter with the layers on
+# one thread).
 set -euo pipefail
 deltafin=$1
 work=$(mktemp -d)
@@ -12,8 +13,11 @@ trap 'rm -rf "$work"' EXIT
   { cat "$work/synth.err" >&2; exit 1; }
 expected=$("$deltafin" generate --model "$work/demo" --ids 100,137,174 --max-new 6 --ignore-eos 2>/dev/null)
 for piece in 0 4K; do
+threads=auto
+[[ $piece == 4K ]] && threads=1
 "$deltafin" bench decode --model "$work/demo" --tokens 5 --prompt-tokens 3 --json \
-  --experts stream --expert-slots 8 --read-depth 2 --read-piece $piece >"$work/out.json" 2>"$work/err" ||
+  --experts stream --expert-slots 8 --read-depth 2 --read-piece $piece --layer-threads $threads \
+  >"$work/out.json" 2>"$work/err" ||
   { tail -5 "$work/err" >&2; echo "bench_decode: FAIL: bench decode exited non-zero" >&2; exit 1; }
 
 /usr/bin/python3 - "$work/out.json" "$expected" "$piece" <<'PY'
@@ -24,7 +28,8 @@ bad = []
 for key in ["tokens", "seconds_per_token", "disk_read_bytes_per_token", "achieved_read_gbps",
             "device_ceiling_gbps", "device_ceiling_before_gbps", "device_ceiling_after_gbps",
             "io_floor_seconds_per_token", "ratio", "rss_peak_bytes", "compute_floor_seconds_per_token",
-            "roofline_ratio", "budget_bytes", "disk_idle_seconds_per_token", "ids"]:
+            "roofline_ratio", "budget_bytes", "disk_idle_seconds_per_token", "layer_threads",
+            "threads", "ids"]:
     if key not in r: bad.append("missing " + key)
 if not bad:
     if r["tokens"] != 5: bad.append("tokens %s, expected 5" % r["tokens"])
@@ -47,6 +52,10 @@ if not bad:
     if not r["disk_idle_seconds_per_token"] > 0:
         bad.append("disk idle %g, expected > 0" % r["disk_idle_seconds_per_token"])
     if not r["rss_within_budget"] or r["rss_peak_bytes"] > r["budget_bytes"]: bad.append("RSS over budget")
+    if piece and r["layer_threads"] != 1:
+        bad.append("layer_threads %s with --layer-threads 1" % r["layer_threads"])
+    if not 1 <= r["layer_threads"] <= r["threads"]:
+        bad.append("layer_threads %s outside 1..%s" % (r["layer_threads"], r["threads"]))
     want = json.loads(sys.argv[2])
     if r["ids"] != want: bad.append("ids %s differ from generate's %s" % (r["ids"], want))
 if bad:
@@ -74,6 +83,11 @@ if "arena cut to the budget" not in p.stderr:
     sys.exit("bench_decode: FAIL: the GEMV arena was not cut to the budget")
 print("bench_decode: ok, peak RSS %d MiB within a 600 MiB budget" % (peak >> 20))
 PY
+if "$deltafin" bench decode --model "$work/demo" --tokens 1 --layer-threads 0 >/dev/null 2>"$work/err"; then
+  echo "bench_decode: FAIL: --layer-threads 0 was accepted" >&2; exit 1
+fi
+grep -q -- "--layer-threads must be auto, all or 1..4096" "$work/err" ||
+  { echo "bench_decode: FAIL: --layer-threads 0 refused without naming the flag: $(cat "$work/err")" >&2; exit 1; }
 if "$deltafin" bench decode --model "$work/demo" --tokens 1 --read-depth 257 >/dev/null 2>"$work/err"; then
   echo "bench_decode: FAIL: --read-depth 257 was accepted" >&2; exit 1
 fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Streaming changes where bytes come from, never what is computed: on the oracle models and the
 # synth demo, `deltafin logits` with streamed experts and a streamed spine (several slot counts,
-# chunk sizes, read depths, reads in pieces, prefetch on and off), and the mapped path with its
+# chunk sizes, read depths, reads in pieces, prefetch on and off, layers on one thread or all), and the mapped path with its
 # background warm-up, must write a file byte-identical to the plain mapped path's, and
 # `deltafin generate` must print identical greedy ids. Prefill groups of many rows must equal
 # chunk-sized passes. Also checks --trace-routes, --stats and the budget refusal.
@@ -52,6 +52,8 @@ variants=(
   "read-depth-16|--experts stream --read-depth 16"
   "read-pieces-4k|--experts stream --spine stream --read-piece 4K --expert-slots 7"
   "read-pieces-8k-depth-3|--experts stream --read-piece 8K --read-depth 3"
+  "layer-threads-1|--experts stream --spine stream --layer-threads 1 --expert-slots 3"
+  "layer-threads-all|--experts stream --layer-threads all"
 )
 
 for name in k3-tiny-a kimi-linear-tiny demo; do

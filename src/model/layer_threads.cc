@@ -1,0 +1,24 @@
+// LayerThreads: the disk-bound / compute-bound decision per decode pass.
+#include "model/layer_threads.h"
+
+#include <algorithm>
+
+namespace deltafin::model {
+
+LayerThreads::LayerThreads(int pool_threads, int fixed)
+    : pool_(std::max(1, pool_threads)), fixed_(std::clamp(fixed, 0, pool_)) {}
+
+int LayerThreads::for_pass(int64_t rows) const {
+  if (fixed_ > 0) return fixed_;
+  if (rows > 1 || !reduced_) return pool_;
+  return std::max(1, (pool_ + 1) / 2);
+}
+
+void LayerThreads::observe(int64_t rows, double wall_s, double wait_s) {
+  if (fixed_ > 0 || rows != 1 || wall_s <= 0) return;
+  const double share = wait_s / wall_s;
+  if (share >= kReduceAtWaitShare) reduced_ = true;
+  if (share <= kRestoreAtWaitShare) reduced_ = false;
+}
+
+}  // namespace deltafin::model

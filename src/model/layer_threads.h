@@ -1,0 +1,40 @@
+// How many of the thread pool's threads the layers of a forward pass run on. A disk read into
+// memory slows while the CPU draws on memory bandwidth: on the 16-core device host, O_DIRECT reads
+// fell from about 2.0 GB/s to 1.4 with 8 threads copying memory and to 1.1 with 16
+// (docs/PERFORMANCE.md). When a token waits on its expert reads anyway, running the layers on half
+// the threads takes less from the disk than it adds to compute. The lm_head runs with no read in
+// flight and always gets every thread. The split never changes results: each kernel computes every
+// output row the same way whatever the number of threads.
+#pragma once
+
+#include <cstdint>
+
+namespace deltafin::model {
+
+class LayerThreads {
+ public:
+  // A decode pass that spent at least this share of its time waiting on reads is disk-bound: the
+  // next one runs its layers on half the threads. At or below the lower share it is compute-bound
+  // again and gets them all back. The gap keeps a pass near one edge from flipping every token.
+  static constexpr double kReduceAtWaitShare = 0.25;
+  static constexpr double kRestoreAtWaitShare = 0.10;
+
+  // fixed = 0: decide per pass from the waits (auto); fixed > 0: always that many (capped to the
+  // pool).
+  LayerThreads(int pool_threads, int fixed);
+
+  // Threads for the layers of a pass over `rows` prompt rows. Prefill (rows > 1) is compute-heavy
+  // and always gets every thread.
+  int for_pass(int64_t rows) const;
+  // After a pass: its wall time and the time its compute waited on reads.
+  void observe(int64_t rows, double wall_s, double wait_s);
+
+  int pool_threads() const { return pool_; }
+
+ private:
+  int pool_;
+  int fixed_;
+  bool reduced_ = false;
+};
+
+}  // namespace deltafin::model

@@ -1,0 +1,65 @@
+// Tests for LayerThreads: half the pool after a disk-bound decode pass, all of it back after a
+// compute-bound one, every thread for prefill, and fixed counts.
+#include "model/layer_threads.h"
+
+#include <gtest/gtest.h>
+
+namespace deltafin::model {
+namespace {
+
+TEST(LayerThreads, AutoHalvesAfterADiskBoundTokenAndRestoresAfterAComputeBoundOne) {
+  LayerThreads t(16, 0);
+  EXPECT_EQ(t.for_pass(1), 16);  // nothing observed yet
+  t.observe(1, 0.200, 0.080);    // 40% of the token waiting on reads
+  EXPECT_EQ(t.for_pass(1), 8);
+  t.observe(1, 0.200, 0.030);  // 15%: inside the gap, no change
+  EXPECT_EQ(t.for_pass(1), 8);
+  t.observe(1, 0.200, 0.010);  // 5%: compute-bound
+  EXPECT_EQ(t.for_pass(1), 16);
+  t.observe(1, 0.200, 0.030);  // 15% again: still no change, from this side either
+  EXPECT_EQ(t.for_pass(1), 16);
+}
+
+TEST(LayerThreads, TheEdgesOfTheGapCount) {
+  LayerThreads t(4, 0);
+  t.observe(1, 1.0, LayerThreads::kReduceAtWaitShare);
+  EXPECT_EQ(t.for_pass(1), 2);
+  t.observe(1, 1.0, LayerThreads::kRestoreAtWaitShare);
+  EXPECT_EQ(t.for_pass(1), 4);
+}
+
+TEST(LayerThreads, PrefillAlwaysGetsEveryThreadAndIsNotObserved) {
+  LayerThreads t(6, 0);
+  t.observe(1, 1.0, 0.9);
+  EXPECT_EQ(t.for_pass(1), 3);
+  EXPECT_EQ(t.for_pass(64), 6);
+  t.observe(64, 1.0, 0.0);  // a prefill pass says nothing about decode
+  EXPECT_EQ(t.for_pass(1), 3);
+}
+
+TEST(LayerThreads, OddPoolsRoundUpAndOneThreadStaysOne) {
+  LayerThreads odd(5, 0);
+  odd.observe(1, 1.0, 1.0);
+  EXPECT_EQ(odd.for_pass(1), 3);
+  LayerThreads one(1, 0);
+  one.observe(1, 1.0, 1.0);
+  EXPECT_EQ(one.for_pass(1), 1);
+}
+
+TEST(LayerThreads, AFixedCountIgnoresTheWaitsAndIsCappedToThePool) {
+  LayerThreads fixed(8, 3);
+  fixed.observe(1, 1.0, 0.9);
+  EXPECT_EQ(fixed.for_pass(1), 3);
+  EXPECT_EQ(fixed.for_pass(100), 3);
+  LayerThreads capped(8, 64);
+  EXPECT_EQ(capped.for_pass(1), 8);
+}
+
+TEST(LayerThreads, AZeroLengthPassChangesNothing) {
+  LayerThreads t(8, 0);
+  t.observe(1, 0.0, 0.0);
+  EXPECT_EQ(t.for_pass(1), 8);
+}
+
+}  // namespace
+}  // namespace deltafin::model
