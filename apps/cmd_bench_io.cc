@@ -7,12 +7,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/memory_load.h"
 #include "command.h"
 #include "io/read_ceiling.h"
 
@@ -48,7 +50,13 @@ std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
-void print_json(const io::CeilingReport& r, int repetitions) {
+// What ran beside the reads: --memory-load's copying threads (0: none).
+struct LoadFigures {
+  int threads = 0;
+  double gbps = 0;  // bytes copied per second over the measurement
+};
+
+void print_json(const io::CeilingReport& r, int repetitions, const LoadFigures& load) {
   std::printf("{\"paths\":[");
   for (size_t i = 0; i < r.paths.size(); ++i) {
     std::printf("%s%s", i ? "," : "", json_string(r.paths[i]).c_str());
@@ -57,7 +65,9 @@ void print_json(const io::CeilingReport& r, int repetitions) {
               json_string(io::read_mode_name(r.mode)).c_str(),
               static_cast<unsigned long long>(r.file_bytes), r.read_bytes,
               json_string(r.thp_mode).c_str());
-  std::printf("\"repetitions\":%d,\"points\":[", repetitions);
+  std::printf("\"repetitions\":%d,\"memory_load_threads\":%d,\"memory_load_gbps\":%.4f,",
+              repetitions, load.threads, load.gbps);
+  std::printf("\"points\":[");
   for (size_t i = 0; i < r.points.size(); ++i) {
     const io::CeilingPoint& p = r.points[i];
     std::printf("%s{\"queue\":%s,\"pages\":%s,\"depth\":%d,\"gbps\":[", i ? "," : "",
@@ -78,7 +88,8 @@ void print_json(const io::CeilingReport& r, int repetitions) {
               json_string(io::page_kind_name(best.pages)).c_str(), best.depth);
 }
 
-void print_table(const io::CeilingReport& r, int repetitions, double gb_per_rep) {
+void print_table(const io::CeilingReport& r, int repetitions, double gb_per_rep,
+                 const LoadFigures& load) {
   std::printf("files: ");
   for (size_t i = 0; i < r.paths.size(); ++i)
     std::printf("%s%s", i ? ", " : "", r.paths[i].c_str());
@@ -88,6 +99,10 @@ void print_table(const io::CeilingReport& r, int repetitions, double gb_per_rep)
       "per configuration, interleaved; THP mode: %s\n",
       r.read_bytes, repetitions, gb_per_rep, r.thp_mode.c_str());
   for (const std::string& note : r.notes) std::printf("note: %s\n", note.c_str());
+  if (load.threads > 0) {
+    std::printf("memory load: %d threads copying memory throughout, %.1f GB/s copied\n",
+                load.threads, load.gbps);
+  }
   std::printf("%-9s %-6s %5s %9s %9s %9s %12s\n", "queue", "pages", "depth", "min GB/s", "median",
               "max", "huge-backed");
   for (const io::CeilingPoint& p : r.points) {
@@ -104,10 +119,13 @@ constexpr const char* kUsage =
     "usage: deltafin bench-io --dir DIR [--size-gb 4] [--keep] [--json] [--reps 3]\n"
     "                         [--gb-per-rep 1] [--depths 1,2,4,8] [--queue uring|pread|both]\n"
     "                         [--pages huge|4k|both] [--read-bytes 17547264]\n"
+    "                         [--memory-load N]\n"
     "       deltafin bench-io --file PATH[,PATH...] [same options]\n"
     "Writes a test file of --size-gb GB (1e9 bytes) in DIR (deleted afterwards unless --keep),\n"
     "then reads random aligned spans of --read-bytes with O_DIRECT for every combination of\n"
-    "queue, page size and depth, interleaving the repetitions. Prints GB/s (1e9 bytes/s).\n";
+    "queue, page size and depth, interleaving the repetitions. Prints GB/s (1e9 bytes/s).\n"
+    "--memory-load N: N threads copy memory (128 MiB buffers) while the reads run, the way\n"
+    "the engine's GEMVs stream weights; on some machines that slows the disk.\n";
 
 int run_bench_io(Args& args) {
   if (args.flag("help")) {
@@ -143,6 +161,9 @@ int run_bench_io(Args& args) {
   } else if (queue != "both") {
     fail("deltafin bench-io: --queue must be uring, pread or both, got '", queue, "'");
   }
+  const long long load_threads = args.get_int("memory-load", 0);
+  if (load_threads < 0 || load_threads > 1024)
+    fail("deltafin bench-io: --memory-load must be 0..1024 threads, got ", load_threads);
   const std::string pages = args.get("pages", "both");
   if (pages == "huge") {
     options.pages = {io::PageKind::kHuge};
@@ -186,17 +207,24 @@ int run_bench_io(Args& args) {
   }
 
   io::CeilingReport report;
+  LoadFigures load_figures;
   try {
+    std::unique_ptr<base::MemoryLoad> load;
+    if (load_threads > 0) load = std::make_unique<base::MemoryLoad>(static_cast<int>(load_threads));
     report = io::measure_read_ceiling(paths, options);
+    if (load) {
+      load->stop();
+      load_figures = {load->threads(), load->gbps()};
+    }
   } catch (...) {
     if (!created.empty() && !keep) ::unlink(created.c_str());
     throw;
   }
   if (!created.empty() && !keep) ::unlink(created.c_str());
   if (json) {
-    print_json(report, options.repetitions);
+    print_json(report, options.repetitions, load_figures);
   } else {
-    print_table(report, options.repetitions, gb_per_rep);
+    print_table(report, options.repetitions, gb_per_rep, load_figures);
   }
   return 0;
 }

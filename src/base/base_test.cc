@@ -11,6 +11,7 @@
 
 #include "base/cpu_features.h"
 #include "base/error.h"
+#include "base/memory_load.h"
 #include "base/thread_pool.h"
 
 namespace deltafin::base {
@@ -78,6 +79,33 @@ TEST(ThreadPool, ActiveThreadsRestoreEarly) {
   EXPECT_EQ(pool.active_threads(), 1);
   scope.restore();
   EXPECT_EQ(pool.active_threads(), 3);
+}
+
+TEST(MemoryLoad, CopiesUntilStoppedAndReportsItsRate) {
+  const size_t bytes = size_t{1} << 20;
+  MemoryLoad load(2, bytes);
+  EXPECT_EQ(load.threads(), 2);
+  while (load.bytes_copied() < 8 * bytes) std::this_thread::yield();
+  load.stop();
+  const uint64_t copied = load.bytes_copied();
+  EXPECT_GE(copied, 8 * bytes);
+  EXPECT_GT(load.gbps(), 0.0);
+  EXPECT_NEAR(load.gbps(), copied / load.seconds() / 1e9, 1e-9);
+  EXPECT_NE(std::memcmp(load.source(0), load.source(1), bytes), 0);
+  // Stopped means stopped: nothing more is copied, and a second stop() changes nothing.
+  const double seconds = load.seconds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  load.stop();
+  EXPECT_EQ(load.bytes_copied(), copied);
+  EXPECT_EQ(load.seconds(), seconds);
+}
+
+TEST(MemoryLoad, TheCopyIsReal) {
+  const size_t bytes = size_t{1} << 20;
+  MemoryLoad load(1, bytes);
+  while (load.bytes_copied() < 2 * bytes) std::this_thread::yield();
+  load.stop();
+  EXPECT_EQ(std::memcmp(load.source(0), load.destination(0), bytes), 0);
 }
 
 TEST(Error, MessageConcatenates) {
