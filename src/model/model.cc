@@ -151,7 +151,7 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
   base::ThreadPool& pool = base::default_pool();
   const int layer_threads = layer_threads_ ? layer_threads_->for_pass(n) : pool.size();
   base::ActiveThreads layer_scope(pool, layer_threads);
-  last_layer_threads_ = layer_threads;
+  last_layer_threads_.store(layer_threads, std::memory_order_relaxed);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const LayerPlan& lp = [&]() -> const LayerPlan& {
       if (!layers_) return plan_.layers[l];

@@ -3,6 +3,7 @@
 // (later) speculative verification are all calls of forward() with different row counts.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -66,8 +67,9 @@ class Model {
   // Decides how many threads each pass's layers run on (see layer_threads.h); without it they run
   // on every thread of the pool.
   void set_layer_threads(const LayerThreads& policy) { layer_threads_ = policy; }
-  // Threads the last pass's layers ran on (0 before the first pass).
-  int last_layer_threads() const { return last_layer_threads_; }
+  // Threads the last pass's layers ran on (0 before the first pass). Safe to read from another
+  // thread while a pass runs (a stats request).
+  int last_layer_threads() const { return last_layer_threads_.load(std::memory_order_relaxed); }
 
   SequenceState new_state() const;
   void reset(SequenceState& state) const;
@@ -102,7 +104,7 @@ class Model {
   std::unique_ptr<LayerSource> layers_;
   bool lookahead_ = false;
   std::optional<LayerThreads> layer_threads_;
-  int last_layer_threads_ = 0;
+  std::atomic<int> last_layer_threads_{0};
 };
 
 }  // namespace deltafin::model
