@@ -113,14 +113,15 @@ std::string describe_pass(const PassFigures& f) {
       line, sizeof line,
       "wall %.1f ms, compute %.1f ms, I/O wait %.1f ms (experts %.1f, spine %.1f), "
       "read %s (spine %s, experts %s), cache hits %llu/%llu, prefetch recall %.2f "
-      "(%llu reads, %llu used), %.2f GB/s while busy (%.1f ms), layers on %d threads",
+      "(%llu reads, %llu used), %.2f GB/s while busy (%.1f ms), layers on %d thread%s",
       1e3 * f.wall_s, 1e3 * (f.wall_s - f.io_wait_s), 1e3 * f.io_wait_s, 1e3 * f.expert_wait_s,
       1e3 * f.spine_wait_s, base::format_bytes(f.read_bytes()).c_str(),
       base::format_bytes(f.spine_bytes).c_str(), base::format_bytes(f.expert_bytes).c_str(),
       static_cast<unsigned long long>(f.cache_hits), static_cast<unsigned long long>(f.requested),
       recall, static_cast<unsigned long long>(f.prefetch_reads),
       static_cast<unsigned long long>(f.prefetch_hits),
-      f.busy_s > 0 ? f.read_bytes() / f.busy_s / 1e9 : 0.0, 1e3 * f.busy_s, f.layer_threads);
+      f.busy_s > 0 ? f.read_bytes() / f.busy_s / 1e9 : 0.0, 1e3 * f.busy_s, f.layer_threads,
+      f.layer_threads == 1 ? "" : "s");
   return line;
 }
 
