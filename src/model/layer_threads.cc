@@ -17,8 +17,24 @@ int LayerThreads::for_pass(int64_t rows) const {
 void LayerThreads::observe(int64_t rows, double wall_s, double wait_s) {
   if (fixed_ > 0 || rows != 1 || wall_s <= 0) return;
   const double share = wait_s / wall_s;
-  if (share >= kReduceAtWaitShare) reduced_ = true;
-  if (share <= kRestoreAtWaitShare) reduced_ = false;
+  if (!reduced_) {
+    if (hold_ > 0) {
+      --hold_;
+    } else if (share >= kReduceAtWaitShare) {
+      reduced_ = true;
+      reduced_tokens_ = 0;
+    }
+    return;
+  }
+  ++reduced_tokens_;
+  if (share > kRestoreAtWaitShare) return;
+  reduced_ = false;
+  if (reduced_tokens_ < kSettledTokens) {  // a flip: back off
+    hold_ = next_hold_;
+    next_hold_ = std::min(2 * next_hold_, kMaxHoldTokens);
+  } else {
+    next_hold_ = kFirstHoldTokens;
+  }
 }
 
 }  // namespace deltafin::model

@@ -18,6 +18,15 @@ class LayerThreads {
   // again and gets them all back. The gap keeps a pass near one edge from flipping every token.
   static constexpr double kReduceAtWaitShare = 0.25;
   static constexpr double kRestoreAtWaitShare = 0.10;
+  // Where every thread waits on reads but half of them leave the compute as the bound (a fast
+  // disk), the count would flip every token. A reduction undone within kSettledTokens decode
+  // tokens is such a flip: every thread is kept for the next kFirstHoldTokens tokens, twice as
+  // many after each further flip, up to kMaxHoldTokens. A reduction that lasted longer was right
+  // for its time, and the hold starts over. (In one of the device host's k3 runs a reduction
+  // lasted 13 tokens before one token, mostly cache hits, waited under 10%.)
+  static constexpr int kSettledTokens = 4;
+  static constexpr int kFirstHoldTokens = 4;
+  static constexpr int kMaxHoldTokens = 256;
 
   // fixed = 0: decide per pass from the waits (auto); fixed > 0: always that many (capped to the
   // pool).
@@ -35,6 +44,9 @@ class LayerThreads {
   int pool_;
   int fixed_;
   bool reduced_ = false;
+  int reduced_tokens_ = 0;  // decode tokens since the current reduction began
+  int hold_ = 0;            // decode tokens left before a reduction is allowed again
+  int next_hold_ = kFirstHoldTokens;
 };
 
 }  // namespace deltafin::model

@@ -1,5 +1,6 @@
 // Tests for LayerThreads: half the pool after a disk-bound decode pass, all of it back after a
-// compute-bound one, every thread for prefill, and fixed counts.
+// compute-bound one, backing off where that flips every token, every thread for prefill, and
+// fixed counts.
 #include "model/layer_threads.h"
 
 #include <gtest/gtest.h>
@@ -53,6 +54,51 @@ TEST(LayerThreads, AFixedCountIgnoresTheWaitsAndIsCappedToThePool) {
   EXPECT_EQ(fixed.for_pass(100), 3);
   LayerThreads capped(8, 64);
   EXPECT_EQ(capped.for_pass(1), 8);
+}
+
+// Tokens at `share` until the count changes (at most `limit`); returns how many were observed.
+int tokens_until_change(LayerThreads& t, double share, int limit) {
+  const int before = t.for_pass(1);
+  for (int i = 1; i <= limit; ++i) {
+    t.observe(1, 1.0, share);
+    if (t.for_pass(1) != before) return i;
+  }
+  return limit + 1;
+}
+
+TEST(LayerThreads, FlipsBackOffTwiceAsLongEachTime) {
+  LayerThreads t(16, 0);
+  EXPECT_EQ(tokens_until_change(t, 0.4, 10), 1);   // disk-bound: halve
+  EXPECT_EQ(tokens_until_change(t, 0.05, 10), 1);  // at once compute-bound: a flip
+  EXPECT_EQ(tokens_until_change(t, 0.4, 100), LayerThreads::kFirstHoldTokens + 1);
+  EXPECT_EQ(tokens_until_change(t, 0.05, 10), 1);
+  EXPECT_EQ(tokens_until_change(t, 0.4, 100), 2 * LayerThreads::kFirstHoldTokens + 1);
+}
+
+TEST(LayerThreads, AHostThatFlipsEveryTokenSpendsFewTokensHalved) {
+  // Every thread: 40% waiting; half of them: 5% (the layers became the bound).
+  LayerThreads t(16, 0);
+  int halved = 0;
+  for (int i = 0; i < 1000; ++i) {
+    const bool reduced = t.for_pass(1) == 8;
+    halved += reduced;
+    t.observe(1, 1.0, reduced ? 0.05 : 0.4);
+  }
+  EXPECT_GE(halved, 3);   // it keeps trying
+  EXPECT_LE(halved, 10);  // 4 + 8 + ... + 256 + 256 ... full tokens between tries
+}
+
+TEST(LayerThreads, AReductionThatLastedStartsTheHoldOver) {
+  LayerThreads t(16, 0);
+  EXPECT_EQ(tokens_until_change(t, 0.4, 10), 1);
+  EXPECT_EQ(tokens_until_change(t, 0.05, 10), 1);  // a flip: the next hold doubles
+  EXPECT_EQ(tokens_until_change(t, 0.4, 100), LayerThreads::kFirstHoldTokens + 1);
+  EXPECT_EQ(tokens_until_change(t, 0.4, 2 * LayerThreads::kSettledTokens),
+            2 * LayerThreads::kSettledTokens + 1);  // stays halved while disk-bound
+  EXPECT_EQ(tokens_until_change(t, 0.05, 10), 1);   // a regime change, not a flip: no hold
+  EXPECT_EQ(tokens_until_change(t, 0.4, 10), 1);
+  EXPECT_EQ(tokens_until_change(t, 0.05, 10), 1);  // a flip again, with the first hold
+  EXPECT_EQ(tokens_until_change(t, 0.4, 100), LayerThreads::kFirstHoldTokens + 1);
 }
 
 TEST(LayerThreads, AZeroLengthPassChangesNothing) {
