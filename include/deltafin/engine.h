@@ -50,10 +50,10 @@ struct EngineOptions {
   // pieces halved the unused guess bytes but were not faster (docs/PERFORMANCE.md).
   int64_t read_piece_bytes = 0;
   ExpertCachePolicy cache = ExpertCachePolicy::kLfu;
-  // Threads the layers of a decode pass run on where experts or spine layers are read (the lm_head
-  // always gets them all). 0: auto, half the pool after a token that waited on its reads for a
-  // quarter of its time, since reads slow while the CPU draws on memory bandwidth; -1: every
-  // thread; > 0: that many. Results are the same bit for bit whatever the choice.
+  // Threads the layers of a pass run on (the lm_head always gets them all). 0: auto, half the pool
+  // for decode tokens after one that waited on its reads (streamed experts or spine) for a quarter
+  // of its time, since reads slow while the CPU draws on memory bandwidth; -1: every thread; > 0:
+  // that many, for any model. Results are the same bit for bit whatever the choice.
   int layer_threads = 0;
   std::string trace_routes;  // when set, one JSON line per pass and MoE layer: its experts
   // Positions a session may hold; the memory plan sets aside the attention cache for this many.

@@ -11,7 +11,7 @@ LayerThreads::LayerThreads(int pool_threads, int fixed)
 int LayerThreads::for_pass(int64_t rows) const {
   if (fixed_ > 0) return fixed_;
   if (rows > 1 || !reduced_) return pool_;
-  return std::max(1, (pool_ + 1) / 2);
+  return reduced_threads();
 }
 
 void LayerThreads::observe(int64_t rows, double wall_s, double wait_s) {

@@ -39,6 +39,8 @@ class LayerThreads {
   void observe(int64_t rows, double wall_s, double wait_s);
 
   int pool_threads() const { return pool_; }
+  // What auto runs a disk-bound token's layers on: half the pool, rounded up.
+  int reduced_threads() const { return (pool_ + 1) / 2; }
 
  private:
   int pool_;

@@ -192,15 +192,18 @@ std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const Engin
   } else if (!options.trace_routes.empty()) {
     store = mapped_store(model);
   }
-  if (!tiers.experts_mapped || tiers.n_streamed > 0) {
+  {
+    // A mapped model's faults are not counted as waits, so auto keeps every thread there; a fixed
+    // count applies to any model.
     const int pool = base::default_pool().size();
-    const int fixed = options.layer_threads < 0 ? pool : options.layer_threads;
-    model.set_layer_threads(model::LayerThreads(pool, fixed));
-    if (fixed == 0) {
-      base::log_info("layers: ", pool, " threads, ", std::max(1, (pool + 1) / 2),
+    const model::LayerThreads threads(pool,
+                                      options.layer_threads < 0 ? pool : options.layer_threads);
+    model.set_layer_threads(threads);
+    if (options.layer_threads > 0) {
+      base::log_info("layers: ", threads.for_pass(1), " of ", pool, " threads");
+    } else if (options.layer_threads == 0 && (!tiers.experts_mapped || tiers.n_streamed > 0)) {
+      base::log_info("layers: ", pool, " threads, ", threads.reduced_threads(),
                      " after a token that waited on its reads (--layer-threads)");
-    } else {
-      base::log_info("layers: ", std::min(fixed, pool), " of ", pool, " threads");
     }
   }
   if (store && !options.trace_routes.empty())

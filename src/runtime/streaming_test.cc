@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "base/thread_pool.h"
 #include "deltafin/engine.h"
 
 namespace deltafin {
@@ -35,6 +36,28 @@ TEST(Streaming, OnlyAMappedModelWithPrefetchIsWarmed) {
   EngineOptions streamed{kModel, 64};
   streamed.experts = ExpertMode::kStream;
   EXPECT_FALSE(Engine::load(streamed)->memory_plan().warming);
+}
+
+// A mapped model's faults are not waits, so auto keeps every thread; a fixed count holds for any
+// model, and the stats report what the last pass ran on.
+TEST(Streaming, LayerThreadsAreReported) {
+  const int pool = base::default_pool().size();
+  GenerateOptions g;
+  g.max_new_tokens = 4;
+  g.stop_at_eos = false;
+  std::unique_ptr<Engine> mapped = Engine::load({kModel, 64});
+  EXPECT_EQ(mapped->stream_stats().layer_threads, 0);  // no pass yet
+  mapped->new_session()->generate(kPrompt, g);
+  EXPECT_EQ(mapped->stream_stats().layer_threads, pool);
+  for (ExpertMode experts : {ExpertMode::kMapped, ExpertMode::kStream}) {
+    EngineOptions one{kModel, 64};
+    one.experts = experts;
+    one.layer_threads = 1;
+    std::unique_ptr<Engine> engine = Engine::load(one);
+    EXPECT_EQ(engine->new_session()->generate(kPrompt, g).ids,
+              std::vector<int32_t>(kGreedy.begin(), kGreedy.begin() + 4));
+    EXPECT_EQ(engine->stream_stats().layer_threads, 1);
+  }
 }
 
 TEST(Streaming, StreamedEngineMatchesTheMappedOneBitForBit) {

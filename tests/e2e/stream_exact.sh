@@ -54,6 +54,7 @@ variants=(
   "read-pieces-8k-depth-3|--experts stream --read-piece 8K --read-depth 3"
   "layer-threads-1|--experts stream --spine stream --layer-threads 1 --expert-slots 3"
   "layer-threads-all|--experts stream --layer-threads all"
+  "mapped-layer-threads-1|--experts mapped --no-prefetch --layer-threads 1"
 )
 
 for name in k3-tiny-a kimi-linear-tiny demo; do
@@ -82,6 +83,8 @@ for name in k3-tiny-a kimi-linear-tiny demo; do
     if [[ $label == mapped-warm ]]; then
       grep -q "mapped weights: bringing them into memory" "$work/err" ||
         fail "$name $label: the mapped weights were not warmed"
+    elif [[ $label == mapped-layer-threads-1 ]]; then
+      grep -q "layers: 1 of" "$work/err" || fail "$name $label: the layers did not run on one thread"
     elif [[ $label != spine-only ]] && ! grep -q "experts streamed" "$work/err"; then
       fail "$name $label: experts were not streamed: $(grep 'memory budget' "$work/err")"
     fi
