@@ -12,7 +12,7 @@
 #        activations and clamps the LRU to the rest, so this leaves COLI_EXPERT_GB in force
 #        (the defaults put each peer's peak RSS near deltafin's default budget on a 23.5 GiB
 #        machine, about 20 GiB; check the rss column)
-#        ENGINES (default "df df_mapped k3c coli")
+#        ENGINES (default "df df_mapped k3c coli"; also df_all: deltafin with --layer-threads all)
 #        MEM_LIMIT (e.g. 21G; default none) every run inside a memory cgroup capped there, page
 #        cache included, and deltafin given --memory-budget MEM_LIMIT: the same memory for every
 #        engine on a host with more RAM (needs root; cgroup v2, or v1's memory controller)
@@ -102,6 +102,9 @@ engine() {
     df)
       run df "$r" "$DF" bench decode --model "$MODEL" --tokens "$TOKENS" --prompt-tokens 2 --json \
         "${DF_BUDGET[@]}" ;;
+    df_all)  # every thread for the layers: the baseline the default's --layer-threads auto beats
+      run df_all "$r" "$DF" bench decode --model "$MODEL" --tokens "$TOKENS" --prompt-tokens 2 --json \
+        --layer-threads all "${DF_BUDGET[@]}" ;;
     df_mapped)
       run df_mapped "$r" "$DF" bench decode --model "$MODEL" --tokens "$TOKENS" --prompt-tokens 2 \
         --json --experts mapped --no-prefetch "${DF_BUDGET[@]}" ;;
