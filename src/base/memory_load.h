@@ -35,7 +35,6 @@ class MemoryLoad {
   // One thread's source and destination (tests compare them after stop()).
   const uint8_t* source(int thread) const;
   const uint8_t* destination(int thread) const;
-  size_t buffer_bytes() const { return buffer_bytes_; }
 
  private:
   void run(int index);

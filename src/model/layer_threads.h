@@ -38,7 +38,6 @@ class LayerThreads {
   // After a pass: its wall time and the time its compute waited on reads.
   void observe(int64_t rows, double wall_s, double wait_s);
 
-  int pool_threads() const { return pool_; }
   // What auto runs a disk-bound token's layers on: half the pool, rounded up.
   int reduced_threads() const { return (pool_ + 1) / 2; }
 
