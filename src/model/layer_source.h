@@ -17,6 +17,8 @@ class LayerSource {
   // The layer's plan, valid until release(layer). Blocks until its bytes are in memory.
   virtual const LayerPlan& acquire(int64_t layer) = 0;
   virtual void release(int64_t layer) = 0;
+  // Total time acquire() has blocked on reads since construction.
+  virtual double wait_seconds() const = 0;
 };
 
 }  // namespace deltafin::model

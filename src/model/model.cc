@@ -128,8 +128,12 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
   DF_ASSERT(n > 0 && store_ != nullptr);
   base::timeline::Phase pass(n == 1 ? "decode step" : "prefill pass");
   const Clock::time_point pass_start = Clock::now();
-  const double expert_wait0 = layer_threads_ ? store_->stats().wait_seconds : 0;
-  double spine_wait = 0;  // time this pass waited for streamed spine layers
+  // Time waited on reads so far (experts, streamed spine layers): the pass's share of it decides
+  // the next pass's layer threads.
+  const auto waited = [this] {
+    return store_->stats().wait_seconds + (layers_ ? layers_->wait_seconds() : 0.0);
+  };
+  const double waited_before = layer_threads_ ? waited() : 0;
   std::vector<float> h(n * d);
   for (int64_t r = 0; r < n; ++r) {
     if (ids[r] < 0 || ids[r] >= c.vocab_size)
@@ -156,10 +160,7 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
     const LayerPlan& lp = [&]() -> const LayerPlan& {
       if (!layers_) return plan_.layers[l];
       base::timeline::Phase wait("wait for spine layer", l);
-      const Clock::time_point t0 = Clock::now();
-      const LayerPlan& acquired = layers_->acquire(l);
-      spine_wait += std::chrono::duration<double>(Clock::now() - t0).count();
-      return acquired;
+      return layers_->acquire(l);
     }();
     // A streamed layer's bytes stay valid until the end of this iteration (or an exception).
     struct Held {
@@ -222,7 +223,7 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
   }
   if (layer_threads_) {
     const double wall = std::chrono::duration<double>(Clock::now() - pass_start).count();
-    layer_threads_->observe(n, wall, store_->stats().wait_seconds - expert_wait0 + spine_wait);
+    layer_threads_->observe(n, wall, waited() - waited_before);
   }
 }
 

@@ -71,6 +71,7 @@ class StreamedSpine : public LayerSource {
   void begin_pass() override;
   const LayerPlan& acquire(int64_t layer) override;
   void release(int64_t layer) override;
+  double wait_seconds() const override { return stats().wait_seconds; }
 
   SpineStats stats() const;
   // Where one of the global tensors given at construction lives now.
