@@ -1,4 +1,5 @@
-// ThreadPool: workers wait on a generation counter; each owns chunk `index` of every job.
+// ThreadPool: workers wait on a generation counter; each owns chunk `index` of every job that has
+// at least index + 1 active threads.
 #include "base/thread_pool.h"
 
 #include <sched.h>
@@ -41,7 +42,8 @@ void ThreadPool::worker_loop(int index) {
     int parts;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      // A worker beyond the job's active threads sits it out, neither running nor counted.
+      work_cv_.wait(lock, [&] { return stop_ || (generation_ != seen && index < job_parts_); });
       if (stop_) return;
       seen = generation_;
       job = job_;
@@ -49,11 +51,9 @@ void ThreadPool::worker_loop(int index) {
       grain = job_grain_;
       parts = job_parts_;
     }
-    if (index < parts) {
-      size_t b, e;
-      chunk_range(n, grain, parts, index, &b, &e);
-      if (b < e) (*job)(b, e);
-    }
+    size_t b, e;
+    chunk_range(n, grain, parts, index, &b, &e);
+    if (b < e) (*job)(b, e);
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (--pending_ == 0) done_cv_.notify_one();
@@ -65,29 +65,25 @@ void ThreadPool::parallel_for(size_t n, size_t grain,
                               const std::function<void(size_t, size_t)>& fn) {
   if (n == 0) return;
   grain = std::max<size_t>(1, grain);
-  int parts;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    parts = active_;
-  }
+  std::unique_lock<std::mutex> lock(mu_);
+  const int parts = active_;
   if (parts == 1 || n <= grain) {
+    lock.unlock();
     fn(0, n);
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    job_ = &fn;
-    job_parts_ = parts;
-    job_n_ = n;
-    job_grain_ = grain;
-    pending_ = n_threads_ - 1;
-    ++generation_;
-  }
+  job_ = &fn;
+  job_parts_ = parts;
+  job_n_ = n;
+  job_grain_ = grain;
+  pending_ = parts - 1;
+  ++generation_;
+  lock.unlock();
   work_cv_.notify_all();
   size_t b, e;
   chunk_range(n, grain, parts, 0, &b, &e);
   if (b < e) fn(b, e);
-  std::unique_lock<std::mutex> lock(mu_);
+  lock.lock();
   done_cv_.wait(lock, [&] { return pending_ == 0; });
 }
 
