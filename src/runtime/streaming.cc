@@ -201,7 +201,7 @@ std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const Engin
     model.set_layer_threads(threads);
     if (options.layer_threads > 0) {
       base::log_info("layers: ", threads.for_pass(1), " of ", pool, " threads");
-    } else if (options.layer_threads == 0 && (!tiers.experts_mapped || tiers.n_streamed > 0)) {
+    } else if (options.layer_threads == 0 && s->scheduler_) {  // something is read
       base::log_info("layers: ", pool, " threads, ", threads.reduced_threads(),
                      " after a token that waited on its reads (--layer-threads)");
     }
