@@ -75,12 +75,15 @@ class ExpertBatch {
 // Cumulative counters of a store; a store that never reads leaves the byte figures at 0.
 struct ExpertStoreStats {
   uint64_t experts_requested = 0;  // (layer, expert) pairs asked of request()
-  uint64_t cache_hits = 0;         // in memory from an earlier use
-  uint64_t prefetch_hits = 0;      // brought in, or on its way, because of a prefetch
-  uint64_t demand_reads = 0;       // read because request() asked for it
-  uint64_t bytes_read = 0;         // everything read, unused prefetches included
-  // Bytes of requested experts that were not in memory from an earlier use (demand reads and
-  // prefetch hits): what the route itself needed from disk, the I/O floor's share.
+  // In memory from an earlier use, or read for an earlier route's guess that the route passed over
+  // (it was in memory before this route's pass began).
+  uint64_t cache_hits = 0;
+  uint64_t prefetch_hits = 0;  // brought in, or on its way, because of a prefetch
+  uint64_t demand_reads = 0;   // read because request() asked for it
+  uint64_t bytes_read = 0;     // everything read, unused prefetches included
+  // Bytes of requested experts that were not in memory from an earlier use or an earlier route's
+  // guess (demand reads and prefetch hits): what the route itself needed from disk, the I/O
+  // floor's share.
   uint64_t needed_bytes = 0;
   uint64_t prefetch_reads = 0;      // speculative reads issued
   uint64_t prefetch_cancelled = 0;  // dropped before reaching the device

@@ -327,6 +327,7 @@ void StreamingExpertStore::retire_guesses(int layer, std::span<const int32_t> ke
       s.cancelled = true;
     } else if (route_known) {
       s.speculative = false;
+      s.passed_over = true;
       --speculative_slots_;
     }
   }
@@ -385,14 +386,16 @@ std::unique_ptr<ExpertBatch> StreamingExpertStore::request(int layer,
     auto it = where_.find(key(layer, e));
     if (it != where_.end()) {
       Slot& s = slots_[it->second];
-      if (!s.used) {  // brought in by a guess (this route's or an earlier one) and never used
+      if (!s.used && !(s.passed_over && s.state == SlotState::kReady)) {
+        // Brought in by a guess and never used: this pass's guess, or an earlier route's missed
+        // guess whose read has not finished (its bytes are still on their way from the disk).
         ++stats_.prefetch_hits;
         stats_.needed_bytes += s.read_bytes;
         if (s.speculative) --speculative_slots_;
         s.speculative = false;
         if (s.state == SlotState::kReading) scheduler_->promote(s.job, ReadPriority::kDemand);
       } else {
-        ++stats_.cache_hits;
+        ++stats_.cache_hits;  // in memory from an earlier use, or from an earlier route's guess
       }
       s.used = true;
       ++s.pins;
