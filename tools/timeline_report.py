@@ -8,6 +8,11 @@ disk read while it had work.
 A step runs from the start of one "decode step" span to the start of the next (so sampling and
 the caller's work between steps count in the step that precedes them); the last step ends at
 the end of its span. --skip drops the first N decode steps (the cache is cold there).
+
+It ends with the lookahead's guesses, split into the last guess of a layer before its route and
+the earlier ones it superseded (the lookahead guesses the first MoE layer twice: from the
+embedding, and again after the dense layers): the share of each quarter of their ranks that the
+route took, and the prefetch reads they started and how many of those the route used.
 """
 import argparse
 import json
@@ -126,6 +131,62 @@ def main():
     for k, v in sorted(phases.items(), key=lambda kv: -sum(kv[1])):
         v = v + [0.0] * (len(rows) - len(v))
         print(f"  {k:<28} {statistics.median(v):7.2f}   (mean {statistics.mean(v):.2f})")
+
+    guess_report(events, steps[a.skip:])
+
+
+def guess_report(events, steps):
+    """Precision of each guess by rank quarter, and the reads each guess started, over `steps`."""
+    marks = sorted((e for e in events if e["name"] in ("guess", "route")), key=lambda e: e["ts"])
+    spans = [(s["ts"], s["ts"] + s["dur"]) for s in steps]
+    in_step = lambda t: next((i for i, (a, b) in enumerate(spans) if a <= t <= b), None)
+    # Per (step, layer): its guesses in order and its route.
+    made = {}
+    for e in marks:
+        i = in_step(e["ts"])
+        if i is None:
+            continue
+        entry = made.setdefault((i, e["args"]["layer"]), {"guesses": [], "route": None})
+        if e["name"] == "guess":
+            entry["guesses"].append(e)
+        elif entry["route"] is None:
+            entry["route"] = set(e["args"]["experts"])
+    hits, totals, started, used = {}, {}, {}, {}
+    for entry in made.values():
+        if entry["route"] is None:
+            continue
+        for i, g in enumerate(entry["guesses"]):
+            order = len(entry["guesses"]) - 1 - i  # 0: the guess in force when the route came
+            ids = g["args"]["experts"]
+            for rank, x in enumerate(ids):
+                key = (order, rank * 4 // len(ids))
+                totals[key] = totals.get(key, 0) + 1
+                hits[key] = hits.get(key, 0) + (x in entry["route"])
+    # A prefetch read belongs to the last guess of its layer queued before it, in the same step.
+    for r in (e for e in events if e["name"] == "prefetch" and e.get("cat") == "read"):
+        queued = r["ts"] - r["args"]["queued_ms"] * 1e3
+        i = in_step(queued)
+        entry = made.get((i, r["args"]["layer"])) if i is not None else None
+        if not entry or entry["route"] is None:
+            continue
+        before = [g for g in entry["guesses"] if g["ts"] <= queued + 1]
+        if not before:
+            continue
+        order = len(entry["guesses"]) - len(before)
+        started[order] = started.get(order, 0) + 1
+        used[order] = used.get(order, 0) + (r["args"]["expert"] in entry["route"])
+    orders = sorted({o for o, _ in totals})
+    if not orders:
+        print("guesses: none in these steps")
+        return
+    print("guesses (last: the one in force at the route; 1 earlier: superseded): share of each "
+          "rank quarter in the route; reads started")
+    for o in orders:
+        name = "last" if o == 0 else f"{o} earlier"
+        quarters = ", ".join(f"q{q + 1} {hits[(o, q)] / totals[(o, q)]:.2f}"
+                             for q in range(4) if (o, q) in totals)
+        print(f"  {name:>9}: {quarters}; {started.get(o, 0)} reads started, "
+              f"{used.get(o, 0)} used by the route")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 # `--trace-timeline FILE` on the synth demo with experts streamed: the ids do not change, the file
 # is a Chrome trace whose phases and reads are consistent (every decode step has its layers and
 # lm_head, reads sit on lanes that never overlap, each MoE layer of a step has one route), and
-# tools/timeline_report.py summarizes it.
+# tools/timeline_report.py summarizes it, guesses scored.
 set -euo pipefail
 deltafin=$1
 root=$(cd "$2/.." && pwd)
@@ -61,6 +61,9 @@ grep -q "^median: " "$work/report" ||
   { echo "timeline: FAIL: no summary in the report: $(cat "$work/report")" >&2; exit 1; }
 grep -q "lm_head" "$work/report" ||
   { echo "timeline: FAIL: the report attributes no idle time: $(cat "$work/report")" >&2; exit 1; }
+# The demo's MoE layers are guessed ahead with experts streamed: the report scores those guesses.
+grep -Eq "^ +last: q1 [01]\.[0-9]{2}, .*; [1-9][0-9]* reads started, [0-9]+ used by the route$" "$work/report" ||
+  { echo "timeline: FAIL: no score of the final guesses in the report: $(cat "$work/report")" >&2; exit 1; }
 echo "timeline: report ok"
 
 # A file that cannot be created is refused before anything loads, naming the flag.
