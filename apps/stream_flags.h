@@ -1,8 +1,7 @@
 // Flags shared by the commands that load a model for inference: the memory budget and the tiers
 // (--memory-budget, --experts, --spine, --expert-slots, --no-prefetch, --read-depth, --read-piece,
 // --cache, --layer-threads, --trace-routes, --trace-timeline, --max-context, --prefill-group), and
-// the per-token
-// --stats line built from Engine::stream_stats().
+// the per-token --stats line built from Engine::stream_stats().
 #pragma once
 
 #include <chrono>

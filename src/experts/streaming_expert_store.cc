@@ -327,7 +327,6 @@ void StreamingExpertStore::retire_guesses(int layer, std::span<const int32_t> ke
       s.cancelled = true;
     } else if (route_known) {
       s.speculative = false;
-      s.passed_over = true;
       --speculative_slots_;
     }
   }
@@ -386,9 +385,10 @@ std::unique_ptr<ExpertBatch> StreamingExpertStore::request(int layer,
     auto it = where_.find(key(layer, e));
     if (it != where_.end()) {
       Slot& s = slots_[it->second];
-      if (!s.used && !(s.passed_over && s.state == SlotState::kReady)) {
-        // Brought in by a guess and never used: this pass's guess, or an earlier route's missed
-        // guess whose read has not finished (its bytes are still on their way from the disk).
+      // Never used, it came from a guess: still speculative, it is this pass's; no longer
+      // speculative, it is one an earlier route passed over (retire_guesses), which counts as
+      // needed only while its bytes are still on their way from the disk.
+      if (!s.used && (s.speculative || s.state != SlotState::kReady)) {
         ++stats_.prefetch_hits;
         stats_.needed_bytes += s.read_bytes;
         if (s.speculative) --speculative_slots_;

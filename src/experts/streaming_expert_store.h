@@ -85,12 +85,9 @@ class StreamingExpertStore : public ExpertStore {
     bool speculative = false;  // read by a prefetch and not requested since
     bool cancelled = false;    // kReading a guess stopped mid-read: empty once its pieces land
     bool used = false;         // requested at least once since it was read
-    // A guess its layer's route passed over: a later route that asks for it finds it in memory
-    // from an earlier token, a cache hit and not bytes that token needed from disk.
-    bool passed_over = false;
-    bool checked = false;  // MXFP4 scales validated
-    std::string error;     // kFailed: the whole message, naming layer and expert
-    io::DirectFile file;   // with a fetcher: the cache file, open while kReading
+    bool checked = false;      // MXFP4 scales validated
+    std::string error;         // kFailed: the whole message, naming layer and expert
+    io::DirectFile file;       // with a fetcher: the cache file, open while kReading
   };
   // A batch entry waiting for a slot.
   struct Waiter {

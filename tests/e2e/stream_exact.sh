@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Streaming changes where bytes come from, never what is computed: on the oracle models and the
 # synth demo, `deltafin logits` with streamed experts and a streamed spine (several slot counts,
-# chunk sizes, read depths, reads in pieces, prefetch on and off, layers on one thread or all), and the mapped path with its
-# background warm-up, must write a file byte-identical to the plain mapped path's, and
-# `deltafin generate` must print identical greedy ids. Prefill groups of many rows must equal
-# chunk-sized passes. Also checks --trace-routes, --stats and the budget refusal.
+# chunk sizes, read depths, reads in pieces, prefetch on and off, layers on one thread or all), and
+# the mapped path with its background warm-up, must write a file byte-identical to the plain
+# mapped path's, and `deltafin generate` must print identical greedy ids. Prefill groups of many
+# rows must equal chunk-sized passes. Also checks --trace-routes, --stats and the budget refusal.
 set -euo pipefail
 deltafin=$1
 tests=$2
