@@ -24,7 +24,7 @@
 #include "command.h"
 #include "deltafin/engine.h"
 #include "deltafin/token_ids.h"
-#include "experts/weight_matrix.h"
+#include "kernels/weight_matrix.h"
 #include "format/checkpoint.h"
 #include "io/huge_buffer.h"
 #include "io/read_ceiling.h"
@@ -83,9 +83,9 @@ GemvRates measure_gemv(size_t bytes, int repetitions) {
   auto rate = [&](auto matrix_at, uint64_t weight_bytes) {
     std::vector<double> gbps;
     for (int i = 0; i < repetitions; ++i) {
-      const experts::WeightMatrix w = matrix_at(buf.data() + (next++ % n_chunks) * kChunkBytes);
+      const kernels::WeightMatrix w = matrix_at(buf.data() + (next++ % n_chunks) * kChunkBytes);
       const auto t0 = std::chrono::steady_clock::now();
-      experts::matmul(w, x.data(), 1, y.data());
+      kernels::matmul(w, x.data(), 1, y.data());
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       gbps.push_back(weight_bytes / s / 1e9);
     }
@@ -94,12 +94,12 @@ GemvRates measure_gemv(size_t bytes, int repetitions) {
   GemvRates r;
   r.bf16_gbps = rate(
       [&](uint8_t* base) {
-        return experts::WeightMatrix{format::DType::kBF16, base, nullptr, bf16_rows, kBf16Cols};
+        return kernels::WeightMatrix{format::DType::kBF16, base, nullptr, bf16_rows, kBf16Cols};
       },
       static_cast<uint64_t>(bf16_rows) * kBf16Cols * 2);
   r.mxfp4_gbps = rate(
       [&](uint8_t* base) {
-        return experts::WeightMatrix{format::DType::kU8, base, base + packed, mx_rows, kMxCols};
+        return kernels::WeightMatrix{format::DType::kU8, base, base + packed, mx_rows, kMxCols};
       },
       packed + static_cast<uint64_t>(mx_rows) * kMxCols / 32);
   return r;

@@ -11,14 +11,14 @@ WeightMatrix view_matrix(const ExpertMatrixLayout& m, const uint8_t* base) {
   WeightMatrix w;
   w.dtype = m.dtype;
   w.data = base + m.data_offset;
-  w.scales = m.dtype == format::DType::kU8 ? base + m.scales_offset : nullptr;
+  w.scales = m.dtype == kernels::WeightDType::kMxfp4 ? base + m.scales_offset : nullptr;
   w.rows = m.rows;
   w.cols = m.cols;
   return w;
 }
 
 void check_scales(const WeightMatrix& w, int layer, int expert, const char* which) {
-  if (w.dtype != format::DType::kU8) return;
+  if (w.dtype != kernels::WeightDType::kMxfp4) return;
   kernels::check_mxfp4_scales(w.scales, w.rows, w.cols / 32,
                               base::str_cat("layer ", layer, " expert ", expert, " ", which));
 }

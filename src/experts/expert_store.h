@@ -9,8 +9,8 @@
 #include <span>
 #include <vector>
 
-#include "experts/weight_matrix.h"
 #include "format/inventory.h"
+#include "kernels/weight_matrix.h"
 
 namespace deltafin::experts {
 
@@ -24,7 +24,7 @@ struct ExpertWeights {
 
 // Where one matrix of an expert sits inside the expert's byte span (offsets from the span start).
 struct ExpertMatrixLayout {
-  format::DType dtype = format::DType::kBF16;  // kU8 = MXFP4 (packed + scales)
+  kernels::WeightDType dtype = kernels::WeightDType::kBF16;  // MXFP4: packed + scales
   uint64_t data_offset = 0;
   uint64_t scales_offset = 0;  // MXFP4 only
   int64_t rows = 0;

@@ -21,7 +21,7 @@ Bank make_bank() {
   uint64_t off = 0;
   for (ExpertMatrixLayout* m : {&lay.gate, &lay.down, &lay.up}) {
     const bool down = m == &lay.down;
-    *m = {format::DType::kU8, off, off + 32 * 64 / 2, down ? 64 : 32, down ? 32 : 64};
+    *m = {kernels::WeightDType::kMxfp4, off, off + 32 * 64 / 2, down ? 64 : 32, down ? 32 : 64};
     off += 32 * 64 / 2 + 32 * 64 / 32;
   }
   lay.span_bytes = off;
@@ -43,7 +43,7 @@ TEST(ExpertStore, ViewsFollowTheLayout) {
   EXPECT_EQ(w.down.scales, b.bytes.data() + 2 * lay.span_bytes + lay.down.scales_offset);
   EXPECT_EQ(w.down.rows, 64);
   EXPECT_EQ(w.down.cols, 32);
-  EXPECT_EQ(w.up.dtype, format::DType::kU8);
+  EXPECT_EQ(w.up.dtype, kernels::WeightDType::kMxfp4);
 }
 
 TEST(MappedExpertStore, BatchHandsOutEachRequestedExpertOnce) {

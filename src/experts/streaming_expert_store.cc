@@ -209,7 +209,7 @@ void StreamingExpertStore::start_load(int s, int layer, int32_t expert, ReadPrio
   slot.expert = expert;
   slot.data_offset = a.data_offset;
   slot.read_bytes = a.read_length;
-  slot.speculative = priority == ReadPriority::kPrefetch;
+  slot.speculative = priority == ReadPriority::kSpeculative;
   slot.last_use = ++tick_;
   where_[key(layer, expert)] = s;
   if (fetcher_ && !fetcher_->is_local(layer, expert)) {
@@ -249,7 +249,7 @@ void StreamingExpertStore::submit_read(int s) {
   job.length = a.read_length;
   job.required_bytes = a.required_bytes;
   job.dest = slot_data(s);
-  job.priority = slot.speculative ? ReadPriority::kPrefetch : ReadPriority::kDemand;
+  job.priority = slot.speculative ? ReadPriority::kSpeculative : ReadPriority::kNow;
   job.done = [this, s](const io::ReadCompletion& c) { on_read_done(s, c); };
   job.trace_layer = slot.layer;
   job.trace_expert = slot.expert;
@@ -346,7 +346,7 @@ void StreamingExpertStore::serve_waiters() {
     const Waiter w = waiters_.front();
     waiters_.erase(waiters_.begin());
     Batch::Entry& e = w.batch->entries_[w.index];
-    start_load(s, w.layer, e.expert, ReadPriority::kDemand);
+    start_load(s, w.layer, e.expert, ReadPriority::kNow);
     Slot& slot = slots_[s];
     slot.pins = 1;
     slot.used = true;
@@ -393,7 +393,7 @@ std::unique_ptr<ExpertBatch> StreamingExpertStore::request(int layer,
         stats_.needed_bytes += s.read_bytes;
         if (s.speculative) --speculative_slots_;
         s.speculative = false;
-        if (s.state == SlotState::kReading) scheduler_->promote(s.job, ReadPriority::kDemand);
+        if (s.state == SlotState::kReading) scheduler_->promote(s.job, ReadPriority::kNow);
       } else {
         ++stats_.cache_hits;  // in memory from an earlier use, or from an earlier route's guess
       }
@@ -408,7 +408,7 @@ std::unique_ptr<ExpertBatch> StreamingExpertStore::request(int layer,
       waiters_.push_back({batch.get(), layer, i});
       continue;
     }
-    start_load(s, layer, e, ReadPriority::kDemand);
+    start_load(s, layer, e, ReadPriority::kNow);
     slots_[s].pins = 1;
     slots_[s].used = true;
     ++stats_.demand_reads;
@@ -443,7 +443,7 @@ void StreamingExpertStore::prefetch(int layer, std::span<const int32_t> experts)
     const int s = take_slot(/*for_prefetch=*/true);
     if (s < 0) break;
     ++speculative_slots_;  // before start_load: a read that fails to start gives it back
-    start_load(s, layer, e, ReadPriority::kPrefetch);
+    start_load(s, layer, e, ReadPriority::kSpeculative);
     ++stats_.prefetch_reads;
   }
 }

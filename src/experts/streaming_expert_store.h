@@ -17,7 +17,7 @@
 
 #include "experts/expert_fetcher.h"
 #include "experts/expert_store.h"
-#include "experts/read_scheduler.h"
+#include "io/read_scheduler.h"
 #include "io/direct_file.h"
 #include "io/huge_buffer.h"
 

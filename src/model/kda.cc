@@ -162,17 +162,17 @@ void kda_forward(const KdaShape& shape, const KdaWeights& w, const float* x, int
   const int64_t p = shape.width(), nh = shape.n_heads, dim = shape.head_dim;
   std::vector<float> q(n * p), k(n * p), v(n * p), g(n * p), gate(n * p), beta(n * nh);
   std::vector<float> low(n * dim);
-  experts::matmul(w.q_proj, x, n, q.data());
-  experts::matmul(w.k_proj, x, n, k.data());
-  experts::matmul(w.v_proj, x, n, v.data());
-  experts::matmul(w.f_a, x, n, low.data());
-  experts::matmul(w.f_b, low.data(), n, g.data());
-  experts::matmul(w.b_proj, x, n, beta.data());
+  kernels::matmul(w.q_proj, x, n, q.data());
+  kernels::matmul(w.k_proj, x, n, k.data());
+  kernels::matmul(w.v_proj, x, n, v.data());
+  kernels::matmul(w.f_a, x, n, low.data());
+  kernels::matmul(w.f_b, low.data(), n, g.data());
+  kernels::matmul(w.b_proj, x, n, beta.data());
   if (!w.g_proj.empty()) {
-    experts::matmul(w.g_proj, x, n, gate.data());
+    kernels::matmul(w.g_proj, x, n, gate.data());
   } else {
-    experts::matmul(w.g_a, x, n, low.data());
-    experts::matmul(w.g_b, low.data(), n, gate.data());
+    kernels::matmul(w.g_a, x, n, low.data());
+    kernels::matmul(w.g_b, low.data(), n, gate.data());
   }
 
   const int64_t hist = (shape.conv_kernel - 1) * p;
@@ -214,7 +214,7 @@ void kda_forward(const KdaShape& shape, const KdaWeights& w, const float* x, int
   // Per-head RMSNorm, then the sigmoid output gate (norm first, as FusedRMSNormGated does).
   rmsnorm_rows(o.data(), w.o_norm.data(), n * nh, dim, shape.norm_eps, o.data());
   for (int64_t i = 0; i < n * p; ++i) o[i] *= sigmoid(gate[i]);
-  experts::matmul(w.o_proj, o.data(), n, out);
+  kernels::matmul(w.o_proj, o.data(), n, out);
 }
 
 }  // namespace deltafin::model

@@ -5,11 +5,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "experts/weight_matrix.h"
+#include "kernels/weight_matrix.h"
 
 namespace deltafin::model {
 
-using experts::WeightMatrix;
+using kernels::WeightMatrix;
 
 // The forget-gate function, the one KDA difference between the families.
 enum class KdaGate {

@@ -9,7 +9,7 @@ namespace deltafin::model {
 
 std::vector<int32_t> predict_route(const ModelPlan& plan, const LayerPlan& next,
                                    const std::vector<const float*>& blocks, const float* h) {
-  DF_ASSERT(next.is_moe);
+  DF_ASSERT(next.moe() != nullptr);
   const int64_t d = plan.config.hidden_size;
   const float eps = static_cast<float>(plan.config.rms_norm_eps);
   std::vector<float> x(d);
@@ -19,7 +19,7 @@ std::vector<int32_t> predict_route(const ModelPlan& plan, const LayerPlan& next,
     x.assign(h, h + d);
   }
   rmsnorm_rows(x.data(), next.post_norm.data(), 1, d, eps, x.data());
-  return route_rows(plan.moe_shape, next.moe, x.data(), 1).experts;
+  return route_rows(plan.moe_shape, *next.moe(), x.data(), 1).experts;
 }
 
 }  // namespace deltafin::model

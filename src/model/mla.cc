@@ -20,7 +20,7 @@ void attend_expanded(const MlaShape& sh, const WeightMatrix& kv_b, const MlaCach
   const int64_t first = total - n;
   const float scale = 1.0f / std::sqrt(static_cast<float>(sh.qk_dim()));
   std::vector<float> kv(total * nh * kvw);
-  experts::matmul(kv_b, cache.latent.data(), total, kv.data());
+  kernels::matmul(kv_b, cache.latent.data(), total, kv.data());
   base::default_pool().parallel_for(nh, 1, [&](size_t hb, size_t he) {
     std::vector<float> p(total);
     for (int64_t h = static_cast<int64_t>(hb); h < static_cast<int64_t>(he); ++h) {
@@ -56,7 +56,7 @@ void attend_absorbed(const MlaShape& sh, const WeightMatrix& kv_b, const MlaCach
         oh(n * sh.v_dim);
     for (int64_t h = static_cast<int64_t>(hb); h < static_cast<int64_t>(he); ++h) {
       for (int64_t i = 0; i < sh.nope_dim; ++i)
-        experts::decode_row(kv_b, h * kvw + i, wuk.data() + i * rank);
+        kernels::decode_row(kv_b, h * kvw + i, wuk.data() + i * rank);
       for (int64_t r = 0; r < n; ++r) {
         const float* qh = q + (r * nh + h) * sh.qk_dim();
         std::fill(qhat.begin(), qhat.end(), 0.0f);
@@ -79,8 +79,8 @@ void attend_absorbed(const MlaShape& sh, const WeightMatrix& kv_b, const MlaCach
           for (int64_t c = 0; c < rank; ++c) ob[c] += p[s] * ls[c];
         }
       }
-      const WeightMatrix wuv = experts::row_block(kv_b, h * kvw + sh.nope_dim, sh.v_dim);
-      experts::matmul_rows(wuv, obar.data(), n, oh.data(), 0, sh.v_dim);
+      const WeightMatrix wuv = kernels::row_block(kv_b, h * kvw + sh.nope_dim, sh.v_dim);
+      kernels::matmul_rows(wuv, obar.data(), n, oh.data(), 0, sh.v_dim);
       for (int64_t r = 0; r < n; ++r)
         std::copy(oh.data() + r * sh.v_dim, oh.data() + (r + 1) * sh.v_dim,
                   o + (r * nh + h) * sh.v_dim);
@@ -124,16 +124,16 @@ void mla_forward(const MlaShape& sh, const MlaWeights& w, const float* x, int64_
   std::vector<float> q(n * nh * sh.qk_dim());
   if (sh.q_lora_rank > 0) {
     std::vector<float> qa(n * sh.q_lora_rank);
-    experts::matmul(w.q_a, x, n, qa.data());
+    kernels::matmul(w.q_a, x, n, qa.data());
     rmsnorm_rows(qa.data(), w.q_a_norm.data(), n, sh.q_lora_rank, sh.latent_norm_eps, qa.data());
-    experts::matmul(w.q_b, qa.data(), n, q.data());
+    kernels::matmul(w.q_b, qa.data(), n, q.data());
   } else {
-    experts::matmul(w.q_proj, x, n, q.data());
+    kernels::matmul(w.q_proj, x, n, q.data());
   }
 
   const int64_t ckv_w = rank + sh.rope_dim;
   std::vector<float> ckv(n * ckv_w);
-  experts::matmul(w.kv_a, x, n, ckv.data());
+  kernels::matmul(w.kv_a, x, n, ckv.data());
   const int64_t first = cache.n_positions;
   cache.latent.resize((first + n) * rank);
   cache.k_pe.resize((first + n) * sh.rope_dim);
@@ -156,10 +156,10 @@ void mla_forward(const MlaShape& sh, const MlaWeights& w, const float* x, int64_
 
   if (sh.output_gate) {
     std::vector<float> gate(n * nh * sh.v_dim);
-    experts::matmul(w.g_proj, x, n, gate.data());
+    kernels::matmul(w.g_proj, x, n, gate.data());
     for (size_t i = 0; i < o.size(); ++i) o[i] *= sigmoid(gate[i]);
   }
-  experts::matmul(w.o_proj, o.data(), n, out);
+  kernels::matmul(w.o_proj, o.data(), n, out);
 }
 
 }  // namespace deltafin::model

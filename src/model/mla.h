@@ -6,11 +6,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "experts/weight_matrix.h"
+#include "kernels/weight_matrix.h"
 
 namespace deltafin::model {
 
-using experts::WeightMatrix;
+using kernels::WeightMatrix;
 
 struct MlaShape {
   int64_t hidden = 0;

@@ -18,10 +18,10 @@ void glu(const Activation& act, const float* g, const float* u, int64_t n, float
 void glu_mlp(const Activation& act, const GluWeights& w, const float* x, int64_t n, float* out) {
   const int64_t inter = w.gate.rows;
   std::vector<float> g(n * inter), u(n * inter);
-  experts::matmul(w.gate, x, n, g.data());
-  experts::matmul(w.up, x, n, u.data());
+  kernels::matmul(w.gate, x, n, g.data());
+  kernels::matmul(w.up, x, n, u.data());
   glu(act, g.data(), u.data(), n * inter, g.data());
-  experts::matmul(w.down, g.data(), n, out);
+  kernels::matmul(w.down, g.data(), n, out);
 }
 
 }  // namespace deltafin::model

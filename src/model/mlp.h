@@ -4,11 +4,11 @@
 
 #include <cstdint>
 
-#include "experts/weight_matrix.h"
+#include "kernels/weight_matrix.h"
 
 namespace deltafin::model {
 
-using experts::WeightMatrix;
+using kernels::WeightMatrix;
 
 struct Activation {
   enum class Kind { kSiLU, kSiTU } kind = Kind::kSiLU;

@@ -70,7 +70,7 @@ SequenceState Model::new_state() const {
 
 void Model::reset(SequenceState& s) const {
   for (size_t l = 0; l < plan_.layers.size(); ++l) {
-    if (plan_.layers[l].is_kda) {
+    if (plan_.layers[l].kda() != nullptr) {
       s.kda[l].reset(plan_.kda_shape);
     } else {
       s.mla[l].reset();
@@ -90,22 +90,23 @@ void Model::attention(const LayerPlan& lp, int64_t layer, SequenceState& state, 
 
 void Model::attention_pass(const LayerPlan& lp, int64_t layer, SequenceState& state, const float* x,
                            int64_t n, const ForwardOptions& options, float* out) {
-  if (lp.is_kda) {
+  if (const KdaWeights* kda = lp.kda()) {
     const bool chunked =
         options.kda == KdaPath::kChunked || (options.kda == KdaPath::kAuto && n > 1);
-    kda_forward(plan_.kda_shape, lp.kda, x, n, state.kda[layer],
+    kda_forward(plan_.kda_shape, *kda, x, n, state.kda[layer],
                 chunked ? KdaMode::kChunked : KdaMode::kRecurrent, out);
   } else {
-    mla_forward(plan_.mla_shape, lp.mla, x, n, state.mla[layer], options.mla, out);
+    mla_forward(plan_.mla_shape, *lp.mla(), x, n, state.mla[layer], options.mla, out);
   }
 }
 
 void Model::mlp(const LayerPlan& lp, int64_t layer, const float* x, int64_t n, float* out) {
-  base::timeline::Phase phase(lp.is_moe ? "moe" : "dense mlp", layer);
-  if (lp.is_moe) {
-    moe_forward(plan_.moe_shape, lp.moe, static_cast<int>(layer), *store_, x, n, out);
+  const MoeWeights* moe = lp.moe();
+  base::timeline::Phase phase(moe != nullptr ? "moe" : "dense mlp", layer);
+  if (moe != nullptr) {
+    moe_forward(plan_.moe_shape, *moe, static_cast<int>(layer), *store_, x, n, out);
   } else {
-    glu_mlp(plan_.traits.activation, lp.dense, x, n, out);
+    glu_mlp(plan_.traits.activation, *lp.dense(), x, n, out);
   }
 }
 
@@ -113,7 +114,7 @@ void Model::predict_next_moe(int64_t from, const std::vector<const float*>& bloc
                              int64_t n) {
   if (!lookahead_ || n != 1) return;
   for (int64_t l = from; l < plan_.config.num_hidden_layers; ++l) {
-    if (!plan_.layers[l].is_moe) continue;
+    if (plan_.layers[l].moe() == nullptr) continue;
     base::timeline::Phase phase("lookahead", l);
     store_->prefetch(static_cast<int>(l), predict_route(plan_, plan_.layers[l], blocks, h));
     return;
@@ -138,11 +139,11 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
   for (int64_t r = 0; r < n; ++r) {
     if (ids[r] < 0 || ids[r] >= c.vocab_size)
       base::fail("token id ", ids[r], " is outside the vocabulary [0, ", c.vocab_size, ")");
-    experts::will_need_row(plan_.embed, ids[r]);  // every row's read starts before the first waits
+    kernels::will_need_row(plan_.embed, ids[r]);  // every row's read starts before the first waits
   }
   {
     base::timeline::Phase phase("embed");
-    for (int64_t r = 0; r < n; ++r) experts::decode_row(plan_.embed, ids[r], h.data() + r * d);
+    for (int64_t r = 0; r < n; ++r) kernels::decode_row(plan_.embed, ids[r], h.data() + r * d);
   }
 
   const int64_t block = plan_.traits.attn_res_block_size;
@@ -219,7 +220,7 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
   rmsnorm_rows(out_rows, plan_.final_norm.data(), rows, d, eps, m.data());
   {
     base::timeline::Phase phase("lm_head");
-    experts::matmul(plan_.lm_head, m.data(), rows, logits);
+    kernels::matmul(plan_.lm_head, m.data(), rows, logits);
   }
   if (layer_threads_) {
     const double wall = std::chrono::duration<double>(Clock::now() - pass_start).count();

@@ -14,7 +14,7 @@ namespace deltafin::model {
 Route route_rows(const MoeShape& shape, const MoeWeights& w, const float* x, int64_t n) {
   const int ne = shape.router.n_experts, k = shape.router.top_k;
   std::vector<float> logits(n * ne);
-  experts::matmul(w.router, x, n, logits.data());
+  kernels::matmul(w.router, x, n, logits.data());
   Route rt;
   rt.experts.resize(n * k);
   rt.weights.resize(n * k);
@@ -55,7 +55,7 @@ void moe_forward(const MoeShape& shape, const MoeWeights& w, int layer, experts:
 
   std::vector<float> z(n * width);
   if (!w.latent_down.empty()) {
-    experts::matmul(w.latent_down, x, n, z.data());
+    kernels::matmul(w.latent_down, x, n, z.data());
   } else {
     std::memcpy(z.data(), x, n * width * sizeof(float));
   }
@@ -74,10 +74,10 @@ void moe_forward(const MoeShape& shape, const MoeWeights& w, int layer, experts:
     g.resize(m * inter);
     u.resize(m * inter);
     y.resize(m * width);
-    experts::matmul(ready.weights.gate, zin.data(), m, g.data());
-    experts::matmul(ready.weights.up, zin.data(), m, u.data());
+    kernels::matmul(ready.weights.gate, zin.data(), m, g.data());
+    kernels::matmul(ready.weights.up, zin.data(), m, u.data());
     glu(shape.act, g.data(), u.data(), m * inter, g.data());
-    experts::matmul(ready.weights.down, g.data(), m, y.data());
+    kernels::matmul(ready.weights.down, g.data(), m, y.data());
     batch->release(ready.index);
     for (int64_t j = 0; j < m; ++j)
       std::memcpy(contrib.data() + sl[j] * width, y.data() + j * width, width * sizeof(float));
@@ -96,7 +96,7 @@ void moe_forward(const MoeShape& shape, const MoeWeights& w, int layer, experts:
   if (!w.latent_up.empty()) {
     if (!w.latent_norm.empty())
       rmsnorm_rows(sum.data(), w.latent_norm.data(), n, width, shape.norm_eps, sum.data());
-    experts::matmul(w.latent_up, sum.data(), n, out);
+    kernels::matmul(w.latent_up, sum.data(), n, out);
   } else {
     std::memcpy(out, sum.data(), n * width * sizeof(float));
   }

@@ -28,7 +28,7 @@ ExpertBank make_bank(std::mt19937& rng, int n_experts, int64_t width, int64_t in
   experts::ExpertCatalog::Layer layer;
   uint64_t off = 0;
   auto place = [&](experts::ExpertMatrixLayout& m, int64_t rows, int64_t cols) {
-    m.dtype = mxfp4 ? format::DType::kU8 : format::DType::kBF16;
+    m.dtype = mxfp4 ? kernels::WeightDType::kMxfp4 : kernels::WeightDType::kBF16;
     m.rows = rows;
     m.cols = cols;
     m.data_offset = off;
@@ -128,11 +128,11 @@ MoeFixture make_moe(std::mt19937& rng, bool latent) {
   return f;
 }
 
-std::vector<double> matvec64(const experts::WeightMatrix& w, const std::vector<double>& x) {
+std::vector<double> matvec64(const kernels::WeightMatrix& w, const std::vector<double>& x) {
   std::vector<double> y(w.rows, 0.0);
   std::vector<float> row(w.cols);
   for (int64_t r = 0; r < w.rows; ++r) {
-    experts::decode_row(w, r, row.data());
+    kernels::decode_row(w, r, row.data());
     for (int64_t c = 0; c < w.cols; ++c) y[r] += row[c] * x[c];
   }
   return y;

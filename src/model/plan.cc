@@ -106,23 +106,21 @@ LayerPlan build_layer_plan(const ModelPlan& plan, int64_t l, WeightSource& sourc
   WeightLoader ld(source);
   LayerPlan lp;
   const std::string p = c.tensor_prefix + "model.layers." + std::to_string(l) + ".";
-  lp.is_kda = c.layer_is_kda[l];
-  lp.is_moe = c.is_moe_layer(l);
   lp.input_norm = ld.vector(p + "input_layernorm.weight", d);
   lp.post_norm = ld.vector(p + "post_attention_layernorm.weight", d);
   if (t.attn_res_block_size > 0) {
     lp.attn_res = load_site(ld, p + "self_attention_res", d);
     lp.mlp_res = load_site(ld, p + "mlp_res", d);
   }
-  if (lp.is_kda) {
-    lp.kda = load_kda(ld, p + "self_attn.", plan.kda_shape, t);
+  if (c.layer_is_kda[l]) {
+    lp.attention = load_kda(ld, p + "self_attn.", plan.kda_shape, t);
   } else {
-    lp.mla = load_mla(ld, p + "self_attn.", plan.mla_shape);
+    lp.attention = load_mla(ld, p + "self_attn.", plan.mla_shape);
   }
-  if (lp.is_moe) {
-    lp.moe = load_moe(ld, p + "block_sparse_moe.", c);
+  if (c.is_moe_layer(l)) {
+    lp.mlp = load_moe(ld, p + "block_sparse_moe.", c);
   } else {
-    lp.dense = load_glu(ld, p + "mlp.", c.intermediate_size, d);
+    lp.mlp = load_glu(ld, p + "mlp.", c.intermediate_size, d);
   }
   return lp;
 }
@@ -193,13 +191,13 @@ experts::ExpertCatalog build_expert_catalog(const format::Checkpoint& ckpt,
       const int64_t in = c.expert_in_size(), mid = c.moe_intermediate_size;
       experts::ExpertLayout& lay = layer.layout;
       if (c.experts_mxfp4) {
-        lay.gate = {format::DType::kU8, rel(0), rel(1), mid, in};
-        lay.down = {format::DType::kU8, rel(2), rel(3), in, mid};
-        lay.up = {format::DType::kU8, rel(4), rel(5), mid, in};
+        lay.gate = {kernels::WeightDType::kMxfp4, rel(0), rel(1), mid, in};
+        lay.down = {kernels::WeightDType::kMxfp4, rel(2), rel(3), in, mid};
+        lay.up = {kernels::WeightDType::kMxfp4, rel(4), rel(5), mid, in};
       } else {
-        lay.gate = {format::DType::kBF16, rel(0), 0, mid, in};
-        lay.down = {format::DType::kBF16, rel(1), 0, in, mid};
-        lay.up = {format::DType::kBF16, rel(2), 0, mid, in};
+        lay.gate = {kernels::WeightDType::kBF16, rel(0), 0, mid, in};
+        lay.down = {kernels::WeightDType::kBF16, rel(1), 0, in, mid};
+        lay.up = {kernels::WeightDType::kBF16, rel(2), 0, mid, in};
       }
       lay.span_bytes = span.nbytes;
     }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <variant>
 #include <vector>
 
 #include "experts/expert_store.h"
@@ -18,17 +19,25 @@
 
 namespace deltafin::model {
 
+// A layer's token mixer: KDA (linear attention with a recurrent state) or gated MLA (a latent
+// cache per position).
+using AttentionBlock = std::variant<KdaWeights, MlaWeights>;
+// A layer's channel mixer: a dense gated MLP or a routed MoE.
+using MlpBlock = std::variant<GluWeights, MoeWeights>;
+
 struct LayerPlan {
-  bool is_kda = false;            // else MLA
-  bool is_moe = false;            // else the dense MLP
   std::vector<float> input_norm;  // [hidden]
   std::vector<float> post_norm;   // [hidden]
   AttnResSite attn_res;           // before attention (K3)
   AttnResSite mlp_res;            // before the MLP (K3)
-  KdaWeights kda;
-  MlaWeights mla;
-  GluWeights dense;  // [intermediate, hidden] ...
-  MoeWeights moe;
+  AttentionBlock attention;
+  MlpBlock mlp;
+
+  // The block of that kind, or nullptr when the layer has the other one.
+  const KdaWeights* kda() const { return std::get_if<KdaWeights>(&attention); }
+  const MlaWeights* mla() const { return std::get_if<MlaWeights>(&attention); }
+  const GluWeights* dense() const { return std::get_if<GluWeights>(&mlp); }
+  const MoeWeights* moe() const { return std::get_if<MoeWeights>(&mlp); }
 };
 
 struct ModelPlan {

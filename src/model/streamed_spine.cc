@@ -17,15 +17,15 @@ namespace {
 constexpr size_t kSpinePieceBytes = size_t{16} << 20;
 
 // One run of a spine layer as one job, read in pieces.
-experts::ReadJob spine_job(const SpineLayerReads::Run& run, const io::DirectFile* file,
+io::ReadJob spine_job(const SpineLayerReads::Run& run, const io::DirectFile* file,
                            uint8_t* dest) {
-  experts::ReadJob job;
+  io::ReadJob job;
   job.file = file;
   job.offset = run.span.read_offset;
   job.length = run.span.read_length;
   job.required_bytes = run.span.required_bytes;
   job.dest = dest + run.buffer_offset;
-  job.priority = experts::ReadPriority::kSpine;
+  job.priority = io::ReadPriority::kNext;
   job.piece_bytes = kSpinePieceBytes;
   return job;
 }
@@ -142,13 +142,13 @@ namespace {
 // Reads every run of `reads` into `dest` now, in pieces, through the scheduler (so the device
 // sees the usual queue depth), and waits. Throws base::Error naming the file on a failed read.
 void read_now(const SpineLayerReads& reads, uint8_t* dest,
-              std::map<std::string, io::DirectFile>& files, experts::ReadScheduler& scheduler) {
+              std::map<std::string, io::DirectFile>& files, io::ReadScheduler& scheduler) {
   std::mutex mu;
   std::condition_variable cv;
   int pending = 0;
   std::string error;
   for (const SpineLayerReads::Run& run : reads.runs) {
-    experts::ReadJob job = spine_job(run, &files.at(run.file), dest);
+    io::ReadJob job = spine_job(run, &files.at(run.file), dest);
     job.done = [&](const io::ReadCompletion& c) {
       std::lock_guard<std::mutex> lock(mu);
       if (!c.ok() && error.empty()) error = c.message;
@@ -178,7 +178,7 @@ void open_files(const SpineLayerReads& reads, bool allow_direct,
 StreamedSpine::StreamedSpine(const ModelPlan& plan, const format::Checkpoint& checkpoint,
                              std::vector<SpineLayerReads> reads, std::vector<bool> resident,
                              const std::vector<const format::TensorInfo*>& globals,
-                             std::shared_ptr<experts::ReadScheduler> scheduler, bool allow_direct)
+                             std::shared_ptr<io::ReadScheduler> scheduler, bool allow_direct)
     : plan_(plan),
       checkpoint_(checkpoint),
       reads_(std::move(reads)),
@@ -224,7 +224,7 @@ StreamedSpine::~StreamedSpine() {
   for (Buffer& b : buffers_) {
     // A job stopped part-way calls back (ECANCELED) once its pieces in flight land.
     for (uint64_t job : b.jobs) {
-      if (scheduler_->cancel(job) == experts::CancelResult::kDropped) --b.pending;
+      if (scheduler_->cancel(job) == io::CancelResult::kDropped) --b.pending;
     }
   }
   cv_.wait(lock, [&] { return buffers_[0].pending == 0 && buffers_[1].pending == 0; });
@@ -250,7 +250,7 @@ void StreamedSpine::start_load(int64_t layer) {
   b.error.clear();
   b.jobs.clear();
   for (const SpineLayerReads::Run& run : reads_[layer].runs) {
-    experts::ReadJob job = spine_job(run, &files_.at(run.file), b.memory.data());
+    io::ReadJob job = spine_job(run, &files_.at(run.file), b.memory.data());
     job.trace_layer = static_cast<int>(layer);
     job.done = [this, bi](const io::ReadCompletion& c) {
       std::lock_guard<std::mutex> lock(mu_);

@@ -16,7 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "experts/read_scheduler.h"
+#include "io/read_scheduler.h"
 #include "format/checkpoint.h"
 #include "io/direct_file.h"
 #include "io/huge_buffer.h"
@@ -65,7 +65,7 @@ class StreamedSpine : public LayerSource {
   StreamedSpine(const ModelPlan& plan, const format::Checkpoint& checkpoint,
                 std::vector<SpineLayerReads> reads, std::vector<bool> resident,
                 const std::vector<const format::TensorInfo*>& globals,
-                std::shared_ptr<experts::ReadScheduler> scheduler, bool allow_direct = true);
+                std::shared_ptr<io::ReadScheduler> scheduler, bool allow_direct = true);
   ~StreamedSpine() override;  // waits for its reads in flight
 
   void begin_pass() override;
@@ -106,7 +106,7 @@ class StreamedSpine : public LayerSource {
   std::vector<SpineLayerReads> reads_;
   std::vector<bool> resident_;
   std::vector<int64_t> streamed_;  // streamed layers in forward order
-  std::shared_ptr<experts::ReadScheduler> scheduler_;
+  std::shared_ptr<io::ReadScheduler> scheduler_;
   std::map<std::string, io::DirectFile> files_;
   std::vector<Pinned> pinned_;  // [layer]: resident layers only
   SpineLayerReads global_reads_;

@@ -74,7 +74,7 @@ TEST_P(StreamedModel, LogitsAreBitIdenticalToTheMappedModel) {
   const std::vector<float> want = run(*ref);
 
   std::unique_ptr<Model> m = Model::load(kModel);
-  auto scheduler = std::make_shared<experts::ReadScheduler>(3);
+  auto scheduler = std::make_shared<io::ReadScheduler>(3);
   const size_t n = m->plan().layers.size();
   std::vector<bool> resident(n, false);
   for (size_t l = 0; l < n && c.resident_every > 0; ++l) resident[l] = l % c.resident_every == 0;
@@ -85,7 +85,7 @@ TEST_P(StreamedModel, LogitsAreBitIdenticalToTheMappedModel) {
   StreamedSpine* spine_ptr = spine.get();
   for (const format::TensorInfo* t : globals) {
     if (m->checkpoint().map(*t).data() != m->plan().lm_head.data) continue;
-    experts::WeightMatrix lm_head = m->plan().lm_head;
+    kernels::WeightMatrix lm_head = m->plan().lm_head;
     lm_head.data = spine->global(*t);
     EXPECT_EQ(std::memcmp(lm_head.data, m->plan().lm_head.data, t->nbytes), 0);
     m->set_lm_head(lm_head);

@@ -5,7 +5,7 @@
 #include <random>
 #include <vector>
 
-#include "experts/weight_matrix.h"
+#include "kernels/weight_matrix.h"
 #include "quant/bf16.h"
 
 namespace deltafin::model::testing {
@@ -13,7 +13,7 @@ namespace deltafin::model::testing {
 // Owns the bytes of a random matrix; `view` points into them.
 struct OwnedMatrix {
   std::vector<uint8_t> data, scales;
-  experts::WeightMatrix view;
+  kernels::WeightMatrix view;
 };
 
 inline OwnedMatrix random_bf16(std::mt19937& rng, int64_t rows, int64_t cols, float scale) {

@@ -33,7 +33,8 @@ WeightMatrix WeightLoader::matrix(const std::string& name, int64_t rows, int64_t
   if (t.dtype != format::DType::kBF16 && !(allow_f32 && t.dtype == format::DType::kF32))
     base::fail(describe(t), ": expected dtype BF16", allow_f32 ? " or F32" : "");
   WeightMatrix w;
-  w.dtype = t.dtype;
+  w.dtype =
+      t.dtype == format::DType::kF32 ? kernels::WeightDType::kF32 : kernels::WeightDType::kBF16;
   w.data = source_.bytes(t);
   w.rows = rows;
   w.cols = cols;

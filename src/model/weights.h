@@ -8,12 +8,12 @@
 #include <string_view>
 #include <vector>
 
-#include "experts/weight_matrix.h"
+#include "kernels/weight_matrix.h"
 #include "format/checkpoint.h"
 
 namespace deltafin::model {
 
-using experts::WeightMatrix;
+using kernels::WeightMatrix;
 
 // Where spine tensors' bytes come from. The mapped source keeps every tensor addressable for its
 // lifetime; a streaming source may make a layer's tensors addressable only while it runs.

@@ -30,7 +30,7 @@ uint64_t working_bytes(const model::ModelPlan& plan, int chunk_rows, int group_r
   const uint64_t rows = static_cast<uint64_t>(group_rows);
   uint64_t kda_state = 0;
   for (const model::LayerPlan& lp : plan.layers) {
-    if (lp.is_kda) {
+    if (lp.kda() != nullptr) {
       kda_state += static_cast<uint64_t>(plan.kda_shape.n_heads) * plan.kda_shape.head_dim *
                    plan.kda_shape.head_dim * sizeof(float);
     }
@@ -50,7 +50,7 @@ uint64_t working_bytes(const model::ModelPlan& plan, int chunk_rows, int group_r
 uint64_t context_bytes(const model::ModelPlan& plan, int64_t max_context) {
   uint64_t per_position = 0;
   for (const model::LayerPlan& lp : plan.layers)
-    if (!lp.is_kda) per_position += model::mla_cache_bytes_per_position(plan.mla_shape);
+    if (lp.mla() != nullptr) per_position += model::mla_cache_bytes_per_position(plan.mla_shape);
   return per_position * static_cast<uint64_t>(max_context);
 }
 
@@ -131,9 +131,8 @@ std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const Engin
   for (size_t l = 0; l < plan.layers.size(); ++l) {
     in.layer_bytes.push_back(reads[l].read_bytes);
     const model::LayerPlan& lp = plan.layers[l];
-    if (lp.is_moe && options.prefetch) {
-      in.lookahead_bytes += static_cast<uint64_t>(lp.moe.router.rows) * lp.moe.router.cols *
-                            format::dtype_size(lp.moe.router.dtype);
+    if (lp.moe() != nullptr && options.prefetch) {
+      in.lookahead_bytes += lp.moe()->router.nbytes();
     }
   }
   for (const experts::ExpertCatalog::Layer& layer : catalog.layers) {
@@ -172,7 +171,7 @@ std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const Engin
   info.summary = summary;
 
   if (!tiers.experts_mapped || tiers.n_streamed > 0)
-    s->scheduler_ = std::make_shared<experts::ReadScheduler>(options.read_depth);
+    s->scheduler_ = std::make_shared<io::ReadScheduler>(options.read_depth);
   std::unique_ptr<experts::ExpertStore> store;
   const auto t0 = std::chrono::steady_clock::now();
   if (!tiers.experts_mapped) {
@@ -228,7 +227,7 @@ std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const Engin
                                                         s->scheduler_);
     for (const format::TensorInfo* t : globals) {
       if (ckpt.map(*t).data() != plan.lm_head.data) continue;
-      experts::WeightMatrix lm_head = plan.lm_head;
+      kernels::WeightMatrix lm_head = plan.lm_head;
       lm_head.data = spine->global(*t);
       model.set_lm_head(lm_head);
     }

@@ -9,7 +9,7 @@
 
 #include "deltafin/engine.h"
 #include "experts/expert_fetcher.h"
-#include "experts/read_scheduler.h"
+#include "io/read_scheduler.h"
 #include "io/page_cache_warmer.h"
 #include "model/model.h"
 #include "model/streamed_spine.h"
@@ -33,7 +33,7 @@ class Streaming {
   Streaming() = default;
 
   model::Model* model_ = nullptr;
-  std::shared_ptr<experts::ReadScheduler> scheduler_;
+  std::shared_ptr<io::ReadScheduler> scheduler_;
   const model::StreamedSpine* spine_ = nullptr;  // owned by the model
   MemoryPlanInfo info_;
   // Set when the whole model is mapped; stops before the model (and its mapping) goes away, since

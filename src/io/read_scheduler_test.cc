@@ -17,24 +17,24 @@
 #include <vector>
 
 #include "base/error.h"
-#include "experts/read_scheduler.h"
+#include "io/read_scheduler.h"
 #include "io/huge_buffer.h"
 #include "io/test_files.h"
 
-namespace deltafin::experts {
+namespace deltafin::io {
 namespace {
 
-std::string scratch() { return std::string(DELTAFIN_BINARY_DIR) + "/experts_test_tmp"; }
+std::string scratch() { return std::string(DELTAFIN_BINARY_DIR) + "/io_test_tmp"; }
 
 // Collects one job's completion and lets the test wait for it.
 struct Outcome {
   std::mutex mu;
   std::condition_variable cv;
   int calls = 0;
-  io::ReadCompletion completion;
+  ReadCompletion completion;
 
-  std::function<void(const io::ReadCompletion&)> callback() {
-    return [this](const io::ReadCompletion& c) {
+  std::function<void(const ReadCompletion&)> callback() {
+    return [this](const ReadCompletion& c) {
       std::lock_guard<std::mutex> lock(mu);
       ++calls;
       completion = c;
@@ -55,10 +55,10 @@ struct Outcome {
 // cannot read a pipe, so these tests need io_uring.
 struct HeldPipe {
   int fds[2] = {-1, -1};
-  io::DirectFile read_end;
+  DirectFile read_end;
   HeldPipe() {
     if (pipe(fds) != 0) throw base::Error("pipe failed");
-    read_end = io::DirectFile::adopt(fds[0], "test pipe");
+    read_end = DirectFile::adopt(fds[0], "test pipe");
   }
   ~HeldPipe() { close(fds[1]); }
   void write_bytes(size_t n) {
@@ -70,7 +70,7 @@ struct HeldPipe {
 // An io_uring scheduler, or nullptr with *why set where io_uring cannot start (the test skips).
 std::unique_ptr<ReadScheduler> uring_scheduler(int depth, std::string* why) {
   try {
-    return std::make_unique<ReadScheduler>(depth, io::QueueKind::kUring);
+    return std::make_unique<ReadScheduler>(depth, QueueKind::kUring);
   } catch (const base::Error& e) {
     *why = e.what();
     return nullptr;
@@ -79,7 +79,7 @@ std::unique_ptr<ReadScheduler> uring_scheduler(int depth, std::string* why) {
 
 // A guess of `pieces` 4 KiB pieces from the pipe into `dest`.
 ReadJob pieced_guess(const HeldPipe& p, int pieces, io::HugeBuffer& dest, Outcome& out) {
-  ReadJob job{&p.read_end,   0, size_t(pieces) * 4096, 0, dest.data(), ReadPriority::kPrefetch,
+  ReadJob job{&p.read_end,   0, size_t(pieces) * 4096, 0, dest.data(), ReadPriority::kSpeculative,
               out.callback()};
   job.piece_bytes = 4096;
   return job;
@@ -87,7 +87,7 @@ ReadJob pieced_guess(const HeldPipe& p, int pieces, io::HugeBuffer& dest, Outcom
 
 TEST(ReadScheduler, EveryJobCompletesOrIsCancelled) {
   const std::string path = io::testing::write_pattern_file(scratch(), "sched.bin", 1 << 20);
-  io::DirectFile f = io::DirectFile::open(path);
+  DirectFile f = DirectFile::open(path);
   auto s = std::make_shared<ReadScheduler>(2);
   constexpr int kJobs = 24;
   io::HugeBuffer buf(kJobs * 16384);
@@ -98,7 +98,7 @@ TEST(ReadScheduler, EveryJobCompletesOrIsCancelled) {
     ReadJob job{&f,     uint64_t(i) * 16384,    16384,
                 0,      buf.data() + i * 16384, static_cast<ReadPriority>(i % kReadPriorities),
                 nullptr};
-    job.done = [&, i](const io::ReadCompletion& c) {
+    job.done = [&, i](const ReadCompletion& c) {
       EXPECT_TRUE(c.ok()) << c.message;
       EXPECT_EQ(io::testing::first_mismatch(buf.data() + i * 16384, i * 16384, 16384), -1);
       ++calls[i];
@@ -106,7 +106,7 @@ TEST(ReadScheduler, EveryJobCompletesOrIsCancelled) {
     };
     ids.push_back(s->submit(std::move(job)));
   }
-  s->promote(ids.back(), ReadPriority::kDemand);
+  s->promote(ids.back(), ReadPriority::kNow);
   int cancelled = 0;
   for (int i = kJobs - 4; i < kJobs; ++i) cancelled += s->cancel(ids[i]) == CancelResult::kDropped;
   while (done.load() + cancelled < kJobs) std::this_thread::yield();
@@ -120,15 +120,15 @@ TEST(ReadScheduler, AJobQueuedWhileAReadIsInFlightStartsAtOnce) {
   // meanwhile must start and finish without waiting for it.
   HeldPipe p;
   const std::string path = io::testing::write_pattern_file(scratch(), "sched3.bin", 1 << 16);
-  const io::DirectFile f = io::DirectFile::open(path);
+  const DirectFile f = DirectFile::open(path);
   io::HugeBuffer buf(1 << 16), held(4096);
   std::string why;
   std::unique_ptr<ReadScheduler> s = uring_scheduler(2, &why);
   if (!s) GTEST_SKIP() << why;
   Outcome piped, filed;
-  s->submit({&p.read_end, 0, 4096, 0, held.data(), ReadPriority::kPrefetch, piped.callback()});
+  s->submit({&p.read_end, 0, 4096, 0, held.data(), ReadPriority::kSpeculative, piped.callback()});
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the pipe read is issued
-  s->submit({&f, 0, 4096, 0, buf.data(), ReadPriority::kDemand, filed.callback()});
+  s->submit({&f, 0, 4096, 0, buf.data(), ReadPriority::kNow, filed.callback()});
   ASSERT_TRUE(filed.wait());
   EXPECT_TRUE(filed.completion.ok()) << filed.completion.message;
   EXPECT_FALSE(piped.done());
@@ -138,15 +138,15 @@ TEST(ReadScheduler, AJobQueuedWhileAReadIsInFlightStartsAtOnce) {
 
 TEST(ReadScheduler, ShutdownCancelsQueuedJobs) {
   const std::string path = io::testing::write_pattern_file(scratch(), "sched2.bin", 1 << 22);
-  io::DirectFile f = io::DirectFile::open(path);
+  DirectFile f = DirectFile::open(path);
   io::HugeBuffer buf(1 << 22);
   std::atomic<int> ok{0}, cancelled{0};
   {
     ReadScheduler s(1);
     for (int i = 0; i < 64; ++i) {
       s.submit({&f, uint64_t(i % 64) * 65536, 65536, 0, buf.data() + i * 65536,
-                ReadPriority::kPrefetch,
-                [&](const io::ReadCompletion& c) { (c.error == ECANCELED ? cancelled : ok)++; }});
+                ReadPriority::kSpeculative,
+                [&](const ReadCompletion& c) { (c.error == ECANCELED ? cancelled : ok)++; }});
     }
   }
   EXPECT_EQ(ok + cancelled, 64);
@@ -158,12 +158,12 @@ TEST(ReadScheduler, APiecedJobPlacesEveryByteAndCallsBackOnce) {
   constexpr size_t kPiece = 12 * 1024, kRequired = 5 * kPiece + 3000;
   const std::string path =
       io::testing::write_pattern_file(scratch(), "pieces.bin", 8192 + kRequired + 100);
-  const io::DirectFile f = io::DirectFile::open(path);
+  const DirectFile f = DirectFile::open(path);
   io::HugeBuffer buf(8 * kPiece);
   for (int depth : {1, 3}) {
     auto s = std::make_unique<ReadScheduler>(depth);
     Outcome out;
-    ReadJob job{&f, 8192, 6 * kPiece, kRequired, buf.data(), ReadPriority::kDemand, out.callback()};
+    ReadJob job{&f, 8192, 6 * kPiece, kRequired, buf.data(), ReadPriority::kNow, out.callback()};
     job.piece_bytes = kPiece;
     const uint64_t id = s->submit(std::move(job));
     ASSERT_TRUE(out.wait());
@@ -182,7 +182,7 @@ TEST(ReadScheduler, APiecedJobPlacesEveryByteAndCallsBackOnce) {
 TEST(ReadScheduler, AMoreUrgentJobOvertakesAPiecedOneAtItsNextPiece) {
   HeldPipe p;
   const std::string path = io::testing::write_pattern_file(scratch(), "overtake.bin", 1 << 16);
-  const io::DirectFile f = io::DirectFile::open(path);
+  const DirectFile f = DirectFile::open(path);
   io::HugeBuffer buf(1 << 16), guess(4 * 4096);
   std::string why;
   std::unique_ptr<ReadScheduler> s = uring_scheduler(1, &why);
@@ -191,7 +191,7 @@ TEST(ReadScheduler, AMoreUrgentJobOvertakesAPiecedOneAtItsNextPiece) {
   ReadJob g = pieced_guess(p, 4, guess, guessed);
   s->submit(std::move(g));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // its first piece is in flight
-  s->submit({&f, 0, 8192, 0, buf.data(), ReadPriority::kDemand, demanded.callback()});
+  s->submit({&f, 0, 8192, 0, buf.data(), ReadPriority::kNow, demanded.callback()});
   p.write_bytes(4096);  // the first piece lands; the lane must go to the demand next
   ASSERT_TRUE(demanded.wait());
   EXPECT_TRUE(demanded.completion.ok()) << demanded.completion.message;
@@ -228,15 +228,15 @@ TEST(ReadScheduler, CancelStopsAPiecedJobAfterThePiecesInFlight) {
 TEST(ReadScheduler, CancelBeforeAnyPieceDropsTheJob) {
   HeldPipe p;
   const std::string path = io::testing::write_pattern_file(scratch(), "drop.bin", 1 << 16);
-  const io::DirectFile f = io::DirectFile::open(path);
+  const DirectFile f = DirectFile::open(path);
   io::HugeBuffer buf(1 << 16), held(4096);
   std::string why;
   std::unique_ptr<ReadScheduler> s = uring_scheduler(1, &why);
   if (!s) GTEST_SKIP() << why;
   Outcome holder, dropped;
-  s->submit({&p.read_end, 0, 4096, 0, held.data(), ReadPriority::kDemand, holder.callback()});
+  s->submit({&p.read_end, 0, 4096, 0, held.data(), ReadPriority::kNow, holder.callback()});
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  ReadJob g{&f, 0, 1 << 16, 0, buf.data(), ReadPriority::kPrefetch, dropped.callback()};
+  ReadJob g{&f, 0, 1 << 16, 0, buf.data(), ReadPriority::kSpeculative, dropped.callback()};
   g.piece_bytes = 4096;
   const uint64_t id = s->submit(std::move(g));
   EXPECT_EQ(s->cancel(id), CancelResult::kDropped);
@@ -268,4 +268,4 @@ TEST(ReadScheduler, ShutdownWaitsForAPiecedJobInFlightAndCallsItBack) {
 }
 
 }  // namespace
-}  // namespace deltafin::experts
+}  // namespace deltafin::io

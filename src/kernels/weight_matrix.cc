@@ -1,5 +1,5 @@
 // Dispatch from a dtype-tagged WeightMatrix to the shared kernels for that dtype.
-#include "experts/weight_matrix.h"
+#include "kernels/weight_matrix.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -9,14 +9,39 @@
 #include "base/error.h"
 #include "kernels/matmul.h"
 
-namespace deltafin::experts {
+namespace deltafin::kernels {
+const char* weight_dtype_name(WeightDType dtype) {
+  switch (dtype) {
+    case WeightDType::kF32:
+      return "F32";
+    case WeightDType::kBF16:
+      return "BF16";
+    case WeightDType::kMxfp4:
+      return "MXFP4";
+  }
+  return "?";
+}
+
+uint64_t WeightMatrix::nbytes() const {
+  const uint64_t n = static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols);
+  switch (dtype) {
+    case WeightDType::kF32:
+      return n * 4;
+    case WeightDType::kBF16:
+      return n * 2;
+    case WeightDType::kMxfp4:
+      return n / 2 + n / 32;
+  }
+  return 0;
+}
+
 namespace {
 
-kernels::Mxfp4Matrix as_mxfp4(const WeightMatrix& w) { return {w.data, w.scales, w.rows, w.cols}; }
-kernels::Bf16Matrix as_bf16(const WeightMatrix& w) {
+Mxfp4Matrix as_mxfp4(const WeightMatrix& w) { return {w.data, w.scales, w.rows, w.cols}; }
+Bf16Matrix as_bf16(const WeightMatrix& w) {
   return {reinterpret_cast<const uint16_t*>(w.data), w.rows, w.cols};
 }
-kernels::F32Matrix as_f32(const WeightMatrix& w) {
+F32Matrix as_f32(const WeightMatrix& w) {
   return {reinterpret_cast<const float*>(w.data), w.rows, w.cols};
 }
 
@@ -24,12 +49,12 @@ kernels::F32Matrix as_f32(const WeightMatrix& w) {
 
 void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y) {
   switch (w.dtype) {
-    case format::DType::kU8:
-      return kernels::matmul(as_mxfp4(w), x, n, y);
-    case format::DType::kBF16:
-      return kernels::matmul(as_bf16(w), x, n, y);
-    case format::DType::kF32:
-      return kernels::matmul(as_f32(w), x, n, y);
+    case WeightDType::kMxfp4:
+      return matmul(as_mxfp4(w), x, n, y);
+    case WeightDType::kBF16:
+      return matmul(as_bf16(w), x, n, y);
+    case WeightDType::kF32:
+      return matmul(as_f32(w), x, n, y);
     default:
       DF_ASSERT(false && "weight dtype without a matmul");
   }
@@ -38,12 +63,12 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y) {
 void matmul_rows(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t row_begin,
                  int64_t row_end) {
   switch (w.dtype) {
-    case format::DType::kU8:
-      return kernels::matmul_rows(as_mxfp4(w), x, n, y, row_begin, row_end);
-    case format::DType::kBF16:
-      return kernels::matmul_rows(as_bf16(w), x, n, y, row_begin, row_end);
-    case format::DType::kF32:
-      return kernels::matmul_rows(as_f32(w), x, n, y, row_begin, row_end);
+    case WeightDType::kMxfp4:
+      return matmul_rows(as_mxfp4(w), x, n, y, row_begin, row_end);
+    case WeightDType::kBF16:
+      return matmul_rows(as_bf16(w), x, n, y, row_begin, row_end);
+    case WeightDType::kF32:
+      return matmul_rows(as_f32(w), x, n, y, row_begin, row_end);
     default:
       DF_ASSERT(false && "weight dtype without a matmul");
   }
@@ -51,11 +76,11 @@ void matmul_rows(const WeightMatrix& w, const float* x, int64_t n, float* y, int
 
 void decode_row(const WeightMatrix& w, int64_t r, float* out) {
   switch (w.dtype) {
-    case format::DType::kU8:
-      return kernels::dequant_mxfp4(as_mxfp4(w), r, r + 1, out);
-    case format::DType::kBF16:
-      return kernels::dequant_bf16(as_bf16(w).data + r * w.cols, w.cols, out);
-    case format::DType::kF32:
+    case WeightDType::kMxfp4:
+      return dequant_mxfp4(as_mxfp4(w), r, r + 1, out);
+    case WeightDType::kBF16:
+      return dequant_bf16(as_bf16(w).data + r * w.cols, w.cols, out);
+    case WeightDType::kF32:
       std::memcpy(out, as_f32(w).data + r * w.cols, w.cols * sizeof(float));
       return;
     default:
@@ -86,14 +111,14 @@ WeightMatrix row_block(const WeightMatrix& w, int64_t begin, int64_t count) {
   WeightMatrix out = w;
   out.rows = count;
   switch (w.dtype) {
-    case format::DType::kU8:
+    case WeightDType::kMxfp4:
       out.data = w.data + begin * (w.cols / 2);
       out.scales = w.scales + begin * (w.cols / 32);
       break;
-    case format::DType::kBF16:
+    case WeightDType::kBF16:
       out.data = w.data + begin * w.cols * 2;
       break;
-    case format::DType::kF32:
+    case WeightDType::kF32:
       out.data = w.data + begin * w.cols * 4;
       break;
     default:
@@ -102,4 +127,4 @@ WeightMatrix row_block(const WeightMatrix& w, int64_t begin, int64_t count) {
   return out;
 }
 
-}  // namespace deltafin::experts
+}  // namespace deltafin::kernels

@@ -1,6 +1,7 @@
 // ReadScheduler: the one thread that owns the process's ReadQueue (a queue belongs to one thread)
-// and feeds it from prioritized job lists, so expert reads the current layer waits on go before
-// the next spine layer, and both before speculative prefetches. A job may be split into pieces
+// and feeds it from prioritized job lists, so reads a computation waits on go before those the
+// next step needs, and both before speculative ones (for the engine: the current layer's experts,
+// then the next streamed spine layer, then predicted experts). A job may be split into pieces
 // issued one after another: then a more urgent job overtakes it at the next piece, and a cancel
 // stops it there instead of letting a wrong guess read to its end. Completions run callbacks on
 // the I/O thread; the owners of the buffers (expert store, spine streamer) wake their waiters
@@ -22,31 +23,34 @@
 #include "io/direct_file.h"
 #include "io/read_queue.h"
 
-namespace deltafin::experts {
+namespace deltafin::io {
 
 enum class ReadPriority {
-  kDemand = 0,    // experts of the layer being computed
-  kSpine = 1,     // the next streamed spine layer
-  kPrefetch = 2,  // predicted experts: only worth the disk's idle time
+  kNow = 0,          // a computation is waiting for it (the current layer's experts)
+  kNext = 1,         // the next step needs it (the next streamed spine layer)
+  kSpeculative = 2,  // a guess (predicted experts): only worth the disk's idle time
 };
 inline constexpr int kReadPriorities = 3;
 
 struct ReadJob {
-  const io::DirectFile* file = nullptr;  // must outlive the job
-  uint64_t offset = 0;                   // aligned for O_DIRECT (see io::align_span)
+  const DirectFile* file = nullptr;  // must outlive the job
+  uint64_t offset = 0;                   // aligned for O_DIRECT (see align_span)
   size_t length = 0;
   size_t required_bytes = 0;  // 0: all of length
   void* dest = nullptr;
-  ReadPriority priority = ReadPriority::kDemand;
+  ReadPriority priority = ReadPriority::kNow;
   // Runs on the I/O thread when the read finishes (or fails, or is dropped at shutdown or stopped
   // by cancel() with ECANCELED). Must not call back into the scheduler's blocking functions.
-  std::function<void(const io::ReadCompletion&)> done;
+  std::function<void(const ReadCompletion&)> done;
   // What the read is for, shown on the timeline (base/timeline.h); -1 where it does not apply.
   int trace_layer = -1;
   int trace_expert = -1;
-  // > 0 (a multiple of io::kDirectAlignment): issued as requests of at most this many bytes, in
+  // > 0 (a multiple of kDirectAlignment): issued as requests of at most this many bytes, in
   // order, each taking one of the depth lanes. 0: one request.
   size_t piece_bytes = 0;
+  // Which drive holds `file`: today every job goes to the one queue; per-drive queues will sit
+  // behind the same calls.
+  int drive = 0;
 };
 
 enum class CancelResult {
@@ -66,14 +70,13 @@ struct ReadSchedulerStats {
 class ReadScheduler {
  public:
   // depth: requests in flight at once. kind: io_uring or the pread pool (kAuto picks as
-  // io::make_read_queue does).
-  explicit ReadScheduler(int depth, io::QueueKind kind = io::QueueKind::kAuto);
+  // make_read_queue does).
+  explicit ReadScheduler(int depth, QueueKind kind = QueueKind::kAuto);
   // Drops queued jobs (their callbacks see ECANCELED) and waits for the reads in flight.
   ~ReadScheduler();
   ReadScheduler(const ReadScheduler&) = delete;
   ReadScheduler& operator=(const ReadScheduler&) = delete;
 
-  const char* queue_name() const { return queue_name_; }
   int depth() const { return depth_; }
 
   // Queues a read; returns its id (never 0).
@@ -111,18 +114,17 @@ class ReadScheduler {
   void run();
   // The next piece of the most urgent job (FIFO within a priority) as a request with a new tag;
   // false when nothing is queued. Caller holds mu_.
-  bool pop_next(io::ReadRequest* request, Piece* piece);
+  bool pop_next(ReadRequest* request, Piece* piece);
   void unqueue(uint64_t id);  // caller holds mu_
   // A landed piece. Returns the job's callback and completion when that was its last piece.
-  bool piece_done(const io::ReadCompletion& c, const Piece& piece,
-                  std::function<void(const io::ReadCompletion&)>* done, io::ReadCompletion* out);
+  bool piece_done(const ReadCompletion& c, const Piece& piece,
+                  std::function<void(const ReadCompletion&)>* done, ReadCompletion* out);
   // One request on the timeline: issued → now, with its priority, layer, expert.
   void trace_read(const ReadJob& job, const Piece& piece, uint64_t bytes);
 
   int depth_;
-  const char* queue_name_ = "";
   // Touched only by the I/O thread after construction, except for wake().
-  std::unique_ptr<io::ReadQueue> queue_;
+  std::unique_ptr<ReadQueue> queue_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -138,4 +140,4 @@ class ReadScheduler {
   std::thread thread_;
 };
 
-}  // namespace deltafin::experts
+}  // namespace deltafin::io

@@ -4,20 +4,25 @@
 
 #include <cstdint>
 
-#include "format/dtype.h"
+namespace deltafin::kernels {
 
-namespace deltafin::experts {
+// How a matrix's bytes encode its values. MXFP4 is the OCP microscaling block: 32 E2M1 values
+// sharing one E8M0 scale.
+enum class WeightDType { kF32, kBF16, kMxfp4 };
+const char* weight_dtype_name(WeightDType dtype);
 
-// [rows = out, cols = in], row-major. dtype kU8 means MXFP4: `data` holds [rows, cols/2] packed
+// [rows = out, cols = in], row-major. kMxfp4: `data` holds [rows, cols/2] packed
 // E2M1 nibbles (low nibble = even column) and `scales` [rows, cols/32] E8M0 bytes.
 struct WeightMatrix {
-  format::DType dtype = format::DType::kF32;
+  WeightDType dtype = WeightDType::kF32;
   const uint8_t* data = nullptr;
   const uint8_t* scales = nullptr;  // MXFP4 only
   int64_t rows = 0;
   int64_t cols = 0;
 
   bool empty() const { return data == nullptr; }
+  // Bytes of the values (and of the scales, for MXFP4).
+  uint64_t nbytes() const;
 };
 
 // y[n, rows] = x[n, cols] · Wᵀ, fp32 accumulation; parallel over weight rows on the default pool.
@@ -37,4 +42,4 @@ void decode_row(const WeightMatrix& w, int64_t r, float* out);
 // Only advice: it changes no value and ignores failure.
 void will_need_row(const WeightMatrix& w, int64_t r);
 
-}  // namespace deltafin::experts
+}  // namespace deltafin::kernels

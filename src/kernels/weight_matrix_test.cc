@@ -1,6 +1,6 @@
 // will_need_row is advice only: on a file mapping that is not in memory and on ordinary memory,
 // in every dtype, the row decoded afterwards is the row decoded without it.
-#include "experts/weight_matrix.h"
+#include "kernels/weight_matrix.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace deltafin::experts {
+namespace deltafin::kernels {
 namespace {
 
 std::vector<float> decoded(const WeightMatrix& w, int64_t r) {
@@ -40,7 +40,7 @@ TEST(WillNeedRow, ChangesNoValueOnAFileMappingOrOnMemory) {
   void* map = mmap(nullptr, bytes.size(), PROT_READ, MAP_SHARED, fd, 0);
   ASSERT_NE(map, MAP_FAILED);
   const auto* mapped = static_cast<const uint8_t*>(map);
-  for (format::DType dtype : {format::DType::kBF16, format::DType::kF32}) {
+  for (WeightDType dtype : {WeightDType::kBF16, WeightDType::kF32}) {
     const WeightMatrix in_memory{dtype, bytes.data() + 4, nullptr, kRows, kCols};
     const WeightMatrix in_file{dtype, mapped + 4, nullptr, kRows, kCols};
     for (int64_t r : {int64_t{0}, int64_t{1}, int64_t{150}, kRows - 1}) {
@@ -56,4 +56,4 @@ TEST(WillNeedRow, ChangesNoValueOnAFileMappingOrOnMemory) {
 }
 
 }  // namespace
-}  // namespace deltafin::experts
+}  // namespace deltafin::kernels

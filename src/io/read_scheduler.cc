@@ -4,7 +4,7 @@
 // that happens to be the only read in flight (measured: 13.6 ms of a 180 ms token, K3-scale).
 // Jobs with pieces stay at the head of their priority's queue until their last piece is issued,
 // so the lanes go to one expert after another and each completes as early as it can.
-#include "experts/read_scheduler.h"
+#include "io/read_scheduler.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -14,7 +14,7 @@
 #include "base/error.h"
 #include "base/timeline.h"
 
-namespace deltafin::experts {
+namespace deltafin::io {
 namespace {
 
 uint64_t align_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
@@ -26,11 +26,10 @@ size_t required_of(const ReadJob& job) {
 
 }  // namespace
 
-ReadScheduler::ReadScheduler(int depth, io::QueueKind kind)
+ReadScheduler::ReadScheduler(int depth, QueueKind kind)
     : depth_(std::max(depth, 1)),
-      queue_(io::make_read_queue(depth_, kind)),
+      queue_(make_read_queue(depth_, kind)),
       lane_busy_(static_cast<size_t>(depth_), false) {
-  queue_name_ = queue_->name();
   thread_ = std::thread([this] { run(); });
 }
 
@@ -55,7 +54,7 @@ ReadScheduler::~ReadScheduler() {
   cv_.notify_all();
   thread_.join();
   for (ReadJob& job : dropped) {
-    io::ReadCompletion c;
+    ReadCompletion c;
     c.error = ECANCELED;
     c.message = "read cancelled at shutdown";
     if (job.done) job.done(c);
@@ -63,7 +62,7 @@ ReadScheduler::~ReadScheduler() {
 }
 
 uint64_t ReadScheduler::submit(ReadJob job) {
-  DF_ASSERT(job.length > 0 && job.piece_bytes % io::kDirectAlignment == 0);
+  DF_ASSERT(job.length > 0 && job.piece_bytes % kDirectAlignment == 0);
   uint64_t id;
   bool wake_queue;
   {
@@ -74,7 +73,7 @@ uint64_t ReadScheduler::submit(ReadJob job) {
     // Pieces past the required bytes could find the end of the file; one whole request asks
     // for its aligned length as the queue expects.
     j.issue_end =
-        job.piece_bytes > 0 ? align_up(required_of(job), io::kDirectAlignment) : job.length;
+        job.piece_bytes > 0 ? align_up(required_of(job), kDirectAlignment) : job.length;
     j.queued_at = base::timeline::on() ? Clock::now() : Clock::time_point{};
     queued_[static_cast<int>(job.priority)].push_back(id);
     j.job = std::move(job);
@@ -143,7 +142,7 @@ void ReadScheduler::trace_read(const ReadJob& job, const Piece& piece, uint64_t 
                     ",\"bytes\":", bytes, ",\"queued_ms\":", queued_ms));
 }
 
-bool ReadScheduler::pop_next(io::ReadRequest* request, Piece* piece) {
+bool ReadScheduler::pop_next(ReadRequest* request, Piece* piece) {
   for (std::deque<uint64_t>& q : queued_) {
     if (q.empty()) continue;
     const uint64_t id = q.front();
@@ -165,9 +164,9 @@ bool ReadScheduler::pop_next(io::ReadRequest* request, Piece* piece) {
   return false;
 }
 
-bool ReadScheduler::piece_done(const io::ReadCompletion& c, const Piece& piece,
-                               std::function<void(const io::ReadCompletion&)>* done,
-                               io::ReadCompletion* out) {
+bool ReadScheduler::piece_done(const ReadCompletion& c, const Piece& piece,
+                               std::function<void(const ReadCompletion&)>* done,
+                               ReadCompletion* out) {
   auto it = jobs_.find(piece.job);
   DF_ASSERT(it != jobs_.end());
   Job& job = it->second;
@@ -202,7 +201,7 @@ void ReadScheduler::run() {
       return false;
     });
     if (stop_ && issued_.empty()) return;
-    io::ReadRequest request;
+    ReadRequest request;
     Piece piece;
     while (!stop_ && static_cast<int>(issued_.size()) < depth_ && pop_next(&request, &piece)) {
       if (issued_.empty()) busy_since_ = Clock::now();
@@ -219,7 +218,7 @@ void ReadScheduler::run() {
     }
     if (issued_.empty()) continue;
     lock.unlock();
-    io::ReadCompletion completion;
+    ReadCompletion completion;
     const bool got = queue_->wait(&completion);
     lock.lock();
     if (!got) continue;  // woken: a job was queued, and there is room to issue it
@@ -232,8 +231,8 @@ void ReadScheduler::run() {
     stats_.bytes[static_cast<int>(landed.priority)] += completion.bytes;
     if (issued_.empty())
       stats_.busy_seconds += std::chrono::duration<double>(Clock::now() - busy_since_).count();
-    std::function<void(const io::ReadCompletion&)> done;
-    io::ReadCompletion finished;
+    std::function<void(const ReadCompletion&)> done;
+    ReadCompletion finished;
     if (!piece_done(completion, landed, &done, &finished)) continue;
     lock.unlock();
     if (done) done(finished);  // without mu_: owners take their own locks here
@@ -241,4 +240,4 @@ void ReadScheduler::run() {
   }
 }
 
-}  // namespace deltafin::experts
+}  // namespace deltafin::io
