@@ -8,13 +8,15 @@
 // copy_GBps = bytes read by memcpy / its time (it also writes as many bytes, so the memory system
 // moves twice this); read_GBps = bytes summed by a vector read loop / its time; ratio_copy and
 // ratio_read = weight_GBps over those. Threads: the last argument (a pool of that many threads for
-// the kernel and both references). DELTAFIN_ISA=avx2|ref benchmarks the other variants.
+// the kernel and both references). DELTAFIN_ISA=avx2|ref benchmarks the other variants. Also, hot
+// in cache: the element-wise kernels and one KDA head's delta rule.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 #include <sys/mman.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -24,6 +26,8 @@
 #include "base/error.h"
 #include "base/thread_pool.h"
 #include "kernels/activation.h"
+#include "kernels/elementwise.h"
+#include "kernels/kda.h"
 #include "kernels/matmul.h"
 
 namespace deltafin {
@@ -308,6 +312,51 @@ void BM_Softmax(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * n);
 }
 BENCHMARK(BM_Softmax)->Arg(4096)->Apply(with_min_max);
+
+// One KDA head (K3: head_dim 128) on one thread: a decode token through the recurrence, and a
+// prefill chunk of kKdaChunkTokens tokens through the recurrence and through the chunked form.
+struct KdaHead {
+  int64_t n, dim;
+  std::vector<float> q, k, v, g, beta, state, o, scratch;
+  KdaHead(int64_t rows, int64_t d, bool chunked)
+      : n(rows),
+        dim(d),
+        q(random_x(rows * d)),
+        k(random_x(rows * d)),
+        v(random_x(rows * d)),
+        g(rows * d, -0.05f),
+        beta(rows, 0.5f),
+        state(d * d, 0.0f),
+        o(rows * d),
+        scratch(chunked ? kernels::kda_chunked_scratch_floats(d, kernels::kKdaChunkTokens)
+                        : kernels::kda_recurrent_scratch_floats(d)) {
+    kernels::l2norm_rows(q.data(), rows, d, 1.0f / std::sqrt(static_cast<float>(d)));
+    kernels::l2norm_rows(k.data(), rows, d, 1.0f);
+  }
+};
+
+void BM_KdaRecurrent(benchmark::State& state) {
+  KdaHead h(state.range(0), 128, false);
+  for (auto _ : state) {
+    kernels::kda_recurrent(h.q.data(), h.k.data(), h.v.data(), h.g.data(), h.beta.data(), h.n,
+                           h.dim, h.dim, 1, h.state.data(), h.o.data(), h.scratch.data());
+    benchmark::DoNotOptimize(h.o.data());
+  }
+  state.SetItemsProcessed(state.iterations() * h.n);
+}
+BENCHMARK(BM_KdaRecurrent)->Arg(1)->Arg(kernels::kKdaChunkTokens)->Apply(with_min_max);
+
+void BM_KdaChunked(benchmark::State& state) {
+  KdaHead h(state.range(0), 128, true);
+  for (auto _ : state) {
+    kernels::kda_chunked(h.q.data(), h.k.data(), h.v.data(), h.g.data(), h.beta.data(), h.n, h.dim,
+                         h.dim, 1, kernels::kKdaChunkTokens, h.state.data(), h.o.data(),
+                         h.scratch.data());
+    benchmark::DoNotOptimize(h.o.data());
+  }
+  state.SetItemsProcessed(state.iterations() * h.n);
+}
+BENCHMARK(BM_KdaChunked)->Arg(kernels::kKdaChunkTokens)->Apply(with_min_max);
 
 }  // namespace
 }  // namespace deltafin

@@ -75,9 +75,10 @@ void mla_forward(const MlaShape& shape, const MlaWeights& w, const float* x, int
 
 // Bytes one cached position takes in one layer's MlaCache.
 uint64_t mla_cache_bytes_per_position(const MlaShape& shape);
-// The largest scratch kAuto takes for passes of up to `rows` rows over a cache of up to
-// `max_positions`: the expanded keys and values, when auto picks that form (short caches, or
-// chunks so long that expanding every position is cheaper than absorbing every row).
+// The largest expanded keys and values kAuto materializes in MlaWorkspace::attend for passes of up
+// to `rows` rows over a cache of up to `max_positions`, when it picks that form (short caches, or
+// chunks so long that expanding every position is cheaper than absorbing every row); the scores
+// beside them take n_heads floats per position.
 uint64_t mla_auto_scratch_bytes(const MlaShape& shape, int64_t rows, int64_t max_positions);
 
 }  // namespace deltafin::model
