@@ -8,13 +8,16 @@
 // copy_GBps = bytes read by memcpy / its time (it also writes as many bytes, so the memory system
 // moves twice this); read_GBps = bytes summed by a vector read loop / its time; ratio_copy and
 // ratio_read = weight_GBps over those. Threads: the last argument (a pool of that many threads for
-// the kernel and both references). DELTAFIN_ISA=avx2|ref benchmarks the other variants.
+// the kernel and both references). DELTAFIN_ISA=avx2|ref benchmarks the other variants. Also, hot
+// in cache: the element-wise kernels, one KDA head's delta rule, the short convolution, the AttnRes
+// mix and a decode token's MLA attention.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 #include <sys/mman.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -24,7 +27,12 @@
 #include "base/error.h"
 #include "base/thread_pool.h"
 #include "kernels/activation.h"
+#include "kernels/attn_res.h"
+#include "kernels/elementwise.h"
+#include "kernels/kda.h"
 #include "kernels/matmul.h"
+#include "kernels/mla_attention.h"
+#include "kernels/short_conv.h"
 
 namespace deltafin {
 namespace {
@@ -308,6 +316,122 @@ void BM_Softmax(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * n);
 }
 BENCHMARK(BM_Softmax)->Arg(4096)->Apply(with_min_max);
+
+// One KDA head (K3: head_dim 128) on one thread: a decode token through the recurrence, and a
+// prefill chunk of kKdaChunkTokens tokens through the recurrence and through the chunked form.
+struct KdaHead {
+  int64_t n, dim;
+  std::vector<float> q, k, v, g, beta, state, o, scratch;
+  KdaHead(int64_t rows, int64_t d, bool chunked)
+      : n(rows),
+        dim(d),
+        q(random_x(rows * d)),
+        k(random_x(rows * d)),
+        v(random_x(rows * d)),
+        g(rows * d, -0.05f),
+        beta(rows, 0.5f),
+        state(d * d, 0.0f),
+        o(rows * d),
+        scratch(chunked ? kernels::kda_chunked_scratch_floats(d, kernels::kKdaChunkTokens)
+                        : kernels::kda_recurrent_scratch_floats(d)) {
+    kernels::l2norm_rows(q.data(), rows, d, 1.0f / std::sqrt(static_cast<float>(d)));
+    kernels::l2norm_rows(k.data(), rows, d, 1.0f);
+  }
+};
+
+void BM_KdaRecurrent(benchmark::State& state) {
+  KdaHead h(state.range(0), 128, false);
+  for (auto _ : state) {
+    kernels::kda_recurrent(h.q.data(), h.k.data(), h.v.data(), h.g.data(), h.beta.data(), h.n,
+                           h.dim, h.dim, 1, h.state.data(), h.o.data(), h.scratch.data());
+    benchmark::DoNotOptimize(h.o.data());
+  }
+  state.SetItemsProcessed(state.iterations() * h.n);
+}
+BENCHMARK(BM_KdaRecurrent)->Arg(1)->Arg(kernels::kKdaChunkTokens)->Apply(with_min_max);
+
+void BM_KdaChunked(benchmark::State& state) {
+  KdaHead h(state.range(0), 128, true);
+  for (auto _ : state) {
+    kernels::kda_chunked(h.q.data(), h.k.data(), h.v.data(), h.g.data(), h.beta.data(), h.n, h.dim,
+                         h.dim, 1, kernels::kKdaChunkTokens, h.state.data(), h.o.data(),
+                         h.scratch.data());
+    benchmark::DoNotOptimize(h.o.data());
+  }
+  state.SetItemsProcessed(state.iterations() * h.n);
+}
+BENCHMARK(BM_KdaChunked)->Arg(kernels::kKdaChunkTokens)->Apply(with_min_max);
+
+// A decode token's short convolution over K3's q (12288 channels, kernel 4).
+void BM_ShortConv(benchmark::State& state) {
+  const int64_t p = 12288, kernel = 4;
+  const std::vector<float> x = random_x(p), w = random_x(p * kernel);
+  std::vector<float> hist = random_x((kernel - 1) * p), y(p);
+  for (auto _ : state) {
+    kernels::short_conv_silu(x.data(), 1, p, kernel, w.data(), hist.data(), y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetItemsProcessed(state.iterations() * p);
+}
+BENCHMARK(BM_ShortConv)->Apply(with_min_max);
+
+// A decode token's AttnRes mix at K3's last site: 8 blocks and the partial sum of 7168.
+void BM_AttnResMix(benchmark::State& state) {
+  const int64_t hidden = 7168, n_blocks = 8;
+  const std::vector<float> key = random_x(hidden), blocks = random_x(n_blocks * hidden);
+  const std::vector<float> partial = random_x(hidden);
+  std::vector<float> out(hidden);
+  for (auto _ : state) {
+    kernels::attn_res_mix(key.data(), blocks.data(), n_blocks, hidden, partial.data(), 1, hidden,
+                          1e-5f, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * (n_blocks + 1) * hidden);
+}
+BENCHMARK(BM_AttnResMix)->Apply(with_min_max);
+
+// A decode token's MLA attention in K3's dimensions (96 heads, latent 512, BF16 kv_b_proj) over a
+// cache of range(0) positions, on the default pool: absorbed (the decode form) and expanded.
+struct MlaCase {
+  kernels::MlaDims dims{96, 512, 128, 64, 128};
+  std::vector<uint16_t> kv_b;
+  std::vector<float> latent, k_pe, q, o, scratch;
+  explicit MlaCase(int64_t positions, bool absorbed)
+      : kv_b(dims.n_heads * dims.kv_width() * dims.kv_lora_rank, 0x3c00),  // bf16 0.0078125
+        latent(random_x(positions * dims.kv_lora_rank)),
+        k_pe(random_x(positions * dims.rope_dim)),
+        q(random_x(dims.n_heads * dims.qk_dim())),
+        o(dims.n_heads * dims.v_dim),
+        scratch(absorbed ? kernels::mla_absorbed_scratch_floats(dims, 1, positions)
+                         : kernels::mla_expanded_scratch_floats(dims, positions)) {}
+  kernels::WeightMatrix weights() const {
+    return {kernels::WeightDType::kBF16, reinterpret_cast<const uint8_t*>(kv_b.data()), nullptr,
+            dims.n_heads * dims.kv_width(), dims.kv_lora_rank};
+  }
+  kernels::LatentCache cache() const {
+    return {latent.data(), k_pe.data(), static_cast<int64_t>(k_pe.size()) / dims.rope_dim};
+  }
+};
+
+void BM_MlaAbsorbed(benchmark::State& state) {
+  MlaCase c(state.range(0), true);
+  for (auto _ : state) {
+    kernels::mla_attend_absorbed(c.dims, c.weights(), c.cache(), c.q.data(), 1, c.scratch.data(),
+                                 c.o.data());
+    benchmark::DoNotOptimize(c.o.data());
+  }
+}
+BENCHMARK(BM_MlaAbsorbed)->Arg(4096)->Apply(with_min_max);
+
+void BM_MlaExpanded(benchmark::State& state) {
+  MlaCase c(state.range(0), false);
+  for (auto _ : state) {
+    kernels::mla_attend_expanded(c.dims, c.weights(), c.cache(), c.q.data(), 1, c.scratch.data(),
+                                 c.o.data());
+    benchmark::DoNotOptimize(c.o.data());
+  }
+}
+BENCHMARK(BM_MlaExpanded)->Arg(64)->Apply(with_min_max);
 
 }  // namespace
 }  // namespace deltafin

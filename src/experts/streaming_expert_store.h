@@ -23,6 +23,11 @@
 
 namespace deltafin::experts {
 
+using io::CancelResult;
+using io::ReadJob;
+using io::ReadPriority;
+using io::ReadScheduler;
+
 // Which cached expert a new read replaces. Both keep unused predictions to the last.
 enum class CachePolicy {
   kLfu,  // fewest requests since load, then least recently used (measured best: STREAMING.md)

@@ -32,6 +32,9 @@ void rmsnorm(const float* x, const float* w, int64_t n, float eps, float* y) {
 void rmsnorm(const float* x, const uint16_t* w_bf16, int64_t n, float eps, float* y) {
   if (n > 0) detail::selected().rmsnorm_bf16(x, w_bf16, n, eps, y);
 }
+void rmsnorm_rows(const float* x, const float* w, int64_t rows, int64_t n, float eps, float* y) {
+  for (int64_t r = 0; r < rows; ++r) rmsnorm(x + r * n, w, n, eps, y + r * n);
+}
 void situ_glu(const float* g, const float* u, int64_t n, float beta, float linear_beta, float* y) {
   if (n > 0) detail::selected().situ_glu(g, u, n, beta, linear_beta, y);
 }

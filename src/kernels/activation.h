@@ -12,6 +12,8 @@ namespace deltafin::kernels {
 // normalize, then scale by the weight).
 void rmsnorm(const float* x, const float* w, int64_t n, float eps, float* y);
 void rmsnorm(const float* x, const uint16_t* w_bf16, int64_t n, float eps, float* y);
+// The same for each of `rows` rows of width n (y[r] = rmsnorm(x[r])); y may alias x.
+void rmsnorm_rows(const float* x, const float* w, int64_t rows, int64_t n, float eps, float* y);
 
 // SiTU GLU (Kimi K3): y = [beta·tanh(g/beta)·sigmoid(g)] · [linear_beta·tanh(u/linear_beta)]
 // (K3: beta 4, linear_beta 25). y may alias g or u.

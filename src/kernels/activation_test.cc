@@ -126,6 +126,19 @@ TEST(Activation, RmsnormInPlaceAndEps) {
   }
 }
 
+TEST(Activation, RmsnormRowsNormalizeEachRowOnItsOwn) {
+  std::mt19937 rng(7);
+  const int64_t rows = 4, n = 33;
+  std::vector<float> x = probe_values(rows * n - 1, rng, 2.0f), w = probe_values(n - 1, rng, 1.0f);
+  std::vector<float> y(rows * n), want(rows * n);
+  rmsnorm_rows(x.data(), w.data(), rows, n, 1e-6f, y.data());
+  for (int64_t r = 0; r < rows; ++r)
+    rmsnorm(x.data() + r * n, w.data(), n, 1e-6f, want.data() + r * n);
+  EXPECT_EQ(y, want);
+  rmsnorm_rows(x.data(), w.data(), rows, n, 1e-6f, x.data());  // in place
+  EXPECT_EQ(x, want);
+}
+
 TEST(Activation, SoftmaxEveryVariant) {
   std::mt19937 rng(4);
   for (Isa isa : supported_isas()) {

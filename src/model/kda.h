@@ -1,11 +1,12 @@
-// Kimi Delta Attention: projections, causal short convolution, gates, the per-head delta-rule
-// recurrence on an fp32 state (token by token, or in exact chunks for prefill), gated output norm.
+// Kimi Delta Attention, the block: projections, then the kernels (kernels/short_conv.h, l2norm,
+// the forget and output gates, the per-head delta rule of kernels/kda.h), gated output norm.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "kernels/weight_matrix.h"
+#include "model/scratch.h"
 
 namespace deltafin::model {
 
@@ -51,23 +52,25 @@ struct KdaState {
   void reset(const KdaShape& shape);
 };
 
-enum class KdaMode { kRecurrent, kChunked };
+// How the delta rule runs over a pass's rows.
+enum class KdaMode {
+  kAuto,       // chunked for several rows, recurrent for one
+  kRecurrent,  // token by token (the definition)
+  kChunked,    // kernels::kKdaChunkTokens rows at a time in the WY form
+};
+
+// The block's intermediates, reused from pass to pass (see scratch.h).
+struct KdaWorkspace {
+  Scratch<float> q_in, k_in, v_in;  // projections before the short convolution, [n, P]
+  Scratch<float> q, k, v, g, gate;  // [n, P]
+  Scratch<float> beta;              // [n, n_heads]
+  Scratch<float> low;               // [n, head_dim]: the low-rank gates' inner products
+  Scratch<float> o;                 // [n, P]
+  Scratch<float> heads;             // the delta rule's per-head scratch
+};
 
 // out[n, hidden] = KDA(x[n, hidden]) for n consecutive tokens, advancing `state`.
 void kda_forward(const KdaShape& shape, const KdaWeights& w, const float* x, int64_t n,
-                 KdaState& state, KdaMode mode, float* out);
-
-// The delta rule for one head over n tokens. Row t of q/k/v/g/o is at `+ t * stride`, beta at
-// `+ t * beta_stride`; q is l2-normalized and pre-scaled, k l2-normalized, g the log decay per key
-// channel. `state` holds Sᵀ, [dim (value), dim (key)], and is read and updated. Per token:
-//   S = diag(exp(g)) S;  S += k ⊗ β (v − Sᵀk);  o = Sᵀq.
-void kda_recurrent(const float* q, const float* k, const float* v, const float* g,
-                   const float* beta, int64_t n, int64_t dim, int64_t stride, int64_t beta_stride,
-                   float* state, float* o);
-// The same result computed a chunk of `chunk` tokens at a time (the WY form of fla's chunk_kda with
-// the in-chunk decays formed as running products, so no exponent is ever positive).
-void kda_chunked(const float* q, const float* k, const float* v, const float* g, const float* beta,
-                 int64_t n, int64_t dim, int64_t stride, int64_t beta_stride, int64_t chunk,
-                 float* state, float* o);
+                 KdaState& state, KdaMode mode, KdaWorkspace& ws, float* out);
 
 }  // namespace deltafin::model

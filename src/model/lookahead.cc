@@ -2,24 +2,20 @@
 #include "model/lookahead.h"
 
 #include "base/error.h"
-#include "model/moe.h"
-#include "model/ops.h"
+#include "kernels/activation.h"
 
 namespace deltafin::model {
 
-std::vector<int32_t> predict_route(const ModelPlan& plan, const LayerPlan& next,
-                                   const std::vector<const float*>& blocks, const float* h) {
+std::span<const int32_t> predict_route(const ModelPlan& plan, const LayerPlan& next,
+                                       const ResidualStream& stream, LookaheadWorkspace& ws) {
   DF_ASSERT(next.moe() != nullptr);
   const int64_t d = plan.config.hidden_size;
   const float eps = static_cast<float>(plan.config.rms_norm_eps);
-  std::vector<float> x(d);
-  if (plan.traits.attn_res_block_size > 0 && !blocks.empty()) {
-    attn_res_mix(next.mlp_res, blocks, h, 1, d, eps, x.data());
-  } else {
-    x.assign(h, h + d);
-  }
-  rmsnorm_rows(x.data(), next.post_norm.data(), 1, d, eps, x.data());
-  return route_rows(plan.moe_shape, *next.moe(), x.data(), 1).experts;
+  float* x = ws.x.get(d);
+  stream.mix_rows(next.mlp_res, 0, 1, x);
+  kernels::rmsnorm(x, next.post_norm.data(), d, eps, x);
+  route_rows(plan.moe_shape, *next.moe(), x, 1, ws.route);
+  return ws.route.experts;
 }
 
 }  // namespace deltafin::model

@@ -4,16 +4,23 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
+#include <span>
 
+#include "model/attn_res.h"
 #include "model/plan.h"
 
 namespace deltafin::model {
 
-// Routes one row as layer `next` would if its MLP input were the current state: the mix before
-// its MLP (K3) over `blocks` and `h`, its post-attention norm, its router. `next` must be an MoE
-// layer of `plan`. Returns top_k expert ids in rank order.
-std::vector<int32_t> predict_route(const ModelPlan& plan, const LayerPlan& next,
-                                   const std::vector<const float*>& blocks, const float* h);
+// The guess's intermediates, reused from guess to guess.
+struct LookaheadWorkspace {
+  Scratch<float> x;  // [hidden]
+  Route route;
+};
+
+// Routes the stream's one row as layer `next` would if its MLP input were the current state: the
+// mix before its MLP (K3), its post-attention norm, its router. `next` must be an MoE layer of
+// `plan`. Returns top_k expert ids in rank order (valid until the next guess on `ws`).
+std::span<const int32_t> predict_route(const ModelPlan& plan, const LayerPlan& next,
+                                       const ResidualStream& stream, LookaheadWorkspace& ws);
 
 }  // namespace deltafin::model

@@ -1,92 +1,15 @@
 // MLA forward: queries and the new latents for all rows, append to the cache, then attention per
-// head in parallel, output gate and o_proj.
+// head in parallel (a kernel), output gate and o_proj.
 #include "model/mla.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
 
-#include "base/thread_pool.h"
 #include "kernels/activation.h"
-#include "model/ops.h"
+#include "kernels/elementwise.h"
+#include "kernels/mla_attention.h"
 
 namespace deltafin::model {
 namespace {
-
-// Query row r (absolute position first + r) sees cached positions [0, first + r].
-void attend_expanded(const MlaShape& sh, const WeightMatrix& kv_b, const MlaCache& cache,
-                     const float* q, int64_t n, float* o) {
-  const int64_t nh = sh.n_heads, kvw = sh.nope_dim + sh.v_dim, total = cache.n_positions;
-  const int64_t first = total - n;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(sh.qk_dim()));
-  std::vector<float> kv(total * nh * kvw);
-  kernels::matmul(kv_b, cache.latent.data(), total, kv.data());
-  base::default_pool().parallel_for(nh, 1, [&](size_t hb, size_t he) {
-    std::vector<float> p(total);
-    for (int64_t h = static_cast<int64_t>(hb); h < static_cast<int64_t>(he); ++h) {
-      for (int64_t r = 0; r < n; ++r) {
-        const float* qh = q + (r * nh + h) * sh.qk_dim();
-        const int64_t len = first + r + 1;
-        for (int64_t s = 0; s < len; ++s) {
-          const float* kn = kv.data() + (s * nh + h) * kvw;
-          p[s] = (dot(qh, kn, sh.nope_dim) +
-                  dot(qh + sh.nope_dim, cache.k_pe.data() + s * sh.rope_dim, sh.rope_dim)) *
-                 scale;
-        }
-        kernels::softmax(p.data(), len);
-        float* oh = o + (r * nh + h) * sh.v_dim;
-        std::fill(oh, oh + sh.v_dim, 0.0f);
-        for (int64_t s = 0; s < len; ++s) {
-          const float* vs = kv.data() + (s * nh + h) * kvw + sh.nope_dim;
-          for (int64_t c = 0; c < sh.v_dim; ++c) oh[c] += p[s] * vs[c];
-        }
-      }
-    }
-  });
-}
-
-// Per head: q̂ = W_UKᵀ q_nope, scores against the latents, ō = Σ p·latent, o = W_UV ō.
-void attend_absorbed(const MlaShape& sh, const WeightMatrix& kv_b, const MlaCache& cache,
-                     const float* q, int64_t n, float* o) {
-  const int64_t nh = sh.n_heads, kvw = sh.nope_dim + sh.v_dim, total = cache.n_positions;
-  const int64_t rank = sh.kv_lora_rank, first = total - n;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(sh.qk_dim()));
-  base::default_pool().parallel_for(nh, 1, [&](size_t hb, size_t he) {
-    std::vector<float> wuk(sh.nope_dim * rank), qhat(rank), obar(n * rank), p(total),
-        oh(n * sh.v_dim);
-    for (int64_t h = static_cast<int64_t>(hb); h < static_cast<int64_t>(he); ++h) {
-      for (int64_t i = 0; i < sh.nope_dim; ++i)
-        kernels::decode_row(kv_b, h * kvw + i, wuk.data() + i * rank);
-      for (int64_t r = 0; r < n; ++r) {
-        const float* qh = q + (r * nh + h) * sh.qk_dim();
-        std::fill(qhat.begin(), qhat.end(), 0.0f);
-        for (int64_t i = 0; i < sh.nope_dim; ++i) {
-          const float qi = qh[i];
-          const float* wi = wuk.data() + i * rank;
-          for (int64_t c = 0; c < rank; ++c) qhat[c] += qi * wi[c];
-        }
-        const int64_t len = first + r + 1;
-        for (int64_t s = 0; s < len; ++s) {
-          p[s] = (dot(qhat.data(), cache.latent.data() + s * rank, rank) +
-                  dot(qh + sh.nope_dim, cache.k_pe.data() + s * sh.rope_dim, sh.rope_dim)) *
-                 scale;
-        }
-        kernels::softmax(p.data(), len);
-        float* ob = obar.data() + r * rank;
-        std::fill(ob, ob + rank, 0.0f);
-        for (int64_t s = 0; s < len; ++s) {
-          const float* ls = cache.latent.data() + s * rank;
-          for (int64_t c = 0; c < rank; ++c) ob[c] += p[s] * ls[c];
-        }
-      }
-      const WeightMatrix wuv = kernels::row_block(kv_b, h * kvw + sh.nope_dim, sh.v_dim);
-      kernels::matmul_rows(wuv, obar.data(), n, oh.data(), 0, sh.v_dim);
-      for (int64_t r = 0; r < n; ++r)
-        std::copy(oh.data() + r * sh.v_dim, oh.data() + (r + 1) * sh.v_dim,
-                  o + (r * nh + h) * sh.v_dim);
-    }
-  });
-}
 
 bool prefer_expanded(const MlaShape& sh, int64_t n, int64_t total) {
   const double per_pos = static_cast<double>(sh.n_heads) * (sh.nope_dim + sh.v_dim) *
@@ -97,7 +20,32 @@ bool prefer_expanded(const MlaShape& sh, int64_t n, int64_t total) {
   return expanded < absorbed;
 }
 
+kernels::MlaDims dims(const MlaShape& sh) {
+  return {sh.n_heads, sh.kv_lora_rank, sh.nope_dim, sh.rope_dim, sh.v_dim};
+}
+
 }  // namespace
+
+void MlaCache::reset(const MlaShape& shape, int64_t max) {
+  latent.clear();
+  k_pe.clear();
+  n_positions = 0;
+  max_positions = max;
+  latent.reserve(max * shape.kv_lora_rank);
+  k_pe.reserve(max * shape.rope_dim);
+}
+
+void MlaCache::extend(const MlaShape& shape, int64_t n) {
+  const int64_t need = n_positions + n;
+  if (static_cast<int64_t>(latent.capacity()) < need * shape.kv_lora_rank) {
+    // Beyond the reservation (none planned, or a copy): room for the plan, or twice the need.
+    const int64_t room = std::max(max_positions, 2 * need);
+    latent.reserve(room * shape.kv_lora_rank);
+    k_pe.reserve(room * shape.rope_dim);
+  }
+  latent.resize(need * shape.kv_lora_rank);
+  k_pe.resize(need * shape.rope_dim);
+}
 
 uint64_t mla_cache_bytes_per_position(const MlaShape& sh) {
   return static_cast<uint64_t>(sh.kv_lora_rank + sh.rope_dim) * sizeof(float);
@@ -119,47 +67,52 @@ uint64_t mla_auto_scratch_bytes(const MlaShape& sh, int64_t rows, int64_t max_po
 }
 
 void mla_forward(const MlaShape& sh, const MlaWeights& w, const float* x, int64_t n,
-                 MlaCache& cache, MlaMode mode, float* out) {
+                 MlaCache& cache, MlaMode mode, MlaWorkspace& ws, float* out) {
   const int64_t nh = sh.n_heads, rank = sh.kv_lora_rank;
-  std::vector<float> q(n * nh * sh.qk_dim());
+  float* q = ws.q.get(n * nh * sh.qk_dim());
   if (sh.q_lora_rank > 0) {
-    std::vector<float> qa(n * sh.q_lora_rank);
-    kernels::matmul(w.q_a, x, n, qa.data());
-    rmsnorm_rows(qa.data(), w.q_a_norm.data(), n, sh.q_lora_rank, sh.latent_norm_eps, qa.data());
-    kernels::matmul(w.q_b, qa.data(), n, q.data());
+    float* qa = ws.qa.get(n * sh.q_lora_rank);
+    kernels::matmul(w.q_a, x, n, qa);
+    kernels::rmsnorm_rows(qa, w.q_a_norm.data(), n, sh.q_lora_rank, sh.latent_norm_eps, qa);
+    kernels::matmul(w.q_b, qa, n, q);
   } else {
-    kernels::matmul(w.q_proj, x, n, q.data());
+    kernels::matmul(w.q_proj, x, n, q);
   }
 
   const int64_t ckv_w = rank + sh.rope_dim;
-  std::vector<float> ckv(n * ckv_w);
-  kernels::matmul(w.kv_a, x, n, ckv.data());
+  float* ckv = ws.ckv.get(n * ckv_w);
+  kernels::matmul(w.kv_a, x, n, ckv);
   const int64_t first = cache.n_positions;
-  cache.latent.resize((first + n) * rank);
-  cache.k_pe.resize((first + n) * sh.rope_dim);
+  cache.extend(sh, n);
   for (int64_t r = 0; r < n; ++r) {
-    rmsnorm_rows(ckv.data() + r * ckv_w, w.kv_a_norm.data(), 1, rank, sh.latent_norm_eps,
-                 cache.latent.data() + (first + r) * rank);
-    std::copy(ckv.data() + r * ckv_w + rank, ckv.data() + (r + 1) * ckv_w,
+    kernels::rmsnorm(ckv + r * ckv_w, w.kv_a_norm.data(), rank, sh.latent_norm_eps,
+                     cache.latent.data() + (first + r) * rank);
+    std::copy(ckv + r * ckv_w + rank, ckv + (r + 1) * ckv_w,
               cache.k_pe.data() + (first + r) * sh.rope_dim);
   }
   cache.n_positions = first + n;
 
-  std::vector<float> o(n * nh * sh.v_dim);
-  const bool expanded = mode == MlaMode::kExpanded ||
-                        (mode == MlaMode::kAuto && prefer_expanded(sh, n, cache.n_positions));
+  const int64_t total = cache.n_positions;
+  const kernels::LatentCache view{cache.latent.data(), cache.k_pe.data(), total};
+  float* o = ws.o.get(n * nh * sh.v_dim);
+  const bool expanded =
+      mode == MlaMode::kExpanded || (mode == MlaMode::kAuto && prefer_expanded(sh, n, total));
   if (expanded) {
-    attend_expanded(sh, w.kv_b, cache, q.data(), n, o.data());
+    float* scratch = ws.attend.get(kernels::mla_expanded_scratch_floats(dims(sh), total));
+    kernels::mla_attend_expanded(dims(sh), w.kv_b, view, q, n, scratch, o);
   } else {
-    attend_absorbed(sh, w.kv_b, cache, q.data(), n, o.data());
+    // Sized for the planned context (enough for every shorter one), not for each new length.
+    const int64_t plan = std::max(total, cache.max_positions);
+    float* scratch = ws.attend.get(kernels::mla_absorbed_scratch_floats(dims(sh), n, plan));
+    kernels::mla_attend_absorbed(dims(sh), w.kv_b, view, q, n, scratch, o);
   }
 
   if (sh.output_gate) {
-    std::vector<float> gate(n * nh * sh.v_dim);
-    kernels::matmul(w.g_proj, x, n, gate.data());
-    for (size_t i = 0; i < o.size(); ++i) o[i] *= sigmoid(gate[i]);
+    float* gate = ws.gate.get(n * nh * sh.v_dim);
+    kernels::matmul(w.g_proj, x, n, gate);
+    kernels::mul_sigmoid(gate, n * nh * sh.v_dim, o);
   }
-  kernels::matmul(w.o_proj, o.data(), n, out);
+  kernels::matmul(w.o_proj, o, n, out);
 }
 
 }  // namespace deltafin::model

@@ -1,12 +1,13 @@
-// Multi-head latent attention without positional encoding (K3 gated MLA and Kimi-Linear MLA): the
-// cache holds the normalized latent and the shared key part per position; attention runs either
-// on expanded keys/values or in latent space with kv_b_proj absorbed.
+// Multi-head latent attention without positional encoding (K3 gated MLA and Kimi-Linear MLA), the
+// block: projections, the cache of normalized latents and shared key parts per position, the
+// attention kernels (kernels/mla_attention.h, expanded or absorbed), output gate and o_proj.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "kernels/weight_matrix.h"
+#include "model/scratch.h"
 
 namespace deltafin::model {
 
@@ -37,33 +38,47 @@ struct MlaWeights {
   WeightMatrix o_proj;  // [hidden, n_heads · v]
 };
 
-// One sequence's cache for one MLA layer: 576 values per position in K3.
+// One sequence's cache for one MLA layer: 576 values per position in K3. Storage for the planned
+// context is reserved (not touched) up front, so appending a position never reallocates; pages are
+// committed as positions fill. A copy (a snapshot) reserves again when it next grows.
 struct MlaCache {
   std::vector<float> latent;  // [n_positions, kv_lora]: after kv_a_layernorm
   std::vector<float> k_pe;    // [n_positions, rope]
   int64_t n_positions = 0;
-  void reset() {
-    latent.clear();
-    k_pe.clear();
-    n_positions = 0;
-  }
+  int64_t max_positions = 0;  // the planned context (0: none planned, grow as needed)
+  // Empties the cache, keeping its storage; reserves for max_positions.
+  void reset(const MlaShape& shape, int64_t max_positions);
+  // Positions [n_positions, n_positions + n) become addressable (n_positions is not advanced).
+  void extend(const MlaShape& shape, int64_t n);
 };
 
+// How attention runs over the cache.
 enum class MlaMode {
   kAuto,      // whichever costs fewer multiplies for this (rows, cached positions)
-  kExpanded,  // expand every cached position's keys and values through kv_b_proj
+  kExpanded,  // expand every cached position's keys and values through kv_b_proj (the definition)
   kAbsorbed,  // scores and mixing in latent space (the decode form)
+};
+
+// The block's intermediates, reused from pass to pass (see scratch.h).
+struct MlaWorkspace {
+  Scratch<float> q;       // [n, n_heads, qk_dim]
+  Scratch<float> qa;      // [n, q_lora]
+  Scratch<float> ckv;     // [n, kv_lora + rope]
+  Scratch<float> o;       // [n, n_heads, v_dim]
+  Scratch<float> gate;    // [n, n_heads, v_dim]
+  Scratch<float> attend;  // the attention kernel's scratch
 };
 
 // out[n, hidden] = MLA(x[n, hidden]) for n consecutive tokens appended after the cache's positions.
 void mla_forward(const MlaShape& shape, const MlaWeights& w, const float* x, int64_t n,
-                 MlaCache& cache, MlaMode mode, float* out);
+                 MlaCache& cache, MlaMode mode, MlaWorkspace& ws, float* out);
 
 // Bytes one cached position takes in one layer's MlaCache.
 uint64_t mla_cache_bytes_per_position(const MlaShape& shape);
-// The largest scratch kAuto takes for passes of up to `rows` rows over a cache of up to
-// `max_positions`: the expanded keys and values, when auto picks that form (short caches, or
-// chunks so long that expanding every position is cheaper than absorbing every row).
+// The largest expanded keys and values kAuto materializes in MlaWorkspace::attend for passes of up
+// to `rows` rows over a cache of up to `max_positions`, when it picks that form (short caches, or
+// chunks so long that expanding every position is cheaper than absorbing every row); the scores
+// beside them take n_heads floats per position.
 uint64_t mla_auto_scratch_bytes(const MlaShape& shape, int64_t rows, int64_t max_positions);
 
 }  // namespace deltafin::model

@@ -53,13 +53,14 @@ TEST(Mla, AbsorbedMatchesExpanded) {
     const int64_t d = f.shape.hidden;
     const std::vector<float> x = testing::random_vector(rng, 9 * d, 0.0f, 1.0f);
     MlaCache ce, ca;
+    MlaWorkspace ws;  // shared by both forms and every call
     std::vector<float> oe(9 * d), oa(9 * d);
     // A 6-row prefill, then three one-row decode steps.
-    mla_forward(f.shape, f.w, x.data(), 6, ce, MlaMode::kExpanded, oe.data());
-    mla_forward(f.shape, f.w, x.data(), 6, ca, MlaMode::kAbsorbed, oa.data());
+    mla_forward(f.shape, f.w, x.data(), 6, ce, MlaMode::kExpanded, ws, oe.data());
+    mla_forward(f.shape, f.w, x.data(), 6, ca, MlaMode::kAbsorbed, ws, oa.data());
     for (int64_t t = 6; t < 9; ++t) {
-      mla_forward(f.shape, f.w, x.data() + t * d, 1, ce, MlaMode::kExpanded, oe.data() + t * d);
-      mla_forward(f.shape, f.w, x.data() + t * d, 1, ca, MlaMode::kAbsorbed, oa.data() + t * d);
+      mla_forward(f.shape, f.w, x.data() + t * d, 1, ce, MlaMode::kExpanded, ws, oe.data() + t * d);
+      mla_forward(f.shape, f.w, x.data() + t * d, 1, ca, MlaMode::kAbsorbed, ws, oa.data() + t * d);
     }
     EXPECT_LT(rel_diff(oa, oe), 1e-5) << "q_low_rank=" << q_low_rank;
     EXPECT_EQ(ce.latent, ca.latent);
@@ -75,12 +76,36 @@ TEST(Mla, RowsSeeOnlyEarlierPositions) {
   const std::vector<float> x = testing::random_vector(rng, 9 * d, 0.0f, 1.0f);
   for (MlaMode mode : {MlaMode::kExpanded, MlaMode::kAbsorbed}) {
     MlaCache c1, c2;
+    MlaWorkspace ws;
     std::vector<float> o1(9 * d), o2(9 * d);
-    mla_forward(f.shape, f.w, x.data(), 9, c1, mode, o1.data());
-    mla_forward(f.shape, f.w, x.data(), 4, c2, mode, o2.data());
-    mla_forward(f.shape, f.w, x.data() + 4 * d, 5, c2, mode, o2.data() + 4 * d);
+    mla_forward(f.shape, f.w, x.data(), 9, c1, mode, ws, o1.data());
+    mla_forward(f.shape, f.w, x.data(), 4, c2, mode, ws, o2.data());
+    mla_forward(f.shape, f.w, x.data() + 4 * d, 5, c2, mode, ws, o2.data() + 4 * d);
     EXPECT_LT(rel_diff(o2, o1), 1e-6);
   }
+}
+
+TEST(Mla, CacheReservedForThePlannedContextNeverMoves) {
+  std::mt19937 rng(14);
+  MlaFixture f = make_mla(rng, false, false);
+  const int64_t d = f.shape.hidden, n = 12;
+  const std::vector<float> x = testing::random_vector(rng, n * d, 0.0f, 1.0f);
+  MlaCache planned, unplanned;
+  planned.reset(f.shape, n);
+  MlaWorkspace ws;
+  std::vector<float> o1(n * d), o2(n * d);
+  mla_forward(f.shape, f.w, x.data(), 1, planned, MlaMode::kAuto, ws, o1.data());
+  const float* latent = planned.latent.data();
+  const float* k_pe = planned.k_pe.data();
+  for (int64_t t = 1; t < n; ++t)
+    mla_forward(f.shape, f.w, x.data() + t * d, 1, planned, MlaMode::kAuto, ws, o1.data() + t * d);
+  EXPECT_EQ(planned.latent.data(), latent);
+  EXPECT_EQ(planned.k_pe.data(), k_pe);
+  for (int64_t t = 0; t < n; ++t)
+    mla_forward(f.shape, f.w, x.data() + t * d, 1, unplanned, MlaMode::kAuto, ws,
+                o2.data() + t * d);
+  EXPECT_EQ(o1, o2);  // the reservation changes where the cache lives, not what it computes
+  EXPECT_EQ(planned.latent, unplanned.latent);
 }
 
 }  // namespace

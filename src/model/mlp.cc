@@ -1,8 +1,6 @@
 // Gated MLP: two projections, the activation in fp32, one projection back.
 #include "model/mlp.h"
 
-#include <vector>
-
 #include "kernels/activation.h"
 
 namespace deltafin::model {
@@ -15,13 +13,14 @@ void glu(const Activation& act, const float* g, const float* u, int64_t n, float
   }
 }
 
-void glu_mlp(const Activation& act, const GluWeights& w, const float* x, int64_t n, float* out) {
+void glu_mlp(const Activation& act, const GluWeights& w, const float* x, int64_t n,
+             GluWorkspace& ws, float* out) {
   const int64_t inter = w.gate.rows;
-  std::vector<float> g(n * inter), u(n * inter);
-  kernels::matmul(w.gate, x, n, g.data());
-  kernels::matmul(w.up, x, n, u.data());
-  glu(act, g.data(), u.data(), n * inter, g.data());
-  kernels::matmul(w.down, g.data(), n, out);
+  float *g = ws.g.get(n * inter), *u = ws.u.get(n * inter);
+  kernels::matmul(w.gate, x, n, g);
+  kernels::matmul(w.up, x, n, u);
+  glu(act, g, u, n * inter, g);
+  kernels::matmul(w.down, g, n, out);
 }
 
 }  // namespace deltafin::model

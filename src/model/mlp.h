@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/weight_matrix.h"
+#include "model/scratch.h"
 
 namespace deltafin::model {
 
@@ -25,7 +26,13 @@ struct GluWeights {
   WeightMatrix down;  // [in, intermediate]
 };
 
+// The gate and up products of a pass, reused from pass to pass (see scratch.h).
+struct GluWorkspace {
+  Scratch<float> g, u;  // [n, intermediate]
+};
+
 // out[n, in] = down(act(gate x, up x)) for n rows.
-void glu_mlp(const Activation& act, const GluWeights& w, const float* x, int64_t n, float* out);
+void glu_mlp(const Activation& act, const GluWeights& w, const float* x, int64_t n,
+             GluWorkspace& ws, float* out);
 
 }  // namespace deltafin::model

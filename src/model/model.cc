@@ -10,8 +10,7 @@
 #include "base/timeline.h"
 #include "experts/mapped_expert_store.h"
 #include "format/config.h"
-#include "model/lookahead.h"
-#include "model/ops.h"
+#include "kernels/activation.h"
 
 namespace deltafin::model {
 
@@ -60,10 +59,11 @@ void Model::set_expert_store(std::unique_ptr<experts::ExpertStore> store) {
   store_ = std::move(store);
 }
 
-SequenceState Model::new_state() const {
+SequenceState Model::new_state(int64_t max_positions) const {
   SequenceState s;
   s.kda.resize(plan_.layers.size());
   s.mla.resize(plan_.layers.size());
+  for (MlaCache& cache : s.mla) cache.max_positions = max_positions;
   reset(s);
   return s;
 }
@@ -73,10 +73,22 @@ void Model::reset(SequenceState& s) const {
     if (plan_.layers[l].kda() != nullptr) {
       s.kda[l].reset(plan_.kda_shape);
     } else {
-      s.mla[l].reset();
+      s.mla[l].reset(plan_.mla_shape, s.mla[l].max_positions);
     }
   }
   s.n_positions = 0;
+}
+
+void Model::embed(std::span<const int32_t> ids, float* h) {
+  const format::ModelConfig& c = plan_.config;
+  for (const int32_t id : ids) {
+    if (id < 0 || id >= c.vocab_size)
+      base::fail("token id ", id, " is outside the vocabulary [0, ", c.vocab_size, ")");
+    kernels::will_need_row(plan_.embed, id);  // every row's read starts before the first waits
+  }
+  base::timeline::Phase phase("embed");
+  for (size_t r = 0; r < ids.size(); ++r)
+    kernels::decode_row(plan_.embed, ids[r], h + r * c.hidden_size);
 }
 
 void Model::attention(const LayerPlan& lp, int64_t layer, SequenceState& state, const float* x,
@@ -84,19 +96,15 @@ void Model::attention(const LayerPlan& lp, int64_t layer, SequenceState& state, 
   base::timeline::Phase phase("attention", layer);
   const int64_t step = options.attention_rows > 0 ? options.attention_rows : n;
   const int64_t d = plan_.config.hidden_size;
-  for (int64_t r = 0; r < n; r += step)
-    attention_pass(lp, layer, state, x + r * d, std::min(step, n - r), options, out + r * d);
-}
-
-void Model::attention_pass(const LayerPlan& lp, int64_t layer, SequenceState& state, const float* x,
-                           int64_t n, const ForwardOptions& options, float* out) {
-  if (const KdaWeights* kda = lp.kda()) {
-    const bool chunked =
-        options.kda == KdaPath::kChunked || (options.kda == KdaPath::kAuto && n > 1);
-    kda_forward(plan_.kda_shape, *kda, x, n, state.kda[layer],
-                chunked ? KdaMode::kChunked : KdaMode::kRecurrent, out);
-  } else {
-    mla_forward(plan_.mla_shape, *lp.mla(), x, n, state.mla[layer], options.mla, out);
+  for (int64_t r = 0; r < n; r += step) {
+    const int64_t rows = std::min(step, n - r);
+    if (const KdaWeights* kda = lp.kda()) {
+      kda_forward(plan_.kda_shape, *kda, x + r * d, rows, state.kda[layer], options.kda, ws_.kda,
+                  out + r * d);
+    } else {
+      mla_forward(plan_.mla_shape, *lp.mla(), x + r * d, rows, state.mla[layer], options.mla,
+                  ws_.mla, out + r * d);
+    }
   }
 }
 
@@ -104,28 +112,68 @@ void Model::mlp(const LayerPlan& lp, int64_t layer, const float* x, int64_t n, f
   const MoeWeights* moe = lp.moe();
   base::timeline::Phase phase(moe != nullptr ? "moe" : "dense mlp", layer);
   if (moe != nullptr) {
-    moe_forward(plan_.moe_shape, *moe, static_cast<int>(layer), *store_, x, n, out);
+    moe_forward(plan_.moe_shape, *moe, static_cast<int>(layer), *store_, x, n, ws_.moe, out);
   } else {
-    glu_mlp(plan_.traits.activation, *lp.dense(), x, n, out);
+    glu_mlp(plan_.traits.activation, *lp.dense(), x, n, ws_.dense, out);
   }
 }
 
-void Model::predict_next_moe(int64_t from, const std::vector<const float*>& blocks, const float* h,
-                             int64_t n) {
+void Model::predict_next_moe(int64_t from, int64_t n) {
   if (!lookahead_ || n != 1) return;
   for (int64_t l = from; l < plan_.config.num_hidden_layers; ++l) {
     if (plan_.layers[l].moe() == nullptr) continue;
     base::timeline::Phase phase("lookahead", l);
-    store_->prefetch(static_cast<int>(l), predict_route(plan_, plan_.layers[l], blocks, h));
+    store_->prefetch(static_cast<int>(l),
+                     predict_route(plan_, plan_.layers[l], ws_.stream, ws_.lookahead));
     return;
   }
+}
+
+void Model::layer(int64_t l, SequenceState& state, int64_t n, const ForwardOptions& options) {
+  const LayerPlan& lp = [&]() -> const LayerPlan& {
+    if (!layers_) return plan_.layers[l];
+    base::timeline::Phase wait("wait for spine layer", l);
+    return layers_->acquire(l);
+  }();
+  // A streamed layer's bytes stay valid until the end of this call (or an exception).
+  struct Held {
+    LayerSource* source;
+    int64_t layer;
+    ~Held() {
+      if (source) source->release(layer);
+    }
+  } held{layers_.get(), l};
+  const int64_t d = plan_.config.hidden_size;
+  const float eps = static_cast<float>(plan_.config.rms_norm_eps);
+  ResidualStream& stream = ws_.stream;
+  float *x = ws_.x.get(n * d), *y = ws_.y.get(n * d);
+  stream.mix(lp.attn_res, x);
+  stream.enter_layer(l);
+  kernels::rmsnorm_rows(x, lp.input_norm.data(), n, d, eps, x);
+  attention(lp, l, state, x, n, options, y);
+  stream.add(y);
+  stream.mix(lp.mlp_res, x);
+  kernels::rmsnorm_rows(x, lp.post_norm.data(), n, d, eps, x);
+  mlp(lp, l, x, n, y);
+  stream.add(y);
+  predict_next_moe(l + 1, n);
+}
+
+void Model::head(int64_t n, bool all_rows, float* logits) {
+  const int64_t d = plan_.config.hidden_size;
+  const float eps = static_cast<float>(plan_.config.rms_norm_eps);
+  const int64_t first = all_rows ? 0 : n - 1, rows = n - first;
+  float *x = ws_.x.get(rows * d), *y = ws_.y.get(rows * d);
+  ws_.stream.mix_rows(plan_.output_res, first, rows, x);
+  kernels::rmsnorm_rows(x, plan_.final_norm.data(), rows, d, eps, y);
+  base::timeline::Phase phase("lm_head");
+  kernels::matmul(plan_.lm_head, y, rows, logits);
 }
 
 void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all_rows,
                     float* logits, const ForwardOptions& options) {
   const format::ModelConfig& c = plan_.config;
-  const int64_t n = static_cast<int64_t>(ids.size()), d = c.hidden_size;
-  const float eps = static_cast<float>(c.rms_norm_eps);
+  const int64_t n = static_cast<int64_t>(ids.size());
   DF_ASSERT(n > 0 && store_ != nullptr);
   base::timeline::Phase pass(n == 1 ? "decode step" : "prefill pass");
   const Clock::time_point pass_start = Clock::now();
@@ -135,93 +183,21 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
     return store_->stats().wait_seconds + (layers_ ? layers_->wait_seconds() : 0.0);
   };
   const double waited_before = layer_threads_ ? waited() : 0;
-  std::vector<float> h(n * d);
-  for (int64_t r = 0; r < n; ++r) {
-    if (ids[r] < 0 || ids[r] >= c.vocab_size)
-      base::fail("token id ", ids[r], " is outside the vocabulary [0, ", c.vocab_size, ")");
-    kernels::will_need_row(plan_.embed, ids[r]);  // every row's read starts before the first waits
-  }
-  {
-    base::timeline::Phase phase("embed");
-    for (int64_t r = 0; r < n; ++r) kernels::decode_row(plan_.embed, ids[r], h.data() + r * d);
-  }
-
-  const int64_t block = plan_.traits.attn_res_block_size;
-  std::vector<float> x(n * d), a(n * d), m(n * d);
-  std::vector<std::vector<float>> blocks;  // AttnRes block representations, each [n, d]
-  std::vector<const float*> block_ptrs;
+  embed(ids,
+        ws_.stream.begin(n, c.hidden_size, c.num_hidden_layers, plan_.traits.attn_res_block_size,
+                         static_cast<float>(c.rms_norm_eps)));
   store_->begin_pass(state.n_positions, n);
   if (layers_) layers_->begin_pass();
-  predict_next_moe(0, block_ptrs, h.data(), n);  // the disk would idle through a dense layer 0
-  base::ThreadPool& pool = base::default_pool();
-  const int layer_threads = layer_threads_ ? layer_threads_->for_pass(n) : pool.size();
-  base::ActiveThreads layer_scope(pool, layer_threads);
-  last_layer_threads_.store(layer_threads, std::memory_order_relaxed);
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    const LayerPlan& lp = [&]() -> const LayerPlan& {
-      if (!layers_) return plan_.layers[l];
-      base::timeline::Phase wait("wait for spine layer", l);
-      return layers_->acquire(l);
-    }();
-    // A streamed layer's bytes stay valid until the end of this iteration (or an exception).
-    struct Held {
-      LayerSource* source;
-      int64_t layer;
-      ~Held() {
-        if (source) source->release(layer);
-      }
-    } held{layers_.get(), l};
-    if (block > 0) {
-      // h is the running partial sum of the current block; at a block boundary it is stored as a
-      // block and the partial sum restarts from the attention output.
-      if (blocks.empty()) {
-        x = h;
-      } else {
-        attn_res_mix(lp.attn_res, block_ptrs, h.data(), n, d, eps, x.data());
-      }
-      const bool boundary = l % block == 0;
-      if (boundary) {
-        blocks.push_back(h);
-        block_ptrs.clear();
-        for (const std::vector<float>& b : blocks) block_ptrs.push_back(b.data());
-      }
-      rmsnorm_rows(x.data(), lp.input_norm.data(), n, d, eps, x.data());
-      attention(lp, l, state, x.data(), n, options, a.data());
-      if (boundary) {
-        h = a;
-      } else {
-        for (int64_t i = 0; i < n * d; ++i) h[i] += a[i];
-      }
-      attn_res_mix(lp.mlp_res, block_ptrs, h.data(), n, d, eps, x.data());
-      rmsnorm_rows(x.data(), lp.post_norm.data(), n, d, eps, x.data());
-      mlp(lp, l, x.data(), n, m.data());
-      for (int64_t i = 0; i < n * d; ++i) h[i] += m[i];
-    } else {
-      rmsnorm_rows(h.data(), lp.input_norm.data(), n, d, eps, x.data());
-      attention(lp, l, state, x.data(), n, options, a.data());
-      for (int64_t i = 0; i < n * d; ++i) h[i] += a[i];
-      rmsnorm_rows(h.data(), lp.post_norm.data(), n, d, eps, x.data());
-      mlp(lp, l, x.data(), n, m.data());
-      for (int64_t i = 0; i < n * d; ++i) h[i] += m[i];
-    }
-    predict_next_moe(l + 1, block_ptrs, h.data(), n);
-  }
-  state.n_positions += n;
-  layer_scope.restore();  // the lm_head has no read to share the memory with
-
-  const int64_t first = all_rows ? 0 : n - 1, rows = n - first;
-  const float* out_rows = h.data() + first * d;
-  if (block > 0) {
-    std::vector<const float*> tail;
-    for (const float* p : block_ptrs) tail.push_back(p + first * d);
-    attn_res_mix(plan_.output_res, tail, h.data() + first * d, rows, d, eps, x.data());
-    out_rows = x.data();
-  }
-  rmsnorm_rows(out_rows, plan_.final_norm.data(), rows, d, eps, m.data());
+  predict_next_moe(0, n);  // the disk would idle through a dense layer 0
   {
-    base::timeline::Phase phase("lm_head");
-    kernels::matmul(plan_.lm_head, m.data(), rows, logits);
-  }
+    base::ThreadPool& pool = base::default_pool();
+    const int layer_threads = layer_threads_ ? layer_threads_->for_pass(n) : pool.size();
+    const base::ActiveThreads layer_scope(pool, layer_threads);
+    last_layer_threads_.store(layer_threads, std::memory_order_relaxed);
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) layer(l, state, n, options);
+    state.n_positions += n;
+  }  // the lm_head has no read to share the memory with: every thread again
+  head(n, all_rows, logits);
   if (layer_threads_) {
     const double wall = std::chrono::duration<double>(Clock::now() - pass_start).count();
     layer_threads_->observe(n, wall, waited() - waited_before);

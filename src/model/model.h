@@ -16,6 +16,7 @@
 #include "model/layer_source.h"
 #include "model/layer_threads.h"
 #include "model/plan.h"
+#include "model/workspace.h"
 
 namespace deltafin::model {
 
@@ -27,10 +28,8 @@ struct SequenceState {
   int64_t n_positions = 0;
 };
 
-enum class KdaPath { kAuto, kRecurrent, kChunked };
-
 struct ForwardOptions {
-  KdaPath kda = KdaPath::kAuto;  // auto: chunked for several rows, recurrent for one
+  KdaMode kda = KdaMode::kAuto;  // auto: chunked for several rows, recurrent for one
   MlaMode mla = MlaMode::kAuto;  // auto: fewer multiplies (decode on a cache: absorbed)
   // > 0: attention runs over the rows in consecutive passes of at most this many, carrying its
   // state from one to the next. Everything else in a layer is row by row, so one forward of many
@@ -71,11 +70,14 @@ class Model {
   // thread while a pass runs (a stats request).
   int last_layer_threads() const { return last_layer_threads_.load(std::memory_order_relaxed); }
 
-  SequenceState new_state() const;
+  // A state whose attention caches are reserved for max_positions (the planned context; 0: they
+  // grow as needed). reset() empties a state and keeps its reservation.
+  SequenceState new_state(int64_t max_positions = 0) const;
   void reset(SequenceState& state) const;
 
   // Runs ids (n rows at positions state.n_positions ...) through every layer, advancing `state`.
-  // Writes logits [n, vocab] when all_rows, else the last row's [vocab].
+  // Writes logits [n, vocab] when all_rows, else the last row's [vocab]. Passes on one model run
+  // one at a time: they share its workspace.
   void forward(SequenceState& state, std::span<const int32_t> ids, bool all_rows, float* logits,
                const ForwardOptions& options = {});
 
@@ -84,17 +86,19 @@ class Model {
   // Config, checkpoint, weight source and plan; the experts are the callers' part.
   static std::unique_ptr<Model> open(const std::string& dir);
 
+  // The embeddings of ids into the residual stream's partial sum.
+  void embed(std::span<const int32_t> ids, float* h);
+  // Layer `layer` over the pass's n rows: mix → norm → attention → add → mix → norm → MLP → add.
+  void layer(int64_t layer, SequenceState& state, int64_t n, const ForwardOptions& options);
   // Each records its phase on the timeline (base/timeline.h) for the whole layer.
   void attention(const LayerPlan& lp, int64_t layer, SequenceState& state, const float* x,
                  int64_t n, const ForwardOptions& options, float* out);
-  // One pass of attention over at most options.attention_rows rows.
-  void attention_pass(const LayerPlan& lp, int64_t layer, SequenceState& state, const float* x,
-                      int64_t n, const ForwardOptions& options, float* out);
   void mlp(const LayerPlan& lp, int64_t layer, const float* x, int64_t n, float* out);
+  // The output mix, final norm and lm_head for the last row, or all n.
+  void head(int64_t n, bool all_rows, float* logits);
   // With the lookahead on and one row: guesses the route of the first MoE layer at or after
   // `from` from the current state and tells the store (see lookahead.h).
-  void predict_next_moe(int64_t from, const std::vector<const float*>& blocks, const float* h,
-                        int64_t n);
+  void predict_next_moe(int64_t from, int64_t n);
 
   std::unique_ptr<format::Checkpoint> checkpoint_;
   std::unique_ptr<WeightSource> source_;
@@ -105,6 +109,7 @@ class Model {
   bool lookahead_ = false;
   std::optional<LayerThreads> layer_threads_;
   std::atomic<int> last_layer_threads_{0};
+  Workspace ws_;  // every pass's intermediates (passes are serialized)
 };
 
 }  // namespace deltafin::model

@@ -63,7 +63,7 @@ TEST_P(FixtureModel, ChunkedPrefillMatchesTokenByTokenDecode) {
   expect_close(whole, steps, vocab, kBound, "one 24-row chunk vs decode");
   expect_close(chunks, steps, vocab, kBound, "5-row chunks vs decode");
   ForwardOptions recurrent;
-  recurrent.kda = KdaPath::kRecurrent;
+  recurrent.kda = KdaMode::kRecurrent;
   recurrent.mla = MlaMode::kAbsorbed;
   expect_close(run(*m, kPrompt, 64, recurrent), steps, vocab, kBound, "recurrent prefill");
 }

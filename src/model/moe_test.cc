@@ -9,7 +9,6 @@
 
 #include "experts/mapped_expert_store.h"
 #include "model/moe.h"
-#include "model/ops.h"
 #include "model/test_weights.h"
 
 namespace deltafin::model {
@@ -158,8 +157,9 @@ TEST(Moe, DeliveryOrderNeverChangesABit) {
     auto mapped = store_for(f.bank);
     ReversedStore reversed(mapped.get());
     std::vector<float> a(n * d), b(n * d);
-    moe_forward(f.shape, f.w, kLayer, *mapped, x.data(), n, a.data());
-    moe_forward(f.shape, f.w, kLayer, reversed, x.data(), n, b.data());
+    MoeWorkspace ws;
+    moe_forward(f.shape, f.w, kLayer, *mapped, x.data(), n, ws, a.data());
+    moe_forward(f.shape, f.w, kLayer, reversed, x.data(), n, ws, b.data());
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << "latent=" << latent;
   }
 }
@@ -171,9 +171,10 @@ TEST(Moe, ManyRowsEqualRowByRow) {
   const std::vector<float> x = testing::random_vector(rng, n * d, 0.0f, 1.0f);
   auto store = store_for(f.bank);
   std::vector<float> all(n * d), one(n * d);
-  moe_forward(f.shape, f.w, kLayer, *store, x.data(), n, all.data());
+  MoeWorkspace ws;  // the one-row passes reuse what the n-row pass grew
+  moe_forward(f.shape, f.w, kLayer, *store, x.data(), n, ws, all.data());
   for (int64_t r = 0; r < n; ++r)
-    moe_forward(f.shape, f.w, kLayer, *store, x.data() + r * d, 1, one.data() + r * d);
+    moe_forward(f.shape, f.w, kLayer, *store, x.data() + r * d, 1, ws, one.data() + r * d);
   EXPECT_EQ(0, std::memcmp(all.data(), one.data(), all.size() * sizeof(float)));
 }
 
@@ -185,8 +186,10 @@ TEST(Moe, MatchesFloat64Recomputation) {
     const std::vector<float> x = testing::random_vector(rng, n * d, 0.0f, 1.0f);
     auto store = store_for(f.bank);
     std::vector<float> got(n * d);
-    moe_forward(f.shape, f.w, kLayer, *store, x.data(), n, got.data());
-    const Route rt = route_rows(f.shape, f.w, x.data(), n);
+    MoeWorkspace ws;
+    moe_forward(f.shape, f.w, kLayer, *store, x.data(), n, ws, got.data());
+    Route rt;
+    route_rows(f.shape, f.w, x.data(), n, rt);
     std::vector<float> want(n * d);
     for (int64_t r = 0; r < n; ++r) {
       const std::vector<double> xr(x.begin() + r * d, x.begin() + (r + 1) * d);

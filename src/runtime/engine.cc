@@ -44,7 +44,7 @@ class SessionImpl : public Session {
         chunk_(chunk),
         group_(group),
         max_context_(max_context),
-        state_(model->new_state()) {}
+        state_(model->new_state(max_context)) {}
 
   std::vector<float> forward(std::span<const int32_t> ids, bool all_rows) override;
   GenerateResult generate(std::span<const int32_t> prompt, const GenerateOptions& options,
