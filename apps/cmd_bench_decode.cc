@@ -24,10 +24,11 @@
 #include "command.h"
 #include "deltafin/engine.h"
 #include "deltafin/token_ids.h"
-#include "kernels/weight_matrix.h"
 #include "format/checkpoint.h"
 #include "io/huge_buffer.h"
 #include "io/read_ceiling.h"
+#include "kernels/weight_matrix.h"
+#include "load_engine.h"
 #include "stream_flags.h"
 
 namespace deltafin::apps {
@@ -94,12 +95,14 @@ GemvRates measure_gemv(size_t bytes, int repetitions) {
   GemvRates r;
   r.bf16_gbps = rate(
       [&](uint8_t* base) {
-        return kernels::WeightMatrix{format::DType::kBF16, base, nullptr, bf16_rows, kBf16Cols};
+        return kernels::WeightMatrix{kernels::WeightDType::kBF16, base, nullptr, bf16_rows,
+                                     kBf16Cols};
       },
       static_cast<uint64_t>(bf16_rows) * kBf16Cols * 2);
   r.mxfp4_gbps = rate(
       [&](uint8_t* base) {
-        return kernels::WeightMatrix{format::DType::kU8, base, base + packed, mx_rows, kMxCols};
+        return kernels::WeightMatrix{kernels::WeightDType::kMxfp4, base, base + packed, mx_rows,
+                                     kMxCols};
       },
       packed + static_cast<uint64_t>(mx_rows) * kMxCols / 32);
   return r;
@@ -169,7 +172,7 @@ int run_bench(Args& args) {
   };
 
   const auto t_load = std::chrono::steady_clock::now();
-  std::unique_ptr<Engine> engine = Engine::load(options);
+  std::unique_ptr<Engine> engine = load_engine(options);
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
   const MemoryPlanInfo plan = engine->memory_plan();

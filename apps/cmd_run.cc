@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "chat/k3_render.h"
 #include "command.h"
+#include "load_engine.h"
 #include "server/loaded_model.h"
 #include "server/pipeline.h"
 #include "server/server.h"
@@ -110,7 +111,7 @@ int run_run(Args& args) {
 
   engine.model_dir = server::resolve_model_dir(model_flag, setup::default_model_dir());
   setup::warn_if_streaming(engine.model_dir);
-  server::LoadedModel model = server::load_model(engine);
+  server::LoadedModel model = server::load_model(engine, load_engine(engine));
   if (stats) server::log_model_plan(model);
 
   std::vector<int32_t> ids;

@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "command.h"
+#include "load_engine.h"
 #include "server/server.h"
 #include "setup/expert_source.h"
 #include "setup/repo.h"
@@ -42,7 +43,7 @@ int run_serve(Args& args) {
 
   engine.model_dir = server::resolve_model_dir(model_flag, setup::default_model_dir());
   setup::warn_if_streaming(engine.model_dir);
-  server::LoadedModel model = server::load_model(engine);
+  server::LoadedModel model = server::load_model(engine, load_engine(engine));
   server::log_model_plan(model);
   if (o.host != "127.0.0.1" && o.host != "localhost" && o.host != "::1" &&
       o.service.api_key.empty())

@@ -10,6 +10,19 @@
 
 namespace deltafin {
 
+namespace experts {
+struct ExpertCatalog;
+class ExpertFetcher;
+}  // namespace experts
+
+// Routed experts that the checkpoint in the model folder does not hold (a streaming install keeps
+// only the spine): where each one's bytes are, and how to fetch one that is not local yet. Opaque
+// to the API's users: the apps get it from setup (apps/load_engine.h), the engine reads it.
+struct ExpertSource {
+  std::shared_ptr<const experts::ExpertCatalog> catalog;  // null: the checkpoint's own experts
+  std::shared_ptr<experts::ExpertFetcher> fetcher;        // null: every span is local
+};
+
 // Where routed experts come from: the checkpoint's mapping (page cache) or explicit O_DIRECT
 // reads into a slot pool sized from the memory budget. kAuto maps when the whole model fits.
 enum class ExpertMode { kAuto, kMapped, kStream };
@@ -59,6 +72,7 @@ struct EngineOptions {
   // Positions a session may hold; the memory plan sets aside the attention cache for this many.
   // 0: kDefaultMaxContext, or the model's max_position_embeddings when that is smaller.
   int64_t max_context_tokens = 0;
+  ExpertSource expert_source;  // empty: the experts are in the checkpoint
 };
 
 // What the engine decided at load (also logged then).

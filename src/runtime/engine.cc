@@ -4,14 +4,12 @@
 #include <algorithm>
 #include <chrono>
 #include <mutex>
-#include <optional>
 
 #include "base/error.h"
 #include "deltafin/engine.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
 #include "runtime/streaming.h"
-#include "setup/streaming_experts.h"
 
 namespace deltafin {
 namespace runtime {
@@ -79,14 +77,11 @@ class SessionImpl : public Session {
 class EngineImpl : public Engine {
  public:
   explicit EngineImpl(const EngineOptions& options) : options_(options) {
-    // A streaming install's checkpoint holds only the spine; its experts come from the manifest
-    // and, when not local yet, from the network (setup/streaming_experts.h).
-    setup::ExpertSourceOptions fetch;
-    fetch.http.apply_env();  // DELTAFIN_HTTP_* retry settings, as for setup and fetch-experts
-    std::optional<setup::StreamingExperts> remote = setup::open_streaming_experts(
-        options.model_dir, format::load_config(options.model_dir), fetch);
-    model_ = remote ? model::Model::load(options.model_dir, std::move(remote->catalog))
-                    : model::Model::load(options.model_dir);
+    // A streaming install's checkpoint holds only the spine; its experts come from the source
+    // the caller got from setup.
+    const ExpertSource& remote = options.expert_source;
+    model_ = remote.catalog ? model::Model::load(options.model_dir, *remote.catalog)
+                            : model::Model::load(options.model_dir);
     const format::ModelConfig& c = model_->config();
     info_.arch = format::arch_name(c.arch);
     info_.vocab_size = c.vocab_size;
@@ -101,7 +96,7 @@ class EngineImpl : public Engine {
     options_.prefill_group_tokens =
         prefill_group(options_.prefill_chunk_tokens, options_.prefill_group_tokens);
     if (options_.read_depth <= 0) options_.read_depth = kDefaultReadDepth;
-    streaming_ = Streaming::configure(*model_, options_, remote ? remote->fetcher : nullptr);
+    streaming_ = Streaming::configure(*model_, options_, remote.fetcher);
   }
   const ModelInfo& info() const override { return info_; }
   MemoryPlanInfo memory_plan() const override { return streaming_->info(); }

@@ -11,7 +11,7 @@
 
 namespace deltafin::server {
 
-LoadedModel load_model(const EngineOptions& options) {
+LoadedModel load_model(const EngineOptions& options, std::unique_ptr<Engine> engine) {
   namespace fs = std::filesystem;
   LoadedModel m;
   m.dir = options.model_dir;
@@ -19,7 +19,7 @@ LoadedModel load_model(const EngineOptions& options) {
   const fs::path vocab = dir / "tiktoken.model", config = dir / "tokenizer_config.json";
   if (!fs::is_regular_file(vocab))
     base::fail("model folder ", options.model_dir, " has no tiktoken.model (the tokenizer)");
-  m.engine = Engine::load(options);
+  m.engine = std::move(engine);
   m.tokenizer = std::make_unique<tokenizer::Tokenizer>(
       tokenizer::Tokenizer::load(vocab.string(), tokenizer::Pattern::kKimi,
                                  fs::is_regular_file(config) ? config.string() : std::string()));

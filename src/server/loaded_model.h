@@ -19,9 +19,10 @@ struct LoadedModel {
   int32_t eos_id = -1;  // the end-of-message id generation stops at
 };
 
-// Loads DIR; throws base::Error naming the missing file or the mismatch (e.g. a tokenizer whose
-// vocabulary is larger than the model's).
-LoadedModel load_model(const EngineOptions& options);
+// Opens the tokenizer of options.model_dir beside `engine` (loaded from it); throws base::Error
+// naming the missing file or the mismatch (e.g. a tokenizer whose vocabulary is larger than the
+// model's).
+LoadedModel load_model(const EngineOptions& options, std::unique_ptr<Engine> engine);
 
 // Logs what was chosen, after the engine's own memory-plan line: the model and its shape, what
 // the loaded model holds resident and how experts and spine are reached, the kernel variant and
