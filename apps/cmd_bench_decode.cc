@@ -23,13 +23,13 @@
 #include "base/thread_pool.h"
 #include "command.h"
 #include "deltafin/engine.h"
-#include "deltafin/token_ids.h"
 #include "format/checkpoint.h"
 #include "io/huge_buffer.h"
 #include "io/read_ceiling.h"
 #include "kernels/weight_matrix.h"
 #include "load_engine.h"
 #include "stream_flags.h"
+#include "token_ids.h"
 
 namespace deltafin::apps {
 namespace {

@@ -6,10 +6,10 @@
 #include "base/log.h"
 #include "command.h"
 #include "deltafin/engine.h"
-#include "deltafin/token_ids.h"
 #include "load_engine.h"
 #include "setup/expert_source.h"
 #include "stream_flags.h"
+#include "token_ids.h"
 
 namespace deltafin::apps {
 namespace {

@@ -11,11 +11,11 @@
 #include "base/log.h"
 #include "command.h"
 #include "deltafin/engine.h"
-#include "deltafin/token_ids.h"
 #include "format/safetensors_writer.h"
 #include "load_engine.h"
 #include "setup/expert_source.h"
 #include "stream_flags.h"
+#include "token_ids.h"
 
 namespace deltafin::apps {
 namespace {

@@ -1,5 +1,6 @@
-// The public entry point: load a model folder, describe it, and open sessions on it. The CLI and
-// the server use only this API; it carries ids and logits, never tensors.
+// The public entry point: load a model folder, describe it, open sessions on it, and reach its
+// text side (tokenizer, chat format). The CLI and the server use only this API; it carries text,
+// ids and logits, never tensors.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +8,7 @@
 #include <string>
 
 #include "deltafin/session.h"
+#include "deltafin/text.h"
 
 namespace deltafin {
 
@@ -137,6 +139,10 @@ class Engine {
   virtual const ModelInfo& info() const = 0;
   // A new, empty sequence. Sessions share the engine's weights and must not outlive it.
   virtual std::unique_ptr<Session> new_session() = 0;
+  // The folder's tokenizer and its family's chat format, opened on first use (commands that run
+  // ids only never need them). Throws std::runtime_error (deltafin's Error) naming the folder
+  // when it has no tokenizer or one that does not fit the model. Safe from several threads.
+  virtual const Text& text() const = 0;
   virtual MemoryPlanInfo memory_plan() const { return {}; }
   virtual StreamStats stream_stats() const { return {}; }
 };
