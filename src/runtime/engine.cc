@@ -83,11 +83,15 @@ class SessionImpl : public Session {
 class EngineImpl : public Engine {
  public:
   explicit EngineImpl(const EngineOptions& options) : options_(options) {
-    // A streaming install's checkpoint holds only the spine; its experts come from the source
-    // the caller got from setup.
-    const ExpertSource& remote = options.expert_source;
-    model_ = remote.catalog ? model::Model::load(options.model_dir, *remote.catalog)
-                            : model::Model::load(options.model_dir);
+    // The options the plan is made for, resolved against the config first.
+    const format::ModelConfig config = format::load_config(options.model_dir);
+    options_.max_context_tokens = resolve_max_context(options_.max_context_tokens, config);
+    options_.prefill_chunk_tokens = std::max(1, options_.prefill_chunk_tokens);
+    options_.prefill_group_tokens =
+        prefill_group(options_.prefill_chunk_tokens, options_.prefill_group_tokens);
+    if (options_.read_depth <= 0) options_.read_depth = kDefaultReadDepth;
+    streaming_ = Streaming::load(options_);
+    model_ = &streaming_->model();
     const format::ModelConfig& c = model_->config();
     info_.arch = format::arch_name(c.arch);
     info_.vocab_size = c.vocab_size;
@@ -96,13 +100,7 @@ class EngineImpl : public Engine {
     info_.bos_id = c.bos_token_id;
     info_.eos_id = c.eos_token_id;
     info_.pad_id = c.pad_token_id;
-    info_.max_context_tokens = resolve_max_context(options_.max_context_tokens, c);
-    options_.max_context_tokens = info_.max_context_tokens;
-    options_.prefill_chunk_tokens = std::max(1, options_.prefill_chunk_tokens);
-    options_.prefill_group_tokens =
-        prefill_group(options_.prefill_chunk_tokens, options_.prefill_group_tokens);
-    if (options_.read_depth <= 0) options_.read_depth = kDefaultReadDepth;
-    streaming_ = Streaming::configure(*model_, options_, remote.fetcher);
+    info_.max_context_tokens = options_.max_context_tokens;
   }
   const ModelInfo& info() const override { return info_; }
   const Text& text() const override {
@@ -112,14 +110,14 @@ class EngineImpl : public Engine {
   MemoryPlanInfo memory_plan() const override { return streaming_->info(); }
   StreamStats stream_stats() const override { return streaming_->stats(); }
   std::unique_ptr<Session> new_session() override {
-    return std::make_unique<SessionImpl>(model_.get(), &mu_, options_.prefill_chunk_tokens,
+    return std::make_unique<SessionImpl>(model_, &mu_, options_.prefill_chunk_tokens,
                                          options_.prefill_group_tokens, info_.max_context_tokens);
   }
 
  private:
   EngineOptions options_;
-  std::unique_ptr<model::Model> model_;
-  std::unique_ptr<Streaming> streaming_;
+  std::unique_ptr<Streaming> streaming_;  // owns the model
+  model::Model* model_ = nullptr;
   ModelInfo info_;
   std::mutex mu_;
   mutable std::once_flag text_once_;  // a failed load leaves it unset: the next call retries
