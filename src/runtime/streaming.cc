@@ -106,7 +106,9 @@ std::vector<io::PageCacheWarmer::Range> mapped_weights(
 
 std::unique_ptr<Streaming> Streaming::load(const EngineOptions& options) {
   const ExpertSource& source = options.expert_source;
-  if (source.fetcher && options.experts == ExpertMode::kMapped) {
+  // The experts of an expert source live outside the checkpoint (in cache files, perhaps not
+  // fetched yet), so only the streaming store can serve them.
+  if (source.catalog && options.experts == ExpertMode::kMapped) {
     base::fail(options.model_dir,
                " is a streaming install: its experts are fetched on demand into cache files, "
                "which cannot be mapped before they exist; use --experts stream or auto (or "
@@ -162,7 +164,7 @@ model::ModelStores Streaming::make_stores(const model::ModelPlan& plan,
   in.slot_bytes = in.n_experts > 0 ? experts::StreamingExpertStore::slot_bytes(catalog) : 0;
   in.min_slots = 2 * plan.moe_shape.router.top_k;
   // A mapping needs every expert's file in place; a streaming install has them only once fetched.
-  in.experts = fetcher ? ExpertMode::kStream : options.experts;
+  in.experts = options.expert_source.catalog ? ExpertMode::kStream : options.experts;
   in.spine = options.spine;
   in.forced_slots = options.expert_slots;
   const TierPlan tiers = plan_tiers(in);

@@ -2,8 +2,7 @@
 // constructs the model in one step with the streaming expert store and the streamed spine where
 // the plan says so (reading the resident spine into memory it owns; with everything mapped, it
 // warms the mapping in the background), the store wrapped in a route trace on request; and
-// reports byte and time counters. In a streaming install (a fetcher for experts not local yet) the
-// experts are always streamed.
+// reports byte and time counters.
 #pragma once
 
 #include <memory>
@@ -22,9 +21,9 @@ class Streaming {
  public:
   // Loads options.model_dir (its experts from options.expert_source when set) and logs the
   // decision. Throws base::Error naming what does not fit, when the budget cannot hold the
-  // model's minimum, or when the experts may not be local yet (a fetcher) and options ask for
-  // mapped experts. `options` come resolved by the engine: chunk >= 1, the prefill group a
-  // multiple of it, a read depth >= 1.
+  // model's minimum, or when the experts come from an expert source (a streaming install, whose
+  // experts are always streamed) and options ask for mapped experts. `options` come resolved by the
+  // engine: chunk >= 1, the prefill group a multiple of it, a read depth >= 1.
   static std::unique_ptr<Streaming> load(const EngineOptions& options);
 
   model::Model& model() { return *model_; }
