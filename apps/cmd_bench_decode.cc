@@ -23,12 +23,13 @@
 #include "base/thread_pool.h"
 #include "command.h"
 #include "deltafin/engine.h"
-#include "deltafin/token_ids.h"
 #include "format/checkpoint.h"
 #include "io/huge_buffer.h"
 #include "io/read_ceiling.h"
 #include "kernels/weight_matrix.h"
+#include "load_engine.h"
 #include "stream_flags.h"
+#include "token_ids.h"
 
 namespace deltafin::apps {
 namespace {
@@ -171,7 +172,7 @@ int run_bench(Args& args) {
   };
 
   const auto t_load = std::chrono::steady_clock::now();
-  std::unique_ptr<Engine> engine = Engine::load(options);
+  std::unique_ptr<Engine> engine = load_engine(options);
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
   const MemoryPlanInfo plan = engine->memory_plan();

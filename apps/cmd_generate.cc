@@ -6,9 +6,10 @@
 #include "base/log.h"
 #include "command.h"
 #include "deltafin/engine.h"
-#include "deltafin/token_ids.h"
+#include "load_engine.h"
 #include "setup/expert_source.h"
 #include "stream_flags.h"
+#include "token_ids.h"
 
 namespace deltafin::apps {
 namespace {
@@ -28,7 +29,7 @@ int run_generate(Args& args) {
   if (gen.max_new_tokens < 0) base::fail("deltafin generate: --max-new must be >= 0");
 
   setup::warn_if_streaming(options.model_dir);  // experts still remote make the first tokens slow
-  std::unique_ptr<Engine> engine = Engine::load(options);
+  std::unique_ptr<Engine> engine = load_engine(options);
   std::unique_ptr<Session> session = engine->new_session();
   std::unique_ptr<TokenStatsPrinter> printer;
   if (stats) printer = std::make_unique<TokenStatsPrinter>(*engine);

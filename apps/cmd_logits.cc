@@ -11,10 +11,11 @@
 #include "base/log.h"
 #include "command.h"
 #include "deltafin/engine.h"
-#include "deltafin/token_ids.h"
 #include "format/safetensors_writer.h"
+#include "load_engine.h"
 #include "setup/expert_source.h"
 #include "stream_flags.h"
+#include "token_ids.h"
 
 namespace deltafin::apps {
 namespace {
@@ -30,7 +31,7 @@ int run_logits(Args& args) {
   args.check_done();
 
   setup::warn_if_streaming(options.model_dir);  // experts still remote make the first tokens slow
-  std::unique_ptr<Engine> engine = Engine::load(options);
+  std::unique_ptr<Engine> engine = load_engine(options);
   std::unique_ptr<Session> session = engine->new_session();
   const int64_t vocab = engine->info().vocab_size;
   const size_t group = static_cast<size_t>(std::max(1, engine->memory_plan().prefill_group_tokens));

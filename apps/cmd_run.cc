@@ -1,5 +1,5 @@
 // `deltafin run`: one prompt from the command line, streamed as it is generated. --chat renders
-// the K3 chat format and shows the reasoning and the answer apart; without it the prompt is
+// the model's chat format and shows the reasoning and the answer apart; without it the prompt is
 // continued as raw text. Ctrl-C stops after the current token and keeps what was printed.
 #include <unistd.h>
 
@@ -13,10 +13,8 @@
 
 #include "base/error.h"
 #include "base/log.h"
-#include "chat/k3_render.h"
 #include "command.h"
-#include "server/loaded_model.h"
-#include "server/pipeline.h"
+#include "load_engine.h"
 #include "server/server.h"
 #include "setup/expert_source.h"
 #include "setup/repo.h"
@@ -36,8 +34,8 @@ class Printer {
   explicit Printer(bool chat) : chat_(chat) {
     color_ = isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR");
   }
-  void print(const server::Delta& d) {
-    using Kind = server::Delta::Kind;
+  void print(const Delta& d) {
+    using Kind = Delta::Kind;
     if (!started_ || d.kind != channel_) {
       if (color_ && started_ && channel_ == Kind::kReasoning) std::fputs("\x1b[0m", stdout);
       if (started_) std::fputs("\n", stdout);
@@ -55,15 +53,14 @@ class Printer {
     std::fflush(stdout);
   }
   void end() {
-    if (color_ && started_ && channel_ == server::Delta::Kind::kReasoning)
-      std::fputs("\x1b[0m", stdout);
+    if (color_ && started_ && channel_ == Delta::Kind::kReasoning) std::fputs("\x1b[0m", stdout);
     if (started_) std::fputs("\n", stdout);
     std::fflush(stdout);
   }
 
  private:
   bool chat_, color_ = false, started_ = false;
-  server::Delta::Kind channel_ = server::Delta::Kind::kContent;
+  Delta::Kind channel_ = Delta::Kind::kContent;
 };
 
 void print_stats(const SessionStats& s, const std::vector<double>& token_ms) {
@@ -110,25 +107,29 @@ int run_run(Args& args) {
 
   engine.model_dir = server::resolve_model_dir(model_flag, setup::default_model_dir());
   setup::warn_if_streaming(engine.model_dir);
-  server::LoadedModel model = server::load_model(engine);
-  if (stats) server::log_model_plan(model);
+  std::unique_ptr<Engine> loaded = load_engine(engine);
+  if (stats) log_model_plan(*loaded, server::model_id(engine.model_dir), engine.model_dir);
+  const Text& text = loaded->text();
 
   std::vector<int32_t> ids;
-  std::unique_ptr<server::TextPipeline> pipeline;
+  std::unique_ptr<TextStream> pipeline;
   if (chat) {
+    const ChatFormat* format = text.chat();
+    if (format == nullptr)
+      base::fail("deltafin run: ", engine.model_dir, " (", loaded->info().arch,
+                 ") has no chat format here; run it without --chat");
     nlohmann::ordered_json input = {{"thinking", !no_think}};
     input["messages"] = nlohmann::ordered_json::array();
     if (!system.empty()) input["messages"].push_back({{"role", "system"}, {"content", system}});
     input["messages"].push_back({{"role", "user"}, {"content", prompt}});
     if (!effort.empty()) input["thinking_effort"] = effort;
-    ids = chat::tokenize_segments(*model.tokenizer, chat::render_k3(input));
+    ids = format->render(input);
     int n_calls = 0;
-    pipeline = server::make_chat_pipeline(*model.tokenizer, !no_think, {}, false, [&n_calls] {
-      return "call_" + std::to_string(++n_calls);
-    });
+    pipeline = format->response(
+        {!no_think, {}, false, [&n_calls] { return "call_" + std::to_string(++n_calls); }});
   } else {
-    ids = model.tokenizer->encode_ordinary(prompt);
-    pipeline = server::make_completion_pipeline(*model.tokenizer, model.eos_id, {});
+    ids = text.encode(prompt);
+    pipeline = text.completion({});
   }
 
   // Ctrl-C ends the generation after the current token; a second one kills the process.
@@ -139,14 +140,14 @@ int run_run(Args& args) {
   sigaction(SIGINT, &sa, nullptr);
 
   Printer printer(chat);
-  std::vector<server::Delta> deltas;
+  std::vector<Delta> deltas;
   std::vector<double> token_ms;
   // Per pass (the prompt's, then one per token): time, bytes read, cache hits, prefetch recall.
   // Printed after the text, so that they do not break it up on a terminal.
   std::vector<std::string> pass_lines;
-  StreamStats last_stats = model.engine->stream_stats();
+  StreamStats last_stats = loaded->stream_stats();
   auto last = std::chrono::steady_clock::now();
-  std::unique_ptr<Session> session = model.engine->new_session();
+  std::unique_ptr<Session> session = loaded->new_session();
   const GenerateResult result = session->generate(ids, gen, [&](int32_t id) {
     const auto now = std::chrono::steady_clock::now();
     const double ms = std::chrono::duration<double, std::milli>(now - last).count();
@@ -154,7 +155,7 @@ int run_run(Args& args) {
     last = now;
     if (stats) {
       // Each id comes after the pass that made its logits: the prompt's, then the previous id's.
-      const StreamStats s = model.engine->stream_stats();
+      const StreamStats s = loaded->stream_stats();
       pass_lines.push_back(
           base::str_cat(token_ms.size() == 1 ? base::str_cat("prompt (", ids.size(), " ids)")
                                              : base::str_cat("token ", token_ms.size()),
@@ -163,12 +164,12 @@ int run_run(Args& args) {
     }
     if (g_interrupted.load()) return false;
     const bool more = pipeline->push(id, deltas);
-    for (const server::Delta& d : deltas) printer.print(d);
+    for (const Delta& d : deltas) printer.print(d);
     deltas.clear();
     return more;
   });
   pipeline->finish(deltas);
-  for (const server::Delta& d : deltas) printer.print(d);
+  for (const Delta& d : deltas) printer.print(d);
   printer.end();
   signal(SIGINT, SIG_DFL);
   if (stats) {
@@ -182,18 +183,19 @@ int run_run(Args& args) {
   if (result.stop == StopReason::kMaxTokens)
     base::log_info("run: stopped at --max-new ", gen.max_new_tokens, " tokens");
   if (result.stop == StopReason::kContextFull)
-    base::log_warn("run: stopped: the context of ", model.engine->info().max_context_tokens,
+    base::log_warn("run: stopped: the context of ", loaded->info().max_context_tokens,
                    " tokens is full (--max-context)");
   return 0;
 }
 
 }  // namespace
 
-DELTAFIN_COMMAND(run, "run",
-                 "generate from --prompt TEXT: --chat (K3 chat: reasoning and answer) or raw "
-                 "continuation; [--model DIR] [--max-new N] [--temperature T --top-p P --top-k K "
-                 "--seed S] [--system TEXT] [--no-think] [--effort low|high|max] [--stats] "
-                 "[--memory-budget SIZE --experts auto|mapped|stream ...] (docs/CLI.md)",
-                 run_run);
+DELTAFIN_COMMAND(
+    run, "run",
+    "generate from --prompt TEXT: --chat (the model's chat format: reasoning and answer) or raw "
+    "continuation; [--model DIR] [--max-new N] [--temperature T --top-p P --top-k K "
+    "--seed S] [--system TEXT] [--no-think] [--effort low|high|max] [--stats] "
+    "[--memory-budget SIZE --experts auto|mapped|stream ...] (docs/CLI.md)",
+    run_run);
 
 }  // namespace deltafin::apps

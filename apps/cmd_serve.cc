@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "command.h"
+#include "load_engine.h"
 #include "server/server.h"
 #include "setup/expert_source.h"
 #include "setup/repo.h"
@@ -42,13 +43,13 @@ int run_serve(Args& args) {
 
   engine.model_dir = server::resolve_model_dir(model_flag, setup::default_model_dir());
   setup::warn_if_streaming(engine.model_dir);
-  server::LoadedModel model = server::load_model(engine);
-  server::log_model_plan(model);
+  std::unique_ptr<Engine> loaded = load_engine(engine);
+  log_model_plan(*loaded, server::model_id(engine.model_dir), engine.model_dir);
   if (o.host != "127.0.0.1" && o.host != "localhost" && o.host != "::1" &&
       o.service.api_key.empty())
     base::log_warn("serve: listening on ", o.host,
                    " without an API key: anyone who can reach it can use it (--api-key)");
-  server::serve(model, o);
+  server::serve(*loaded, engine.model_dir, o);
   return 0;
 }
 

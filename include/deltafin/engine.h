@@ -1,5 +1,6 @@
-// The public entry point: load a model folder, describe it, and open sessions on it. The CLI and
-// the server use only this API; it carries ids and logits, never tensors.
+// The public entry point: load a model folder, describe it, open sessions on it, and reach its
+// text side (tokenizer, chat format). The CLI and the server use only this API; it carries text,
+// ids and logits, never tensors.
 #pragma once
 
 #include <cstdint>
@@ -7,8 +8,22 @@
 #include <string>
 
 #include "deltafin/session.h"
+#include "deltafin/text.h"
 
 namespace deltafin {
+
+namespace experts {
+struct ExpertCatalog;
+class ExpertFetcher;
+}  // namespace experts
+
+// Routed experts that the checkpoint in the model folder does not hold (a streaming install keeps
+// only the spine): where each one's bytes are, and how to fetch one that is not local yet. Opaque
+// to the API's users: the apps get it from setup (apps/load_engine.h), the engine reads it.
+struct ExpertSource {
+  std::shared_ptr<const experts::ExpertCatalog> catalog;  // null: the checkpoint's own experts
+  std::shared_ptr<experts::ExpertFetcher> fetcher;        // null: every span is local
+};
 
 // Where routed experts come from: the checkpoint's mapping (page cache) or explicit O_DIRECT
 // reads into a slot pool sized from the memory budget. kAuto maps when the whole model fits.
@@ -59,6 +74,7 @@ struct EngineOptions {
   // Positions a session may hold; the memory plan sets aside the attention cache for this many.
   // 0: kDefaultMaxContext, or the model's max_position_embeddings when that is smaller.
   int64_t max_context_tokens = 0;
+  ExpertSource expert_source;  // empty: the experts are in the checkpoint
 };
 
 // What the engine decided at load (also logged then).
@@ -123,6 +139,10 @@ class Engine {
   virtual const ModelInfo& info() const = 0;
   // A new, empty sequence. Sessions share the engine's weights and must not outlive it.
   virtual std::unique_ptr<Session> new_session() = 0;
+  // The folder's tokenizer and its family's chat format, opened on first use (commands that run
+  // ids only never need them). Throws std::runtime_error (deltafin's Error) naming the folder
+  // when it has no tokenizer or one that does not fit the model. Safe from several threads.
+  virtual const Text& text() const = 0;
   virtual MemoryPlanInfo memory_plan() const { return {}; }
   virtual StreamStats stream_stats() const { return {}; }
 };

@@ -1,5 +1,6 @@
-// One sequence on a loaded engine: its state (attention caches, recurrent state, position), the
-// forward pass over new ids, and generation. A session is used by one thread at a time.
+// One sequence on a loaded engine: its state (attention caches, recurrent state, position) and
+// ids, the forward pass over new ids, generation, and prefix sync for conversations that come
+// back with their history. A session is used by one thread at a time.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +25,8 @@ class Session {
 
   // Appends ids to the sequence and runs them through the model (prefill in chunks). Returns the
   // logits of every new position, [ids.size(), vocab] row-major, when all_rows; else the last
-  // position's [vocab]. Throws std::runtime_error (deltafin's Error) for an id outside the vocab.
+  // position's [vocab]. Throws std::runtime_error (deltafin's Error) for an id outside the vocab
+  // or beyond the context, running nothing; after any other failure the session is empty.
   virtual std::vector<float> forward(std::span<const int32_t> ids, bool all_rows = false) = 0;
 
   // Runs `prompt` (may be empty to continue from the current state, which then needs logits from
@@ -32,7 +34,14 @@ class Session {
   virtual GenerateResult generate(std::span<const int32_t> prompt, const GenerateOptions& options,
                                   const TokenCallback& on_token = {}) = 0;
 
-  virtual int64_t position() const = 0;  // ids in the sequence so far
+  // Prefix sync: keeps the sequence when its ids are a non-empty prefix of `ids` (or all of them),
+  // else starts over. Returns how many of `ids` the sequence already holds, so that
+  // generate(ids.subspan(n)) gives exactly what generate(ids) gives on an empty session while
+  // running only the new suffix.
+  virtual int64_t sync(std::span<const int32_t> ids) = 0;
+  // The sequence's ids: every id run, then the last generated id when it is not run yet.
+  virtual const std::vector<int32_t>& ids() const = 0;
+  virtual int64_t position() const = 0;  // ids().size()
   virtual void reset() = 0;              // back to an empty sequence
   virtual const SessionStats& stats() const = 0;
 };

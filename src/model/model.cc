@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 
 #include "base/error.h"
 #include "base/thread_pool.h"
@@ -25,19 +26,33 @@ std::unique_ptr<Model> Model::open(const std::string& dir) {
   return m;
 }
 
-std::unique_ptr<Model> Model::load(const std::string& dir, experts::ExpertCatalog experts) {
-  std::unique_ptr<Model> m = open(dir);
-  DF_ASSERT(experts.layers.size() == m->plan_.layers.size());
-  m->catalog_ = std::move(experts);
-  return m;
-}
+namespace {
 
-std::unique_ptr<Model> Model::load(const std::string& dir) {
-  std::unique_ptr<Model> m = open(dir);
-  m->catalog_ = build_expert_catalog(*m->checkpoint_, m->plan_.config);
-  const format::Checkpoint* ckpt = m->checkpoint_.get();
-  m->store_ = std::make_unique<experts::MappedExpertStore>(
-      m->catalog_, [ckpt](const format::ExpertSpan& span) {
+// The checkpoint's tensors, with the spine's global ones served from the spine's copy: a plan
+// built over it views the lm_head where the spine read it.
+class SpineGlobalsSource : public WeightSource {
+ public:
+  SpineGlobalsSource(const format::Checkpoint& checkpoint, const StreamedSpine& spine,
+                     const std::vector<const format::TensorInfo*>& globals)
+      : mapped_(checkpoint), spine_(spine), globals_(globals.begin(), globals.end()) {}
+  const format::TensorInfo& info(std::string_view name) const override {
+    return mapped_.info(name);
+  }
+  const uint8_t* bytes(const format::TensorInfo& tensor) override {
+    return globals_.count(&tensor) ? spine_.global(tensor) : mapped_.bytes(tensor);
+  }
+
+ private:
+  MappedWeightSource mapped_;
+  const StreamedSpine& spine_;
+  std::set<const format::TensorInfo*> globals_;
+};
+
+// Serves every expert's span from the checkpoint's mapping.
+std::unique_ptr<experts::ExpertStore> mapped_experts(const experts::ExpertCatalog& catalog,
+                                                     const format::Checkpoint* ckpt) {
+  return std::make_unique<experts::MappedExpertStore>(
+      catalog, [ckpt](const format::ExpertSpan& span) {
         const format::TensorInfo whole{base::str_cat("layer ", span.layer, " expert ", span.expert),
                                        format::DType::kU8,
                                        {static_cast<int64_t>(span.nbytes)},
@@ -46,18 +61,40 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
                                        span.nbytes};
         return ckpt->map(whole).data();
       });
+}
+
+}  // namespace
+
+std::unique_ptr<Model> Model::build(const std::string& dir,
+                                    std::optional<experts::ExpertCatalog> experts,
+                                    const StoreFactory& make_stores) {
+  std::unique_ptr<Model> m = open(dir);
+  const bool own_experts = !experts.has_value();
+  if (own_experts) {
+    m->catalog_ = build_expert_catalog(*m->checkpoint_, m->plan_.config);
+  } else {
+    DF_ASSERT(experts->layers.size() == m->plan_.layers.size());
+    m->catalog_ = std::move(*experts);
+  }
+  ModelStores stores;
+  if (make_stores) stores = make_stores(m->plan_, *m->checkpoint_, m->catalog_);
+  if (stores.experts) {
+    m->store_ = std::move(stores.experts);
+  } else {
+    DF_ASSERT(own_experts);  // a streaming install's spans cannot be mapped before they exist
+    m->store_ = mapped_experts(m->catalog_, m->checkpoint_.get());
+  }
+  if (stores.spine) {
+    SpineGlobalsSource over_spine(*m->checkpoint_, *stores.spine, stores.spine_globals);
+    m->plan_.lm_head = build_plan(m->plan_.config, over_spine).lm_head;
+    m->layers_ = std::move(stores.spine);
+  }
+  m->lookahead_ = stores.lookahead;
+  m->layer_threads_ = stores.layer_threads;
   return m;
 }
 
-void Model::set_lm_head(const WeightMatrix& lm_head) {
-  DF_ASSERT(lm_head.dtype == plan_.lm_head.dtype && lm_head.rows == plan_.lm_head.rows &&
-            lm_head.cols == plan_.lm_head.cols);
-  plan_.lm_head = lm_head;
-}
-
-void Model::set_expert_store(std::unique_ptr<experts::ExpertStore> store) {
-  store_ = std::move(store);
-}
+std::unique_ptr<Model> Model::load(const std::string& dir) { return build(dir, std::nullopt, {}); }
 
 SequenceState Model::new_state(int64_t max_positions) const {
   SequenceState s;

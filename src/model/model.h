@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -16,6 +17,7 @@
 #include "model/layer_source.h"
 #include "model/layer_threads.h"
 #include "model/plan.h"
+#include "model/streamed_spine.h"
 #include "model/workspace.h"
 
 namespace deltafin::model {
@@ -38,34 +40,45 @@ struct ForwardOptions {
   int64_t attention_rows = 0;
 };
 
+// What a model serves its weights from besides the checkpoint's mapping, made once the plan and
+// checkpoint are open and checked (they outlive these parts, which the model owns). A part left
+// empty keeps the mapping.
+struct ModelStores {
+  std::unique_ptr<experts::ExpertStore> experts;  // null: the mapped checkpoint's experts
+  // Its layers stream or stay in memory it owns; the global tensors it was given (spine_globals,
+  // the lm_head among them) are used from its copy.
+  std::unique_ptr<StreamedSpine> spine;
+  std::vector<const format::TensorInfo*> spine_globals;
+  // Decode steps (one row) guess the next MoE layer's route at the start of the pass and after
+  // every layer, and tell the store (see lookahead.h).
+  bool lookahead = false;
+  // How many threads each pass's layers run on (see layer_threads.h); none: every thread.
+  std::optional<LayerThreads> layer_threads;
+};
+
 class Model {
  public:
+  // Makes the stores from the opened plan, checkpoint and expert catalog.
+  using StoreFactory =
+      std::function<ModelStores(const ModelPlan& plan, const format::Checkpoint& checkpoint,
+                                const experts::ExpertCatalog& experts)>;
+
   // Opens DIR (config.json + safetensors), builds and checks the plan, maps the spine and serves
   // routed experts from the mapping. Throws base::Error naming what does not fit.
   static std::unique_ptr<Model> load(const std::string& dir);
-  // The same for a folder whose checkpoint holds only the spine (a streaming install): the routed
-  // experts are `experts`, found by the caller, and no store serves them until the caller sets
-  // one with set_expert_store (the files the catalog names may not exist yet).
-  static std::unique_ptr<Model> load(const std::string& dir, experts::ExpertCatalog experts);
+  // The same, then the model is built with the stores `make_stores` returns. `experts`: the routed
+  // experts of a folder whose checkpoint holds only the spine (a streaming install; the files the
+  // catalog names may not exist yet, so the stores must then include an expert store), else
+  // those the checkpoint holds.
+  static std::unique_ptr<Model> build(const std::string& dir,
+                                      std::optional<experts::ExpertCatalog> experts,
+                                      const StoreFactory& make_stores);
 
   const format::ModelConfig& config() const { return plan_.config; }
   const ModelPlan& plan() const { return plan_; }
   const experts::ExpertCatalog& expert_catalog() const { return catalog_; }
   const format::Checkpoint& checkpoint() const { return *checkpoint_; }
-  // Replaces the expert store (streaming stores, tests).
-  void set_expert_store(std::unique_ptr<experts::ExpertStore> store);
   experts::ExpertStore& expert_store() { return *store_; }
-  // Points lm_head at a copy of its bytes elsewhere (same shape and dtype; the caller keeps the
-  // bytes alive as long as the model).
-  void set_lm_head(const WeightMatrix& lm_head);
-  // Serves layer plans from `source` (a streamed spine) instead of plan().layers; null: resident.
-  void set_layer_source(std::unique_ptr<LayerSource> source) { layers_ = std::move(source); }
-  // Decode steps (one row) guess the next MoE layer's route at the start of the pass and after
-  // every layer, and tell the store (see lookahead.h).
-  void set_lookahead(bool on) { lookahead_ = on; }
-  // Decides how many threads each pass's layers run on (see layer_threads.h); without it they run
-  // on every thread of the pool.
-  void set_layer_threads(const LayerThreads& policy) { layer_threads_ = policy; }
   // Threads the last pass's layers ran on (0 before the first pass). Safe to read from another
   // thread while a pass runs (a stats request).
   int last_layer_threads() const { return last_layer_threads_.load(std::memory_order_relaxed); }

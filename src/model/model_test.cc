@@ -102,19 +102,26 @@ TEST_P(FixtureModel, ExpertDeliveryOrderNeverChangesABit) {
   const std::vector<float> in_order = run(*m, kPrompt, 64);
   const std::string dir = kFixtures + GetParam();
   auto ckpt = std::make_shared<format::Checkpoint>(format::Checkpoint::open(dir));
-  auto mapped = std::make_shared<experts::MappedExpertStore>(
-      m->expert_catalog(), [ckpt](const format::ExpertSpan& s) {
-        return ckpt
-            ->map({"expert",
-                   format::DType::kU8,
-                   {static_cast<int64_t>(s.nbytes)},
-                   s.file,
-                   s.offset,
-                   s.nbytes})
-            .data();
+  std::shared_ptr<experts::MappedExpertStore> mapped;
+  std::unique_ptr<Model> r = Model::build(
+      dir, std::nullopt,
+      [&](const ModelPlan&, const format::Checkpoint&, const experts::ExpertCatalog& catalog) {
+        mapped = std::make_shared<experts::MappedExpertStore>(
+            catalog, [ckpt](const format::ExpertSpan& s) {
+              return ckpt
+                  ->map({"expert",
+                         format::DType::kU8,
+                         {static_cast<int64_t>(s.nbytes)},
+                         s.file,
+                         s.offset,
+                         s.nbytes})
+                  .data();
+            });
+        ModelStores stores;
+        stores.experts = std::make_unique<ReversedStore>(mapped.get());
+        return stores;
       });
-  m->set_expert_store(std::make_unique<ReversedStore>(mapped.get()));
-  const std::vector<float> reversed = run(*m, kPrompt, 64);
+  const std::vector<float> reversed = run(*r, kPrompt, 64);
   EXPECT_EQ(0, std::memcmp(in_order.data(), reversed.data(), in_order.size() * sizeof(float)));
 }
 

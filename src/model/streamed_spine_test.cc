@@ -73,29 +73,32 @@ TEST_P(StreamedModel, LogitsAreBitIdenticalToTheMappedModel) {
   std::unique_ptr<Model> ref = Model::load(kModel);
   const std::vector<float> want = run(*ref);
 
-  std::unique_ptr<Model> m = Model::load(kModel);
   auto scheduler = std::make_shared<io::ReadScheduler>(3);
-  const size_t n = m->plan().layers.size();
-  std::vector<bool> resident(n, false);
-  for (size_t l = 0; l < n && c.resident_every > 0; ++l) resident[l] = l % c.resident_every == 0;
-  const auto globals = global_spine_tensors(m->plan(), m->checkpoint());
-  auto spine = std::make_unique<StreamedSpine>(m->plan(), m->checkpoint(),
-                                               spine_layer_reads(m->plan(), m->checkpoint()),
-                                               resident, globals, scheduler);
-  StreamedSpine* spine_ptr = spine.get();
-  for (const format::TensorInfo* t : globals) {
-    if (m->checkpoint().map(*t).data() != m->plan().lm_head.data) continue;
-    kernels::WeightMatrix lm_head = m->plan().lm_head;
-    lm_head.data = spine->global(*t);
-    EXPECT_EQ(std::memcmp(lm_head.data, m->plan().lm_head.data, t->nbytes), 0);
-    m->set_lm_head(lm_head);
-  }
+  std::vector<bool> resident;
+  StreamedSpine* spine_ptr = nullptr;
+  std::unique_ptr<Model> m = Model::build(
+      kModel, std::nullopt,
+      [&](const ModelPlan& plan, const format::Checkpoint& ckpt,
+          const experts::ExpertCatalog& catalog) {
+        const size_t n = plan.layers.size();
+        resident.assign(n, false);
+        for (size_t l = 0; l < n && c.resident_every > 0; ++l)
+          resident[l] = l % c.resident_every == 0;
+        ModelStores stores;
+        stores.spine_globals = global_spine_tensors(plan, ckpt);
+        stores.spine = std::make_unique<StreamedSpine>(plan, ckpt, spine_layer_reads(plan, ckpt),
+                                                       resident, stores.spine_globals, scheduler);
+        spine_ptr = stores.spine.get();
+        stores.experts = std::make_unique<experts::StreamingExpertStore>(
+            catalog, scheduler,
+            experts::StreamingStoreOptions{.n_slots = c.slots, .max_prefetch_slots = 4});
+        stores.lookahead = c.lookahead;
+        return stores;
+      });
+  // The lm_head is used from the spine's copy of its bytes.
   EXPECT_NE(m->plan().lm_head.data, ref->plan().lm_head.data);
-  m->set_layer_source(std::move(spine));
-  m->set_expert_store(std::make_unique<experts::StreamingExpertStore>(
-      m->expert_catalog(), scheduler,
-      experts::StreamingStoreOptions{.n_slots = c.slots, .max_prefetch_slots = 4}));
-  m->set_lookahead(c.lookahead);
+  EXPECT_EQ(
+      std::memcmp(m->plan().lm_head.data, ref->plan().lm_head.data, m->plan().lm_head.nbytes()), 0);
 
   EXPECT_TRUE(identical(run(*m), want));
   const SpineStats s = spine_ptr->stats();

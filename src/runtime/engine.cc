@@ -1,17 +1,17 @@
 // The public Engine and Session over model::Model: prefill in chunks, decode one id at a time,
-// generation with stop rules, timings. Forward passes of all sessions of one engine are
-// serialized (the kernels share one thread pool).
+// generation with stop rules, the session's ids and prefix sync, timings, and the folder's text
+// side. Forward passes of all sessions of one engine are serialized (the kernels share one thread
+// pool).
 #include <algorithm>
 #include <chrono>
 #include <mutex>
-#include <optional>
 
 #include "base/error.h"
 #include "deltafin/engine.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
 #include "runtime/streaming.h"
-#include "setup/streaming_experts.h"
+#include "runtime/text.h"
 
 namespace deltafin {
 namespace runtime {
@@ -49,9 +49,12 @@ class SessionImpl : public Session {
   std::vector<float> forward(std::span<const int32_t> ids, bool all_rows) override;
   GenerateResult generate(std::span<const int32_t> prompt, const GenerateOptions& options,
                           const TokenCallback& on_token) override;
-  int64_t position() const override { return state_.n_positions + (pending_ >= 0 ? 1 : 0); }
+  int64_t sync(std::span<const int32_t> ids) override;
+  const std::vector<int32_t>& ids() const override { return ids_; }
+  int64_t position() const override { return static_cast<int64_t>(ids_.size()); }
   void reset() override {
     model_->reset(state_);
+    ids_.clear();
     pending_ = -1;
     last_logits_.clear();
     stats_ = {};
@@ -71,7 +74,8 @@ class SessionImpl : public Session {
   int group_;            // rows per forward pass (a multiple of chunk_)
   int64_t max_context_;  // positions the memory plan set the attention cache aside for
   model::SequenceState state_;
-  int32_t pending_ = -1;  // last generated id, not yet run through the model
+  std::vector<int32_t> ids_;  // the ids in state_, then pending_ if set
+  int32_t pending_ = -1;      // last generated id, not yet run through the model
   std::vector<float> last_logits_;
   SessionStats stats_;
 };
@@ -79,14 +83,15 @@ class SessionImpl : public Session {
 class EngineImpl : public Engine {
  public:
   explicit EngineImpl(const EngineOptions& options) : options_(options) {
-    // A streaming install's checkpoint holds only the spine; its experts come from the manifest
-    // and, when not local yet, from the network (setup/streaming_experts.h).
-    setup::ExpertSourceOptions fetch;
-    fetch.http.apply_env();  // DELTAFIN_HTTP_* retry settings, as for setup and fetch-experts
-    std::optional<setup::StreamingExperts> remote = setup::open_streaming_experts(
-        options.model_dir, format::load_config(options.model_dir), fetch);
-    model_ = remote ? model::Model::load(options.model_dir, std::move(remote->catalog))
-                    : model::Model::load(options.model_dir);
+    // The options the plan is made for, resolved against the config first.
+    const format::ModelConfig config = format::load_config(options.model_dir);
+    options_.max_context_tokens = resolve_max_context(options_.max_context_tokens, config);
+    options_.prefill_chunk_tokens = std::max(1, options_.prefill_chunk_tokens);
+    options_.prefill_group_tokens =
+        prefill_group(options_.prefill_chunk_tokens, options_.prefill_group_tokens);
+    if (options_.read_depth <= 0) options_.read_depth = kDefaultReadDepth;
+    streaming_ = Streaming::load(options_);
+    model_ = &streaming_->model();
     const format::ModelConfig& c = model_->config();
     info_.arch = format::arch_name(c.arch);
     info_.vocab_size = c.vocab_size;
@@ -95,28 +100,28 @@ class EngineImpl : public Engine {
     info_.bos_id = c.bos_token_id;
     info_.eos_id = c.eos_token_id;
     info_.pad_id = c.pad_token_id;
-    info_.max_context_tokens = resolve_max_context(options_.max_context_tokens, c);
-    options_.max_context_tokens = info_.max_context_tokens;
-    options_.prefill_chunk_tokens = std::max(1, options_.prefill_chunk_tokens);
-    options_.prefill_group_tokens =
-        prefill_group(options_.prefill_chunk_tokens, options_.prefill_group_tokens);
-    if (options_.read_depth <= 0) options_.read_depth = kDefaultReadDepth;
-    streaming_ = Streaming::configure(*model_, options_, remote ? remote->fetcher : nullptr);
+    info_.max_context_tokens = options_.max_context_tokens;
   }
   const ModelInfo& info() const override { return info_; }
+  const Text& text() const override {
+    std::call_once(text_once_, [this] { text_ = load_text(options_.model_dir, model_->config()); });
+    return *text_;
+  }
   MemoryPlanInfo memory_plan() const override { return streaming_->info(); }
   StreamStats stream_stats() const override { return streaming_->stats(); }
   std::unique_ptr<Session> new_session() override {
-    return std::make_unique<SessionImpl>(model_.get(), &mu_, options_.prefill_chunk_tokens,
+    return std::make_unique<SessionImpl>(model_, &mu_, options_.prefill_chunk_tokens,
                                          options_.prefill_group_tokens, info_.max_context_tokens);
   }
 
  private:
   EngineOptions options_;
-  std::unique_ptr<model::Model> model_;
-  std::unique_ptr<Streaming> streaming_;
+  std::unique_ptr<Streaming> streaming_;  // owns the model
+  model::Model* model_ = nullptr;
   ModelInfo info_;
   std::mutex mu_;
+  mutable std::once_flag text_once_;  // a failed load leaves it unset: the next call retries
+  mutable std::unique_ptr<Text> text_;
 };
 
 std::vector<float> SessionImpl::run(std::vector<int32_t> ids, bool all_rows,
@@ -129,6 +134,9 @@ std::vector<float> SessionImpl::run(std::vector<int32_t> ids, bool all_rows,
                " tokens, beyond this engine's context of ", max_context_,
                " (--max-context; the memory plan sets its attention cache aside)");
   }
+  for (const int32_t id : ids)
+    if (id < 0 || id >= vocab)
+      base::fail("token id ", id, " is outside the vocabulary [0, ", vocab, ")");
   pending_ = -1;
   std::vector<float> out(all_rows ? n * vocab : vocab);
   DF_ASSERT(n > 0);
@@ -146,9 +154,16 @@ std::vector<float> SessionImpl::run(std::vector<int32_t> ids, bool all_rows,
     done = begin + len;
     // A pass before the last one still needs running for the state when only the last row's
     // logits are wanted; its logits land in `out` and are overwritten.
-    model_->forward(state_, std::span(ids).subspan(begin, len), all_rows,
-                    all_rows ? out.data() + begin * vocab : out.data(), options);
+    try {
+      model_->forward(state_, std::span(ids).subspan(begin, len), all_rows,
+                      all_rows ? out.data() + begin * vocab : out.data(), options);
+    } catch (...) {
+      reset();  // a pass that failed part-way leaves a state no id list describes
+      throw;
+    }
   }
+  // The pending id is in ids_ already.
+  ids_.insert(ids_.end(), ids.begin() + (had_pending ? 1 : 0), ids.begin() + done);
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   (n == 1 ? stats_.decode_ms : stats_.prefill_ms) += ms;
@@ -161,6 +176,14 @@ std::vector<float> SessionImpl::run(std::vector<int32_t> ids, bool all_rows,
 std::vector<float> SessionImpl::forward(std::span<const int32_t> ids, bool all_rows) {
   if (ids.empty()) base::fail("forward: no token ids given");
   return run(std::vector<int32_t>(ids.begin(), ids.end()), all_rows);
+}
+
+int64_t SessionImpl::sync(std::span<const int32_t> ids) {
+  // An equal list is kept too: the session still holds the logits (or the pending id) at its end.
+  const bool extends = !ids_.empty() && ids_.size() <= ids.size() &&
+                       std::equal(ids_.begin(), ids_.end(), ids.begin());
+  if (!extends) reset();
+  return static_cast<int64_t>(ids_.size());
 }
 
 GenerateResult SessionImpl::generate(std::span<const int32_t> prompt,
@@ -195,6 +218,7 @@ GenerateResult SessionImpl::generate(std::span<const int32_t> prompt,
     }
     const int32_t id = sampler.next(last_logits_);
     result.ids.push_back(id);
+    ids_.push_back(id);
     pending_ = id;
     if (on_token && !on_token(id)) {
       result.stop = StopReason::kCallback;

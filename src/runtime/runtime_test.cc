@@ -1,10 +1,9 @@
 // The public API on the k3-tiny-a fixture: generation continues across calls exactly as one call
-// would, stop rules, sampling determinism; token-id parsing.
+// would, prefix sync, stop rules, sampling determinism.
 #include <gtest/gtest.h>
 
 #include "base/error.h"
 #include "deltafin/engine.h"
-#include "deltafin/token_ids.h"
 #include "runtime/sampler.h"
 
 namespace deltafin {
@@ -16,14 +15,6 @@ const std::vector<int32_t> kPrompt = {488, 250, 115, 269, 384, 67,  152, 153, 39
 // The oracle's greedy continuation (tests/fixtures/k3-tiny-a/README.md).
 const std::vector<int32_t> kGreedy = {376, 232, 269, 171, 355, 346, 332, 163,
                                       13,  203, 67,  428, 204, 509, 508, 113};
-
-TEST(TokenIds, ParseAndPrint) {
-  EXPECT_EQ(parse_token_ids("1,2, 30"), (std::vector<int32_t>{1, 2, 30}));
-  EXPECT_EQ(token_ids_json(std::vector<int32_t>{5, 0, 7}), "[5,0,7]");
-  EXPECT_EQ(token_ids_json(std::vector<int32_t>{}), "[]");
-  for (const char* bad : {"", "1,,2", "1,x", "-3", "1,2,", "99999999999"})
-    EXPECT_THROW(parse_token_ids(bad), base::Error) << bad;
-}
 
 TEST(Sampler, GreedyTakesTheLowestIdOnTies) {
   const std::vector<float> logits = {0.1f, 2.0f, -1.0f, 2.0f};
@@ -123,6 +114,38 @@ TEST(Session, GreedyMatchesTheOracleAndContinuesAcrossCalls) {
   EXPECT_EQ(two->stats().prefill_tokens, 24);
 }
 
+TEST(Session, SyncRunsOnlyTheSuffixOfIdsThatExtendTheKeptOnes) {
+  std::unique_ptr<Engine> engine = Engine::load({kModel, 64});
+  std::unique_ptr<Session> s = engine->new_session();
+  GenerateOptions opt;
+  opt.max_new_tokens = 6;
+  opt.stop_at_eos = false;
+  EXPECT_EQ(s->sync(kPrompt), 0);
+  s->forward(std::span(kPrompt).first(20));
+  EXPECT_EQ(s->sync(kPrompt), 20);
+  EXPECT_EQ(s->generate(std::span(kPrompt).subspan(20), opt).ids,
+            std::vector<int32_t>(kGreedy.begin(), kGreedy.begin() + 6));
+  std::vector<int32_t> held = kPrompt;
+  held.insert(held.end(), kGreedy.begin(), kGreedy.begin() + 6);
+  EXPECT_EQ(s->ids(), held);  // the last generated id is pending, and counted
+  EXPECT_EQ(s->position(), 30);
+  EXPECT_EQ(s->stats().prefill_tokens, 24);
+
+  // Extending past the pending id: the client's next prompt holds it and two more ids.
+  std::vector<int32_t> next = kPrompt;
+  next.insert(next.end(), kGreedy.begin(), kGreedy.begin() + 8);
+  EXPECT_EQ(s->sync(next), 30);
+  opt.max_new_tokens = 8;
+  EXPECT_EQ(s->generate(std::span(next).subspan(30), opt).ids,
+            std::vector<int32_t>(kGreedy.begin() + 8, kGreedy.end()));
+  // An equal list continues from where the session is.
+  EXPECT_EQ(s->sync(s->ids()), 40);
+  // Anything else starts over.
+  EXPECT_EQ(s->sync(std::vector<int32_t>{kPrompt[0], 7}), 0);
+  EXPECT_EQ(s->position(), 0);
+  EXPECT_TRUE(s->ids().empty());
+}
+
 TEST(Session, StopsAtStopIdsAndOnRequest) {
   std::unique_ptr<Engine> engine = Engine::load({kModel, 64});
   std::unique_ptr<Session> s = engine->new_session();
@@ -138,6 +161,8 @@ TEST(Session, StopsAtStopIdsAndOnRequest) {
   EXPECT_EQ(r.ids.size(), 1u);
   EXPECT_EQ(r.stop, StopReason::kCallback);
   EXPECT_THROW(s->forward(std::vector<int32_t>{512}), base::Error);
+  EXPECT_EQ(s->position(), 25);  // a refused id runs nothing; the pending one stays
+  EXPECT_EQ(s->ids().back(), kGreedy[0]);
 }
 
 TEST(Session, ForwardAllRowsIncludesOnlyTheNewIds) {
@@ -169,6 +194,7 @@ TEST(Session, CancelBetweenPrefillPassesKeepsWhatRan) {
   EXPECT_EQ(r.stop, StopReason::kCancelled);
   EXPECT_TRUE(r.ids.empty());
   EXPECT_EQ(s->position(), 20);
+  EXPECT_EQ(s->ids(), std::vector<int32_t>(kPrompt.begin(), kPrompt.begin() + 20));
   EXPECT_EQ(s->stats().prefill_tokens, 20);
   // The rest of the prompt continues from there exactly.
   opt.cancel = nullptr;

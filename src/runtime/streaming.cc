@@ -1,4 +1,4 @@
-// Streaming setup: measures each tier's cost on the loaded model, plans, installs.
+// Streaming setup: measures each tier's cost on the opened model, plans, builds the model.
 #include "runtime/streaming.h"
 
 #include <algorithm>
@@ -65,10 +65,11 @@ format::TensorInfo expert_span_tensor(const format::ExpertSpan& span) {
 }
 
 // The same spans the model's own mapped store uses, for a store we wrap in a trace.
-std::unique_ptr<experts::ExpertStore> mapped_store(const model::Model& model) {
-  const format::Checkpoint* ckpt = &model.checkpoint();
+std::unique_ptr<experts::ExpertStore> mapped_store(const format::Checkpoint& checkpoint,
+                                                   const experts::ExpertCatalog& catalog) {
+  const format::Checkpoint* ckpt = &checkpoint;
   return std::make_unique<experts::MappedExpertStore>(
-      model.expert_catalog(), [ckpt](const format::ExpertSpan& span) {
+      catalog, [ckpt](const format::ExpertSpan& span) {
         return ckpt->map(expert_span_tensor(span)).data();
       });
 }
@@ -103,23 +104,44 @@ std::vector<io::PageCacheWarmer::Range> mapped_weights(
 
 }  // namespace
 
-std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const EngineOptions& options,
-                                                std::shared_ptr<experts::ExpertFetcher> fetcher) {
-  if (fetcher && options.experts == ExpertMode::kMapped) {
+std::unique_ptr<Streaming> Streaming::load(const EngineOptions& options) {
+  const ExpertSource& source = options.expert_source;
+  // The experts of an expert source live outside the checkpoint (in cache files, perhaps not
+  // fetched yet), so only the streaming store can serve them.
+  if (source.catalog && options.experts == ExpertMode::kMapped) {
     base::fail(options.model_dir,
                " is a streaming install: its experts are fetched on demand into cache files, "
                "which cannot be mapped before they exist; use --experts stream or auto (or "
                "`deltafin setup --full` for a full install)");
   }
   std::unique_ptr<Streaming> s(new Streaming());
-  s->model_ = &model;
-  const model::ModelPlan& plan = model.plan();
-  const format::Checkpoint& ckpt = model.checkpoint();
-  const experts::ExpertCatalog& catalog = model.expert_catalog();
-  const base::MemoryBudget budget = base::memory_budget(options.memory_budget);
+  s->model_ = model::Model::build(
+      options.model_dir,
+      source.catalog ? std::optional<experts::ExpertCatalog>(*source.catalog) : std::nullopt,
+      [&](const model::ModelPlan& plan, const format::Checkpoint& ckpt,
+          const experts::ExpertCatalog& catalog) {
+        return s->make_stores(plan, ckpt, catalog, options);
+      });
+  // Everything mapped and within the budget: bring the weights in behind the first tokens instead
+  // of inside their GEMVs, a fault at a time.
+  if (s->info_.warming) {
+    s->warmer_ = std::make_unique<io::PageCacheWarmer>(
+        mapped_weights(*s->model_, s->warm_reads_, s->warm_globals_));
+    s->warm_reads_.clear();
+    s->warm_globals_.clear();
+    base::log_info("mapped weights: bringing them into memory in the background");
+  }
+  return s;
+}
 
+model::ModelStores Streaming::make_stores(const model::ModelPlan& plan,
+                                          const format::Checkpoint& ckpt,
+                                          const experts::ExpertCatalog& catalog,
+                                          const EngineOptions& options) {
+  const std::shared_ptr<experts::ExpertFetcher>& fetcher = options.expert_source.fetcher;
+  const base::MemoryBudget budget = base::memory_budget(options.memory_budget);
   std::vector<model::SpineLayerReads> reads = model::spine_layer_reads(plan, ckpt);
-  const std::vector<const format::TensorInfo*> globals = model::global_spine_tensors(plan, ckpt);
+  std::vector<const format::TensorInfo*> globals = model::global_spine_tensors(plan, ckpt);
   TierInputs in;
   in.budget_bytes = budget.budget_bytes;
   in.process_bytes = base::current_rss_bytes();
@@ -142,7 +164,7 @@ std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const Engin
   in.slot_bytes = in.n_experts > 0 ? experts::StreamingExpertStore::slot_bytes(catalog) : 0;
   in.min_slots = 2 * plan.moe_shape.router.top_k;
   // A mapping needs every expert's file in place; a streaming install has them only once fetched.
-  in.experts = fetcher ? ExpertMode::kStream : options.experts;
+  in.experts = options.expert_source.catalog ? ExpertMode::kStream : options.experts;
   in.spine = options.spine;
   in.forced_slots = options.expert_slots;
   const TierPlan tiers = plan_tiers(in);
@@ -153,7 +175,7 @@ std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const Engin
     base::log_warn(summary);
   }
 
-  MemoryPlanInfo& info = s->info_;
+  MemoryPlanInfo& info = info_;
   info.budget_bytes = budget.budget_bytes;
   info.streaming = !tiers.experts_mapped;
   info.resident_spine_bytes = tiers.resident_spine_bytes;
@@ -170,9 +192,9 @@ std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const Engin
   info.prefill_group_tokens = options.prefill_group_tokens;
   info.summary = summary;
 
+  model::ModelStores stores;
   if (!tiers.experts_mapped || tiers.n_streamed > 0)
-    s->scheduler_ = std::make_shared<io::ReadScheduler>(options.read_depth);
-  std::unique_ptr<experts::ExpertStore> store;
+    scheduler_ = std::make_shared<io::ReadScheduler>(options.read_depth);
   const auto t0 = std::chrono::steady_clock::now();
   if (!tiers.experts_mapped) {
     experts::StreamingStoreOptions so;
@@ -181,15 +203,16 @@ std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const Engin
     so.read_piece_bytes = static_cast<size_t>(options.read_piece_bytes);
     so.policy = options.cache == ExpertCachePolicy::kLru ? experts::CachePolicy::kLru
                                                          : experts::CachePolicy::kLfu;
-    store = std::make_unique<experts::StreamingExpertStore>(catalog, s->scheduler_, so, fetcher);
+    stores.experts =
+        std::make_unique<experts::StreamingExpertStore>(catalog, scheduler_, so, fetcher);
     // A guess only pays with disk time nothing else wants. A streamed spine keeps the disk busy
     // for the whole pass, so guesses could only add reads (docs/STREAMING.md, measured).
     info.lookahead = options.prefetch && tiers.n_streamed == 0;
-    model.set_lookahead(info.lookahead);
+    stores.lookahead = info.lookahead;
     if (options.prefetch && tiers.n_streamed > 0)
       base::log_info("lookahead off: the streamed spine leaves the disk no idle time to fill");
   } else if (!options.trace_routes.empty()) {
-    store = mapped_store(model);
+    stores.experts = mapped_store(ckpt, catalog);
   }
   {
     // A mapped model's faults are not counted as waits, so auto keeps every thread there; a fixed
@@ -197,25 +220,24 @@ std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const Engin
     const int pool = base::default_pool().size();
     const model::LayerThreads threads(pool,
                                       options.layer_threads < 0 ? pool : options.layer_threads);
-    model.set_layer_threads(threads);
+    stores.layer_threads = threads;
     if (options.layer_threads > 0) {
       base::log_info("layers: ", threads.for_pass(1), " of ", pool, " threads");
-    } else if (options.layer_threads == 0 && s->scheduler_) {  // something is read
+    } else if (options.layer_threads == 0 && scheduler_) {  // something is read
       base::log_info("layers: ", pool, " threads, ", threads.reduced_threads(),
                      " after a token that waited on its reads (--layer-threads)");
     }
   }
-  if (store && !options.trace_routes.empty())
-    store = std::make_unique<experts::RouteTracingStore>(std::move(store), options.trace_routes);
-  if (store) model.set_expert_store(std::move(store));
+  if (stores.experts && !options.trace_routes.empty())
+    stores.experts = std::make_unique<experts::RouteTracingStore>(std::move(stores.experts),
+                                                                  options.trace_routes);
 
-  // Everything mapped and within the budget: bring the weights in behind the first tokens instead
-  // of inside their GEMVs, a fault at a time. Not with --no-prefetch, which is the plain mmap path
-  // the benchmarks compare against.
-  if (tiers.experts_mapped && tiers.n_streamed == 0 && tiers.within_budget && options.prefetch) {
-    s->warmer_ = std::make_unique<io::PageCacheWarmer>(mapped_weights(model, reads, globals));
-    info.warming = true;
-    base::log_info("mapped weights: bringing them into memory in the background");
+  // Not with --no-prefetch, which is the plain mmap path the benchmarks compare against.
+  info.warming =
+      tiers.experts_mapped && tiers.n_streamed == 0 && tiers.within_budget && options.prefetch;
+  if (info.warming) {
+    warm_reads_ = std::move(reads);
+    warm_globals_ = std::move(globals);
   }
 
   // With experts mapped and every layer resident the mapping stays the spine's home; otherwise
@@ -223,22 +245,16 @@ std::unique_ptr<Streaming> Streaming::configure(model::Model& model, const Engin
   // streams.
   if (!tiers.experts_mapped || tiers.n_streamed > 0) {
     const auto t1 = std::chrono::steady_clock::now();
-    auto spine = std::make_unique<model::StreamedSpine>(plan, ckpt, reads, tiers.resident, globals,
-                                                        s->scheduler_);
-    for (const format::TensorInfo* t : globals) {
-      if (ckpt.map(*t).data() != plan.lm_head.data) continue;
-      kernels::WeightMatrix lm_head = plan.lm_head;
-      lm_head.data = spine->global(*t);
-      model.set_lm_head(lm_head);
-    }
+    stores.spine = std::make_unique<model::StreamedSpine>(plan, ckpt, std::move(reads),
+                                                          tiers.resident, globals, scheduler_);
+    stores.spine_globals = std::move(globals);
     const auto t2 = std::chrono::steady_clock::now();
     base::log_info("expert slots allocated in ", std::chrono::duration<double>(t1 - t0).count(),
-                   " s; resident spine (", base::format_bytes(spine->resident_bytes()),
+                   " s; resident spine (", base::format_bytes(stores.spine->resident_bytes()),
                    ") read in ", std::chrono::duration<double>(t2 - t1).count(), " s");
-    s->spine_ = spine.get();
-    model.set_layer_source(std::move(spine));
+    spine_ = stores.spine.get();
   }
-  return s;
+  return stores;
 }
 
 StreamStats Streaming::stats() const {

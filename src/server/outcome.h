@@ -6,20 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "deltafin/text.h"
+
 namespace deltafin::server {
 
-struct ToolCall {
-  std::string id;         // "call_..." (fresh per response)
-  std::string name;       // function name
-  std::string arguments;  // JSON object text
-};
-
-struct Delta {
-  enum class Kind { kReasoning, kContent, kToolCall };
-  Kind kind = Kind::kContent;
-  std::string text;  // reasoning or content text (whole UTF-8 characters)
-  ToolCall call;     // kToolCall
-};
+// The deltas are the text API's (deltafin/text.h); tool-call ids are "call_..." fresh per
+// response.
 
 struct Usage {
   int64_t prompt_tokens = 0;

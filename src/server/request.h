@@ -37,8 +37,8 @@ struct GenerationParams {
 
 struct ChatRequest {
   GenerationParams gen;
-  // The chat module's render input: messages (normalized: developer -> system), tools, thinking,
-  // thinking_effort, tool_choice, response_format.
+  // The chat format's render input (ChatFormat::render): messages (normalized: developer ->
+  // system), tools, thinking, thinking_effort, tool_choice, response_format.
   nlohmann::ordered_json render_input;
   bool thinking = true;
   bool has_tools = false;

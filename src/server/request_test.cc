@@ -7,7 +7,8 @@
 #include <fstream>
 #include <set>
 
-#include "chat/k3_render.h"
+#include "deltafin/engine.h"
+#include "runtime/testing/text_model.h"
 #include "server/api_error.h"
 
 namespace deltafin::server {
@@ -191,9 +192,15 @@ TEST(CompletionRequest, PromptsAndDefaults) {
             "400 max_tokens invalid_value");
 }
 
-// Every XTML fixture whose input an OpenAI request can express renders the same segments when it
-// arrives as a request: the request->prompt direction of tools, reasoning and formats.
+// Every XTML fixture whose input an OpenAI request can express renders the same prompt when it
+// arrives as a request as the fixture's own input does (which the chat tests match with the
+// upstream encoder's segments): the request->prompt direction of tools, reasoning and formats.
 TEST(ChatRequest, ReachesTheRendererAsUpstreamInputs) {
+  EngineOptions o;
+  o.model_dir = runtime::testing::make_text_model(DELTAFIN_SOURCE_DIR, "k3-tiny-a",
+                                                  ::testing::TempDir() + "request-text-model");
+  const std::unique_ptr<Engine> engine = Engine::load(o);
+  const ChatFormat& chat = *engine->text().chat();
   std::ifstream in(DELTAFIN_SOURCE_DIR "/tests/fixtures/xtml/k3-chat-cases.json");
   ASSERT_TRUE(in);
   const Json cases = Json::parse(in)["cases"];
@@ -222,10 +229,7 @@ TEST(ChatRequest, ReachesTheRendererAsUpstreamInputs) {
       continue;
     }
     const ChatRequest r = parse_chat_request(body.dump(), limits());
-    const std::vector<chat::Segment> got = chat::render_k3(r.render_input);
-    std::vector<chat::Segment> want;
-    for (const Json& s : c["segments"]) want.push_back({s[0].get<std::string>(), s[1].get<bool>()});
-    EXPECT_EQ(got, want) << name;
+    EXPECT_EQ(chat.render(r.render_input), chat.render(input)) << name;
     ++n_compared;
   }
   EXPECT_GE(n_compared, 17);

@@ -19,12 +19,22 @@ extern "C" void on_stop_signal(int) {
 
 }  // namespace
 
-void serve(LoadedModel& model, ServeOptions options) {
-  if (options.service.model_id.empty()) options.service.model_id = model.id;
-  const std::string folder = std::filesystem::path(model.dir).filename().string();
+std::string model_id(const std::string& model_dir) {
+  namespace fs = std::filesystem;
+  fs::path canonical = fs::weakly_canonical(fs::path(model_dir));
+  if (canonical.filename().empty()) canonical = canonical.parent_path();
+  std::string id = canonical.filename().string();
+  const fs::path owner = canonical.parent_path();
+  if (owner.parent_path().filename() == "models") id = owner.filename().string() + "/" + id;
+  return id;
+}
+
+void serve(Engine& engine, const std::string& model_dir, ServeOptions options) {
+  if (options.service.model_id.empty()) options.service.model_id = model_id(model_dir);
+  const std::string folder = std::filesystem::path(model_dir).filename().string();
   if (!folder.empty() && folder != options.service.model_id)
     options.service.model_names.push_back(folder);
-  Service service(*model.engine, *model.tokenizer, model.eos_id, options.service);
+  Service service(engine, options.service);
   HttpServer http(options.http,
                   [&service](const HttpRequest& r, HttpConnection& c) { service.handle(r, c); });
   http.bind(options.host, options.port);

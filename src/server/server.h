@@ -4,8 +4,8 @@
 #include <functional>
 #include <string>
 
+#include "deltafin/engine.h"
 #include "server/http.h"
-#include "server/loaded_model.h"
 #include "server/service.h"
 
 namespace deltafin::server {
@@ -14,12 +14,17 @@ struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8000;
   HttpLimits http;
-  ServiceOptions service;  // model_id is filled from the model when empty
+  ServiceOptions service;  // model_id is filled from the model folder when empty
 };
 
-// Binds, logs the address, serves until SIGINT or SIGTERM (generations in flight are cancelled
-// within one token), then returns. Throws base::Error when it cannot listen.
-void serve(LoadedModel& model, ServeOptions options);
+// Binds, logs the address, serves `engine` (loaded from `model_dir`) until SIGINT or SIGTERM
+// (generations in flight are cancelled within one token), then returns. Throws base::Error when
+// it cannot listen or the folder has no tokenizer.
+void serve(Engine& engine, const std::string& model_dir, ServeOptions options);
+
+// The name clients know a model folder by: owner/name for an install at .../models/<owner>/<name>,
+// else the folder's last component.
+std::string model_id(const std::string& model_dir);
 
 // The model folder to use: `flag` (--model) if given, else $DELTAFIN_MODEL, else
 // `installed_default` (where `deltafin setup` installs). Throws base::Error explaining how to

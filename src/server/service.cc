@@ -1,18 +1,17 @@
-// Routing, authentication, the generation slot, streaming and the memo. Validation lives in
-// request.cc, response shapes in format.cc, ids-to-text in pipeline*.cc.
+// Routing, authentication, the generation slot, state reuse, streaming and the memo. Validation
+// lives in request.cc, response shapes in format.cc, ids-to-text behind the engine's Text.
 #include "server/service.h"
 
 #include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <random>
+#include <span>
 
 #include "base/error.h"
 #include "base/log.h"
-#include "chat/k3_render.h"
 #include "server/api_error.h"
 #include "server/format.h"
-#include "server/pipeline.h"
 
 namespace deltafin::server {
 
@@ -100,14 +99,12 @@ void send_whole(HttpConnection& conn, const ResponseMeta& meta, bool chat, bool 
 
 }  // namespace
 
-Service::Service(Engine& engine, const tokenizer::Tokenizer& tokenizer, int32_t eos_id,
-                 ServiceOptions options)
+Service::Service(Engine& engine, ServiceOptions options)
     : engine_(engine),
-      tokenizer_(tokenizer),
-      eos_id_(eos_id),
+      text_(engine.text()),
       options_(std::move(options)),
       created_(static_cast<int64_t>(std::time(nullptr))),
-      generator_(engine, options_.reuse),
+      session_(engine.new_session()),
       memo_(options_.memo ? options_.memo_entries : 0, options_.memo_bytes),
       random_state_(std::random_device{}()) {
   limits_.max_tokens_limit = options_.max_tokens_limit;
@@ -198,8 +195,14 @@ void Service::chat(const HttpRequest& request, HttpConnection& conn) {
   job.gen = r.gen;
   job.thinking = r.thinking;
   job.parallel_tool_calls = r.parallel_tool_calls;
+  const ChatFormat* format = text_.chat();
+  if (format == nullptr)
+    throw ApiError{400,
+                   base::str_cat("the model '", options_.model_id, "' (", engine_.info().arch,
+                                 ") has no chat format here; use /v1/completions"),
+                   "invalid_request_error", "messages", "unsupported_model"};
   try {
-    job.prompt = chat::tokenize_segments(tokenizer_, chat::render_k3(r.render_input));
+    job.prompt = format->render(r.render_input);
   } catch (const base::Error& e) {
     throw bad_request("messages", e.what());
   }
@@ -213,8 +216,8 @@ void Service::completions(const HttpRequest& request, HttpConnection& conn) {
   Job job;
   job.chat = false;
   job.gen = r.gen;
-  job.prompt = r.prompt_text ? tokenizer_.encode_ordinary(*r.prompt_text) : r.prompt_ids;
-  if (r.echo) job.echo_text = r.prompt_text ? *r.prompt_text : tokenizer_.decode(r.prompt_ids);
+  job.prompt = r.prompt_text ? text_.encode(*r.prompt_text) : r.prompt_ids;
+  if (r.echo) job.echo_text = r.prompt_text ? *r.prompt_text : text_.decode(r.prompt_ids);
   // max_tokens 0 is asked for its effect (the prompt kept as state), which a memo hit would skip.
   if (job.gen.deterministic() && options_.memo && job.gen.max_tokens > 0)
     job.memo_key = "completions\n" + request.body;
@@ -294,11 +297,10 @@ void Service::execute(Job& job, HttpConnection& conn) {
   options.seed = job.gen.seed ? *job.gen.seed : std::random_device{}();
   bool cancelled = false;
   options.cancel = [&] { return cancelled = cancelled || conn.client_gone(); };
-  std::unique_ptr<TextPipeline> pipeline =
-      job.chat
-          ? make_chat_pipeline(tokenizer_, job.thinking, job.gen.stop, !job.parallel_tool_calls,
-                               [this] { return random_id("call_", 24); })
-          : make_completion_pipeline(tokenizer_, eos_id_, job.gen.stop);
+  std::unique_ptr<TextStream> pipeline =
+      job.chat ? text_.chat()->response({job.thinking, job.gen.stop, !job.parallel_tool_calls,
+                                         [this] { return random_id("call_", 24); }})
+               : text_.completion(job.gen.stop);
 
   Outcome outcome;
   std::optional<EventWriter> events;
@@ -314,9 +316,20 @@ void Service::execute(Job& job, HttpConnection& conn) {
     }
     fresh.clear();
   };
-  GenerationRun run;
+  // State reuse: a prompt that extends the ids the session kept from the last request runs only
+  // its new ids (an equal prompt runs none); anything else starts the session over.
+  if (!options_.reuse) session_->reset();
+  const int64_t reused = session_->sync(job.prompt);
+  const int64_t n_prompt = static_cast<int64_t>(job.prompt.size());
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto ms_since = [&t0] {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  double first_token_ms = -1;  // from here to the first generated id: the prompt's cost
+  GenerateResult result;
   try {
-    run = generator_.generate(job.prompt, options, [&](int32_t id) {
+    result = session_->generate(std::span(job.prompt).subspan(reused), options, [&](int32_t id) {
+      if (first_token_ms < 0) first_token_ms = ms_since();
       // Checked before the id is run through the model: a client that left costs nothing more.
       if (conn.client_gone()) {
         cancelled = true;
@@ -327,22 +340,25 @@ void Service::execute(Job& job, HttpConnection& conn) {
       return more && !cancelled;
     });
   } catch (const std::exception& e) {
+    session_->reset();  // what it holds is no longer known
     base::log_warn("server: generation failed: ", e.what());
     send_error(conn, ApiError{500, base::str_cat("generation failed: ", e.what()), "server_error"});
     conn.set_keep_alive(false);
     return;
   }
+  if (first_token_ms < 0) first_token_ms = ms_since();  // nothing generated: the prompt alone
+  const double total_ms = ms_since();
   const char* what = job.chat ? "chat" : "completion";
   if (cancelled) {
     ++stats_.cancelled;
     base::log_info("server: ", what, " cancelled (client gone or server stopping) after ",
-                   run.result.ids.size(), " tokens");
+                   result.ids.size(), " tokens");
     conn.set_keep_alive(false);
     return;
   }
   pipeline->finish(fresh);
   emit();
-  const StopReason stop = run.result.stop;
+  const StopReason stop = result.stop;
   const bool length = stop == StopReason::kMaxTokens || stop == StopReason::kContextFull;
   if (pipeline->saw_tool_call() && !length) {
     outcome.finish_reason = "tool_calls";
@@ -351,19 +367,18 @@ void Service::execute(Job& job, HttpConnection& conn) {
   } else {
     outcome.finish_reason = "stop";
   }
-  outcome.usage.prompt_tokens = run.prompt_tokens;
-  outcome.usage.completion_tokens = static_cast<int64_t>(run.result.ids.size());
-  outcome.usage.cached_tokens = run.reused_tokens;
+  outcome.usage.prompt_tokens = n_prompt;
+  outcome.usage.completion_tokens = static_cast<int64_t>(result.ids.size());
+  outcome.usage.cached_tokens = reused;
   outcome.usage.reasoning_tokens = pipeline->reasoning_tokens();
-  const double decode_ms = run.total_ms - run.first_token_ms;
-  base::log_info("server: ", what, ": prompt ", run.prompt_tokens, " tokens (", run.reused_tokens,
-                 " reused), first token after ", run.first_token_ms, " ms, ", run.result.ids.size(),
-                 " tokens in ", run.total_ms, " ms",
-                 run.result.ids.size() > 1
-                     ? base::str_cat(" (", (run.result.ids.size() - 1) * 1000.0 / decode_ms,
-                                     " tok/s after the first)")
-                     : std::string(),
-                 ", finish ", outcome.finish_reason);
+  const double decode_ms = total_ms - first_token_ms;
+  base::log_info(
+      "server: ", what, ": prompt ", n_prompt, " tokens (", reused, " reused), first token after ",
+      first_token_ms, " ms, ", result.ids.size(), " tokens in ", total_ms, " ms",
+      result.ids.size() > 1 ? base::str_cat(" (", (result.ids.size() - 1) * 1000.0 / decode_ms,
+                                            " tok/s after the first)")
+                            : std::string(),
+      ", finish ", outcome.finish_reason);
   // The model is free once the last id is out: release the slot before the final bytes go out,
   // or a client that sends its next request the moment it reads them would get a spurious 429.
   slot.unlock();

@@ -11,12 +11,10 @@
 #include <vector>
 
 #include "deltafin/engine.h"
-#include "server/generator.h"
 #include "server/http.h"
 #include "server/memo.h"
 #include "server/outcome.h"
 #include "server/request.h"
-#include "tokenizer/tokenizer.h"
 
 namespace deltafin::server {
 
@@ -27,7 +25,7 @@ struct ServiceOptions {
   bool memo = true;
   size_t memo_entries = 32;
   size_t memo_bytes = 64u << 20;
-  bool reuse = true;    // conversation-state reuse
+  bool reuse = true;    // conversation-state reuse (the session's prefix sync)
   std::string api_key;  // "" = no authentication
 };
 
@@ -41,8 +39,8 @@ struct ServiceStats {
 
 class Service {
  public:
-  Service(Engine& engine, const tokenizer::Tokenizer& tokenizer, int32_t eos_id,
-          ServiceOptions options);
+  // Text goes through engine.text() (throws base::Error when the folder has no tokenizer).
+  Service(Engine& engine, ServiceOptions options);
 
   // The HttpServer handler: answers one request on `conn`.
   void handle(const HttpRequest& request, HttpConnection& conn);
@@ -62,14 +60,13 @@ class Service {
   std::string random_id(const char* prefix, size_t n_chars);
 
   Engine& engine_;
-  const tokenizer::Tokenizer& tokenizer_;
-  int32_t eos_id_;
+  const Text& text_;
   ServiceOptions options_;
   RequestLimits limits_;
   int64_t created_;  // start time, the model's "created"
 
-  std::mutex generation_mu_;  // held by the one running generation
-  Generator generator_;       // guarded by generation_mu_
+  std::mutex generation_mu_;          // held by the one running generation
+  std::unique_ptr<Session> session_;  // guarded by generation_mu_; kept between requests
   ResponseMemo memo_;
   std::mutex random_mu_;
   uint64_t random_state_;

@@ -1,6 +1,6 @@
 // The service over real sockets on loopback, on the k3-tiny-a fixture (whose greedy continuation
-// is known) with a byte-level K3 tokenizer: routing and auth, greedy output, streaming, the
-// memo, conversation-state reuse, seeded sampling, stop strings, 429 and disconnect.
+// is known) in a folder with a byte-level K3 tokenizer: routing and auth, greedy output, streaming,
+// the memo, conversation-state reuse, seeded sampling, stop strings, 429 and disconnect.
 #include "server/service.h"
 
 #include <arpa/inet.h>
@@ -13,16 +13,19 @@
 #include <map>
 #include <thread>
 
-#include "chat/k3_render.h"
-#include "deltafin/token_ids.h"
-#include "server/test_tokenizer.h"
+#include "runtime/testing/text_model.h"
 
 namespace deltafin::server {
 namespace {
 
 using Json = nlohmann::ordered_json;
 
-const std::string kModel = std::string(DELTAFIN_SOURCE_DIR) + "/tests/fixtures/k3-tiny-a";
+// k3-tiny-a with a tokenizer beside it, made once per test binary.
+const std::string& model_dir() {
+  static const std::string dir = runtime::testing::make_text_model(
+      DELTAFIN_SOURCE_DIR, "k3-tiny-a", ::testing::TempDir() + "service-text-model");
+  return dir;
+}
 const std::vector<int32_t> kPrompt = {488, 250, 115, 269, 384, 67,  152, 153, 398, 289, 199, 395,
                                       485, 75,  449, 114, 323, 470, 200, 333, 180, 382, 244, 329};
 const std::vector<int32_t> kGreedy = {376, 232, 269, 171, 355, 346, 332, 163,
@@ -101,17 +104,11 @@ Reply read_reply(int fd) {
 
 class ServiceTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    engine_ = Engine::load({kModel, 64}).release();
-    tokenizer_ = new tokenizer::Tokenizer(testing::k3_byte_tokenizer());
-  }
-  static void TearDownTestSuite() {
-    delete engine_;
-    delete tokenizer_;
-  }
+  static void SetUpTestSuite() { engine_ = Engine::load({model_dir(), 64}).release(); }
+  static void TearDownTestSuite() { delete engine_; }
   void start(ServiceOptions options = {}, HttpLimits limits = {}, Engine* engine = nullptr) {
     if (options.model_id.empty()) options.model_id = "tiny";
-    service_ = std::make_unique<Service>(engine ? *engine : *engine_, *tokenizer_, 501, options);
+    service_ = std::make_unique<Service>(engine ? *engine : *engine_, options);
     http_ = std::make_unique<HttpServer>(
         limits, [this](const HttpRequest& r, HttpConnection& c) { service_->handle(r, c); });
     http_->bind("127.0.0.1", 0);
@@ -133,17 +130,17 @@ class ServiceTest : public ::testing::Test {
     return read_reply(fd);
   }
   Reply post(const std::string& path, const Json& body) { return call("POST", path, body.dump()); }
-  static std::string text_of(const std::vector<int32_t>& ids) { return tokenizer_->decode(ids); }
+  static std::string text_of(const std::vector<int32_t>& ids) {
+    return engine_->text().decode(ids);
+  }
 
   static Engine* engine_;
-  static tokenizer::Tokenizer* tokenizer_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<HttpServer> http_;
   std::thread loop_;
 };
 
 Engine* ServiceTest::engine_ = nullptr;
-tokenizer::Tokenizer* ServiceTest::tokenizer_ = nullptr;
 
 Json completion(const std::vector<int32_t>& prompt, int max_tokens) {
   return Json{{"prompt", prompt}, {"max_tokens", max_tokens}};
@@ -151,7 +148,7 @@ Json completion(const std::vector<int32_t>& prompt, int max_tokens) {
 
 TEST_F(ServiceTest, PromptAndCompletionMustFitTheContext) {
   EngineOptions eo;
-  eo.model_dir = kModel;
+  eo.model_dir = model_dir();
   eo.max_context_tokens = 32;
   std::unique_ptr<Engine> small = Engine::load(eo);
   start({}, {}, small.get());
@@ -329,7 +326,7 @@ TEST_F(ServiceTest, ChatRendersRunsAndReportsChannels) {
   EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
   const Json input = {
       {"messages", body["messages"]}, {"thinking", true}, {"thinking_effort", "high"}};
-  const size_t n_prompt = chat::tokenize_segments(*tokenizer_, chat::render_k3(input)).size();
+  const size_t n_prompt = engine_->text().chat()->render(input).size();
   EXPECT_EQ(j["usage"]["prompt_tokens"], n_prompt);
   EXPECT_EQ(j["usage"]["completion_tokens"], 8);
   const std::string finish = j["choices"][0]["finish_reason"];

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `deltafin run` and `deltafin demo` on the demo model: chat with labelled reasoning/answer when
 # not on a terminal, raw continuation, --stats, the model lookup ($DELTAFIN_MODEL, the install
-# location, the message when there is none), Ctrl-C keeping what was printed, the demo's cache.
+# location, the message when there is none), Ctrl-C keeping what was printed, the demo's cache;
+# and the CLI's token-id lists (--ids "1,2,3" in, [1,2,3] out; a bad item is named).
 # usage: run_cli.sh DELTAFIN TESTS_DIR
 set -euo pipefail
 deltafin=$1
@@ -63,6 +64,19 @@ grep -q "making the demo model" "$tmp/demo1.err" || fail "the first demo did not
 grep -q "making the demo model" "$tmp/demo2.err" && fail "the second demo made its model again"
 cmp -s "$tmp/demo1" "$tmp/demo2" || fail "the demo's output changed between runs"
 grep -qx '\[reasoning\]' "$tmp/demo1" || fail "the demo shows no chat turn"
+
+# Token-id lists: spaces after commas are fine and the output is one JSON array; every malformed
+# list is refused before the model loads, naming the item.
+out=$("$deltafin" generate --model "$tmp/demo" --ids "5, 0,7" --max-new 2 --ignore-eos 2>/dev/null) ||
+  fail "generate --ids '5, 0,7' failed"
+[[ $out =~ ^\[[0-9]+,[0-9]+\]$ ]] || fail "generate printed '$out', want [a,b]"
+for bad in "" "1,,2" "1,x" "-3" "1,2," "99999999999"; do
+  if "$deltafin" generate --model "$tmp/demo" --ids "$bad" --max-new 1 >/dev/null 2>"$tmp/ids.err"; then
+    fail "--ids '$bad' was accepted"
+  fi
+  grep -q "token ids: '.*' (item [0-9]*) is not a non-negative integer" "$tmp/ids.err" ||
+    fail "--ids '$bad': $(cat "$tmp/ids.err")"
+done
 
 ((failures == 0)) || exit 1
 echo "run_cli: PASS"

@@ -1,11 +1,11 @@
-// Token-id list parsing and printing for the CLI.
-#include "deltafin/token_ids.h"
+// Token-id list parsing and printing for the CLI (not the public API: the engine takes ids).
+#include "token_ids.h"
 
 #include <charconv>
 
 #include "base/error.h"
 
-namespace deltafin {
+namespace deltafin::apps {
 
 std::vector<int32_t> parse_token_ids(std::string_view text) {
   std::vector<int32_t> ids;
@@ -35,4 +35,4 @@ std::string token_ids_json(std::span<const int32_t> ids) {
   return out + "]";
 }
 
-}  // namespace deltafin
+}  // namespace deltafin::apps

@@ -1,23 +1,22 @@
-// The chat pipeline: K3's response parser splits the ids into reasoning, answer and tool calls;
-// stop strings apply to the answer only (a stop string in the reasoning would end the thinking a
-// user asked for, which no client means).
+// K3's chat response as a TextStream: the chat module's response parser splits the ids into
+// reasoning, answer and tool calls; stop strings apply to the answer only (a stop string in the
+// reasoning would end the thinking a user asked for, which no client means).
 #include "chat/response_parser.h"
-#include "server/pipeline.h"
-#include "server/stop_matcher.h"
+#include "runtime/stop_matcher.h"
+#include "runtime/text_streams.h"
 
-namespace deltafin::server {
+namespace deltafin::runtime {
 namespace {
 
-class ChatPipeline : public TextPipeline {
+class K3ResponseStream : public TextStream {
  public:
-  ChatPipeline(const tokenizer::Tokenizer& tokenizer, bool thinking, std::vector<std::string> stops,
-               bool single_tool_call, ToolCallIdSource ids)
-      : parser_(tokenizer, thinking),
-        matcher_(std::move(stops)),
-        single_tool_call_(single_tool_call),
-        ids_(std::move(ids)),
+  K3ResponseStream(const tokenizer::Tokenizer& tokenizer, ChatResponseOptions options)
+      : parser_(tokenizer, options.thinking),
+        matcher_(std::move(options.stops)),
+        single_tool_call_(options.single_tool_call),
+        ids_(std::move(options.tool_call_id)),
         close_id_(tokenizer.special_id("<|close|>").value_or(-1)),
-        in_reasoning_(thinking) {}
+        in_reasoning_(options.thinking) {}
 
   bool push(int32_t id, std::vector<Delta>& out) override {
     // The reasoning is every id before the first closing bracket (that of `think`).
@@ -71,7 +70,7 @@ class ChatPipeline : public TextPipeline {
   chat::ResponseParser parser_;
   StopMatcher matcher_;
   bool single_tool_call_;
-  ToolCallIdSource ids_;
+  std::function<std::string()> ids_;
   int32_t close_id_;
   bool in_reasoning_;
   bool done_ = false;
@@ -79,11 +78,9 @@ class ChatPipeline : public TextPipeline {
 
 }  // namespace
 
-std::unique_ptr<TextPipeline> make_chat_pipeline(const tokenizer::Tokenizer& tokenizer,
-                                                 bool thinking, std::vector<std::string> stops,
-                                                 bool single_tool_call, ToolCallIdSource ids) {
-  return std::make_unique<ChatPipeline>(tokenizer, thinking, std::move(stops), single_tool_call,
-                                        std::move(ids));
+std::unique_ptr<TextStream> make_k3_response_stream(const tokenizer::Tokenizer& tokenizer,
+                                                    ChatResponseOptions options) {
+  return std::make_unique<K3ResponseStream>(tokenizer, std::move(options));
 }
 
-}  // namespace deltafin::server
+}  // namespace deltafin::runtime

@@ -1,15 +1,14 @@
-// The raw-completion pipeline: streaming UTF-8-safe decoding, then stop strings.
-#include "server/pipeline.h"
+// The raw-completion stream: streaming UTF-8-safe decoding, then stop strings.
+#include "runtime/text_streams.h"
+#include "runtime/stop_matcher.h"
 
-#include "server/stop_matcher.h"
-
-namespace deltafin::server {
+namespace deltafin::runtime {
 namespace {
 
-class CompletionPipeline : public TextPipeline {
+class CompletionStream : public TextStream {
  public:
-  CompletionPipeline(const tokenizer::Tokenizer& tokenizer, int32_t eos_id,
-                     std::vector<std::string> stops)
+  CompletionStream(const tokenizer::Tokenizer& tokenizer, int32_t eos_id,
+                   std::vector<std::string> stops)
       : decoder_(tokenizer), eos_id_(eos_id), matcher_(std::move(stops)) {}
 
   bool push(int32_t id, std::vector<Delta>& out) override {
@@ -37,10 +36,9 @@ class CompletionPipeline : public TextPipeline {
 
 }  // namespace
 
-std::unique_ptr<TextPipeline> make_completion_pipeline(const tokenizer::Tokenizer& tokenizer,
-                                                       int32_t eos_id,
-                                                       std::vector<std::string> stops) {
-  return std::make_unique<CompletionPipeline>(tokenizer, eos_id, std::move(stops));
+std::unique_ptr<TextStream> make_completion_stream(const tokenizer::Tokenizer& tokenizer,
+                                                   int32_t eos_id, std::vector<std::string> stops) {
+  return std::make_unique<CompletionStream>(tokenizer, eos_id, std::move(stops));
 }
 
-}  // namespace deltafin::server
+}  // namespace deltafin::runtime

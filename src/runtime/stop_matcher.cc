@@ -1,10 +1,10 @@
 // Earliest-match search over the held-back text plus the longest suffix that is still a prefix
 // of some stop string.
-#include "server/stop_matcher.h"
+#include "runtime/stop_matcher.h"
 
 #include <algorithm>
 
-namespace deltafin::server {
+namespace deltafin::runtime {
 
 std::string StopMatcher::push(std::string_view text) {
   if (stopped_) return {};
@@ -39,4 +39,4 @@ std::string StopMatcher::flush() {
   return out;
 }
 
-}  // namespace deltafin::server
+}  // namespace deltafin::runtime

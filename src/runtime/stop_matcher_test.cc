@@ -1,9 +1,9 @@
 // Stop strings across piece boundaries, held-back prefixes, and UTF-8 characters.
-#include "server/stop_matcher.h"
+#include "runtime/stop_matcher.h"
 
 #include <gtest/gtest.h>
 
-namespace deltafin::server {
+namespace deltafin::runtime {
 namespace {
 
 // Feeds pieces; returns everything emitted (including the final flush unless stopped).
@@ -54,4 +54,4 @@ TEST(StopMatcher, NothingAfterTheStop) {
 }
 
 }  // namespace
-}  // namespace deltafin::server
+}  // namespace deltafin::runtime

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-namespace deltafin {
+namespace deltafin::apps {
 
 // Parses comma-separated non-negative decimal ids ("1, 2,3" is fine); throws std::runtime_error
 // (deltafin's Error) naming the bad item.
@@ -15,4 +15,4 @@ std::vector<int32_t> parse_token_ids(std::string_view text);
 // A JSON array on one line: [1,2,3].
 std::string token_ids_json(std::span<const int32_t> ids);
 
-}  // namespace deltafin
+}  // namespace deltafin::apps

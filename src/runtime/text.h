@@ -1,0 +1,17 @@
+// A model folder's text side behind the public Text: the tokenizer files beside the weights,
+// checked against the config, and the chat format the config's family uses.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "deltafin/text.h"
+#include "format/config.h"
+
+namespace deltafin::runtime {
+
+// Throws base::Error naming the folder when it has no tiktoken.model, when the tokenizer has more
+// ids than the model, or when neither the config nor the tokenizer names an end-of-message id.
+std::unique_ptr<Text> load_text(const std::string& model_dir, const format::ModelConfig& config);
+
+}  // namespace deltafin::runtime
