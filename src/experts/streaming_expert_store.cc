@@ -115,7 +115,7 @@ uint64_t StreamingExpertStore::slot_bytes(const ExpertCatalog& catalog) {
 }
 
 StreamingExpertStore::StreamingExpertStore(ExpertCatalog catalog,
-                                           std::shared_ptr<ReadScheduler> scheduler,
+                                           std::shared_ptr<io::ReadScheduler> scheduler,
                                            const StreamingStoreOptions& options,
                                            std::shared_ptr<ExpertFetcher> fetcher)
     : catalog_(std::move(catalog)),
@@ -150,11 +150,11 @@ StreamingExpertStore::~StreamingExpertStore() {
   std::unique_lock<std::mutex> lock(mu_);
   for (Slot& s : slots_) {
     if (s.state != SlotState::kReading || s.cancelled) continue;
-    const CancelResult r = scheduler_->cancel(s.job);
-    if (r == CancelResult::kDropped) {
+    const io::CancelResult r = scheduler_->cancel(s.job);
+    if (r == io::CancelResult::kDropped) {
       s.state = SlotState::kEmpty;
       --reads_in_flight_;
-    } else if (r == CancelResult::kStopping) {
+    } else if (r == io::CancelResult::kStopping) {
       s.cancelled = true;
     }
   }
@@ -200,7 +200,7 @@ int StreamingExpertStore::take_slot(bool for_prefetch) {
   return best;
 }
 
-void StreamingExpertStore::start_load(int s, int layer, int32_t expert, ReadPriority priority) {
+void StreamingExpertStore::start_load(int s, int layer, int32_t expert, io::ReadPriority priority) {
   const format::ExpertSpan& span = catalog_.layers[layer].spans[expert];
   const io::AlignedSpan a = io::align_span(span.offset, span.nbytes);
   DF_ASSERT(a.read_length <= slot_stride_);
@@ -209,7 +209,7 @@ void StreamingExpertStore::start_load(int s, int layer, int32_t expert, ReadPrio
   slot.expert = expert;
   slot.data_offset = a.data_offset;
   slot.read_bytes = a.read_length;
-  slot.speculative = priority == ReadPriority::kSpeculative;
+  slot.speculative = priority == io::ReadPriority::kSpeculative;
   slot.last_use = ++tick_;
   where_[key(layer, expert)] = s;
   if (fetcher_ && !fetcher_->is_local(layer, expert)) {
@@ -243,13 +243,13 @@ void StreamingExpertStore::submit_read(int s) {
   }
   slot.state = SlotState::kReading;
   ++reads_in_flight_;
-  ReadJob job;
+  io::ReadJob job;
   job.file = file;
   job.offset = a.read_offset;
   job.length = a.read_length;
   job.required_bytes = a.required_bytes;
   job.dest = slot_data(s);
-  job.priority = slot.speculative ? ReadPriority::kSpeculative : ReadPriority::kNow;
+  job.priority = slot.speculative ? io::ReadPriority::kSpeculative : io::ReadPriority::kNow;
   job.done = [this, s](const io::ReadCompletion& c) { on_read_done(s, c); };
   job.trace_layer = slot.layer;
   job.trace_expert = slot.expert;
@@ -309,15 +309,15 @@ void StreamingExpertStore::retire_guesses(int layer, std::span<const int32_t> ke
   for (Slot& s : slots_) {
     if (s.layer != layer || !s.speculative) continue;
     if (std::find(keep.begin(), keep.end(), s.expert) != keep.end()) continue;
-    const CancelResult r =
-        s.state == SlotState::kReading ? scheduler_->cancel(s.job) : CancelResult::kTooLate;
-    if (r == CancelResult::kDropped) {
+    const io::CancelResult r =
+        s.state == SlotState::kReading ? scheduler_->cancel(s.job) : io::CancelResult::kTooLate;
+    if (r == io::CancelResult::kDropped) {
       where_.erase(key(s.layer, s.expert));
       --reads_in_flight_;
       --speculative_slots_;
       ++stats_.prefetch_cancelled;
       s = Slot{};
-    } else if (r == CancelResult::kStopping) {
+    } else if (r == io::CancelResult::kStopping) {
       // Its pieces in flight land in the slot, which stays kReading (so nothing takes it) until
       // on_read_done empties it.
       where_.erase(key(s.layer, s.expert));
@@ -346,7 +346,7 @@ void StreamingExpertStore::serve_waiters() {
     const Waiter w = waiters_.front();
     waiters_.erase(waiters_.begin());
     Batch::Entry& e = w.batch->entries_[w.index];
-    start_load(s, w.layer, e.expert, ReadPriority::kNow);
+    start_load(s, w.layer, e.expert, io::ReadPriority::kNow);
     Slot& slot = slots_[s];
     slot.pins = 1;
     slot.used = true;
@@ -393,7 +393,7 @@ std::unique_ptr<ExpertBatch> StreamingExpertStore::request(int layer,
         stats_.needed_bytes += s.read_bytes;
         if (s.speculative) --speculative_slots_;
         s.speculative = false;
-        if (s.state == SlotState::kReading) scheduler_->promote(s.job, ReadPriority::kNow);
+        if (s.state == SlotState::kReading) scheduler_->promote(s.job, io::ReadPriority::kNow);
       } else {
         ++stats_.cache_hits;  // in memory from an earlier use, or from an earlier route's guess
       }
@@ -408,7 +408,7 @@ std::unique_ptr<ExpertBatch> StreamingExpertStore::request(int layer,
       waiters_.push_back({batch.get(), layer, i});
       continue;
     }
-    start_load(s, layer, e, ReadPriority::kNow);
+    start_load(s, layer, e, io::ReadPriority::kNow);
     slots_[s].pins = 1;
     slots_[s].used = true;
     ++stats_.demand_reads;
@@ -443,7 +443,7 @@ void StreamingExpertStore::prefetch(int layer, std::span<const int32_t> experts)
     const int s = take_slot(/*for_prefetch=*/true);
     if (s < 0) break;
     ++speculative_slots_;  // before start_load: a read that fails to start gives it back
-    start_load(s, layer, e, ReadPriority::kSpeculative);
+    start_load(s, layer, e, io::ReadPriority::kSpeculative);
     ++stats_.prefetch_reads;
   }
 }

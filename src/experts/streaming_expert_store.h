@@ -17,9 +17,9 @@
 
 #include "experts/expert_fetcher.h"
 #include "experts/expert_store.h"
-#include "io/read_scheduler.h"
 #include "io/direct_file.h"
 #include "io/huge_buffer.h"
+#include "io/read_scheduler.h"
 
 namespace deltafin::experts {
 
@@ -51,7 +51,7 @@ class StreamingExpertStore : public ExpertStore {
   // With one, the catalog's spans are per-expert cache files that may not exist yet: a demand for
   // one that is not local fetches it first, and each file is opened only for its read (a full
   // pool has one file per expert, far more than a process may keep open).
-  StreamingExpertStore(ExpertCatalog catalog, std::shared_ptr<ReadScheduler> scheduler,
+  StreamingExpertStore(ExpertCatalog catalog, std::shared_ptr<io::ReadScheduler> scheduler,
                        const StreamingStoreOptions& options,
                        std::shared_ptr<ExpertFetcher> fetcher = nullptr);
   // Waits for its reads in flight; fetches in flight finish in the fetcher, unobserved.
@@ -106,7 +106,7 @@ class StreamingExpertStore : public ExpertStore {
   bool evict_before(const Slot& a, const Slot& b) const;  // caller holds mu_
   // Puts (layer, expert) into slot s and starts its fetch (not local yet) or its read. Caller
   // holds mu_; a failure to start leaves the slot kFailed.
-  void start_load(int s, int layer, int32_t expert, ReadPriority priority);
+  void start_load(int s, int layer, int32_t expert, io::ReadPriority priority);
   void submit_read(int s);                     // caller holds mu_
   void fail_slot(int s, std::string message);  // caller holds mu_
   void on_read_done(int s, const io::ReadCompletion& c);
@@ -129,7 +129,7 @@ class StreamingExpertStore : public ExpertStore {
   };
 
   ExpertCatalog catalog_;
-  std::shared_ptr<ReadScheduler> scheduler_;
+  std::shared_ptr<io::ReadScheduler> scheduler_;
   StreamingStoreOptions options_;
   std::shared_ptr<ExpertFetcher> fetcher_;
   std::shared_ptr<FetchGuard> guard_;
