@@ -64,7 +64,6 @@ class StreamingExpertStore : public ExpertStore {
   // The bytes one slot takes: the largest aligned read of any expert (4 KiB granularity).
   static uint64_t slot_bytes(const ExpertCatalog& catalog);
   int n_slots() const { return static_cast<int>(slots_.size()); }
-  uint64_t pool_bytes() const { return pool_.size(); }
   // Whether prefetches for `layer` are being issued now (its lookahead recall is high enough).
   bool prefetch_enabled(int layer) const;
 
