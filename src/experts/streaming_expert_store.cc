@@ -161,6 +161,13 @@ StreamingExpertStore::~StreamingExpertStore() {
   cv_.wait(lock, [&] { return reads_in_flight_ == 0; });
 }
 
+std::function<int()> StreamingExpertStore::orphaned_fetches() const {
+  return [guard = guard_] {
+    std::lock_guard<std::mutex> g(guard->mu);
+    return guard->orphaned;
+  };
+}
+
 bool StreamingExpertStore::prefetch_enabled(int layer) const {
   std::lock_guard<std::mutex> lock(mu_);
   return recall_[layer] >= options_.min_prefetch_recall;
@@ -218,7 +225,11 @@ void StreamingExpertStore::start_load(int s, int layer, int32_t expert, io::Read
     // The callback runs on a fetcher thread, never inside fetch(), so holding mu_ here is fine.
     fetcher_->fetch(layer, expert, [guard = guard_, s](const std::string& error) {
       std::lock_guard<std::mutex> g(guard->mu);
-      if (guard->store) guard->store->on_fetch_done(s, error);
+      if (guard->store) {
+        guard->store->on_fetch_done(s, error);
+      } else {
+        ++guard->orphaned;
+      }
     });
     return;
   }

@@ -8,6 +8,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -66,6 +67,9 @@ class StreamingExpertStore : public ExpertStore {
   int n_slots() const { return static_cast<int>(slots_.size()); }
   // Whether prefetches for `layer` are being issued now (its lookahead recall is high enough).
   bool prefetch_enabled(int layer) const;
+  // Counts the fetch callbacks that came after this store was destroyed (and so touched nothing);
+  // the counter outlives the store, as those fetches do.
+  std::function<int()> orphaned_fetches() const;
 
  private:
   class Batch;
@@ -125,6 +129,7 @@ class StreamingExpertStore : public ExpertStore {
   struct FetchGuard {
     std::mutex mu;  // taken before mu_
     StreamingExpertStore* store = nullptr;
+    int orphaned = 0;  // callbacks that found no store
   };
 
   ExpertCatalog catalog_;
