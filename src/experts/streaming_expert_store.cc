@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "base/error.h"
+#include "base/stopwatch.h"
 #include "base/timeline.h"
 
 namespace deltafin::experts {
@@ -54,7 +55,7 @@ class StreamingExpertStore::Batch : public ExpertBatch {
   ReadyExpert acquire_next() override {
     std::unique_lock<std::mutex> lock(store_->mu_);
     DF_ASSERT(n_handed_ < entries_.size());
-    const auto t0 = std::chrono::steady_clock::now();
+    const base::Stopwatch wait;
     bool waited = false;
     size_t pick = entries_.size();
     for (;;) {
@@ -70,10 +71,10 @@ class StreamingExpertStore::Batch : public ExpertBatch {
       store_->cv_.wait(lock);
     }
     if (waited) {
-      const auto t1 = std::chrono::steady_clock::now();
-      store_->stats_.wait_seconds += std::chrono::duration<double>(t1 - t0).count();
-      base::timeline::span(base::timeline::kCompute, "wait for expert", "io wait", t0, t1,
-                           base::str_cat("\"layer\":", layer_));
+      const base::SteadyClock::time_point end = base::SteadyClock::now();
+      store_->stats_.wait_seconds += wait.seconds_until(end);
+      base::timeline::span(base::timeline::kCompute, "wait for expert", "io wait", wait.start(),
+                           end, base::str_cat("\"layer\":", layer_));
     }
     Entry& e = entries_[pick];
     e.handed = true;
