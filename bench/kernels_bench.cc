@@ -25,6 +25,7 @@
 
 #include "base/cpu_features.h"
 #include "base/error.h"
+#include "base/stopwatch.h"
 #include "base/thread_pool.h"
 #include "kernels/activation.h"
 #include "kernels/attn_res.h"
@@ -99,8 +100,6 @@ float read_all(const uint8_t* p, size_t bytes) {
   return static_cast<float>(acc);
 }
 
-using Clock = std::chrono::steady_clock;
-
 // Runs `kernel(weights)` per iteration against memcpy and a read of other cold copies, and sets
 // the counters described at the top of the file. `bytes` = weight bytes per call.
 template <typename Kernel>
@@ -112,24 +111,21 @@ void measure(benchmark::State& state, base::ThreadPool& pool, const Copies& copi
   double kernel_s = 0.0, copy_s = 0.0, read_s = 0.0;
   size_t next = 0;
   for (auto _ : state) {
-    const auto t0 = Clock::now();
+    base::Stopwatch lap;
     kernel(copies.at(next));
-    const auto t1 = Clock::now();
+    const double k = lap.lap_seconds();
     const uint8_t* src = copies.at(next + copies.count / 3);
     pool.parallel_for(bytes, chunk_grain,
                       [&](size_t b, size_t e) { std::memcpy(dst.data() + b, src + b, e - b); });
-    const auto t2 = Clock::now();
+    copy_s += lap.lap_seconds();
     const uint8_t* rd = copies.at(next + 2 * copies.count / 3);
     pool.parallel_for(bytes, chunk_grain, [&](size_t b, size_t e) {
       sums[b * pool.size() / bytes] += read_all(rd + b, e - b);
     });
-    const auto t3 = Clock::now();
+    read_s += lap.lap_seconds();
     benchmark::DoNotOptimize(sums.data());
     benchmark::ClobberMemory();
-    const double k = std::chrono::duration<double>(t1 - t0).count();
     kernel_s += k;
-    copy_s += std::chrono::duration<double>(t2 - t1).count();
-    read_s += std::chrono::duration<double>(t3 - t2).count();
     state.SetIterationTime(k);
     ++next;
   }

@@ -1,7 +1,7 @@
 # Helpers that turn each folder under src/ into a library with its tests, so that adding a file
 # never needs a CMake edit: `*_test.cc` files are tests, `*_avx2.cc` / `*_avx512.cc` get their ISA
 # flags (the variant is chosen at run time, so nothing else may depend on -march), the rest is the
-# library.
+# library. They also enforce the layering: a target sees only the modules it may use.
 
 set(DELTAFIN_WARNINGS -Wall -Wextra -Wpedantic -Wnon-virtual-dtor -Wno-missing-field-initializers)
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
@@ -27,10 +27,65 @@ function(deltafin_isa_flags)
   endforeach()
 endfunction()
 
-# deltafin_module(NAME DEPS dep... [PUBLIC_LIBS lib...] [TEST_LIBS lib...])
-# Library target: deltafin_<NAME>; test binary: deltafin_<NAME>_tests (one ctest entry).
+# The layering. Every module includes as "<module>/file.h", so a target's include path is one folder
+# in the build tree, layering/<view>/, holding a link per module it may see (and `deltafin` for the
+# public API): a header of any other module is simply not found. A module sees itself and what its
+# DEPS export: an ordinary module exports itself plus its own exports (headers include their deps'
+# headers, so the view is the transitive closure); the module that implements include/deltafin/
+# (API) exports the public API alone, so its users never see tensors.
+
+# The modules `deps` export, in `out_var`. Each must already be defined: modules are added in
+# dependency order (src/CMakeLists.txt).
+function(deltafin_exports_of out_var)
+  set(seen)
+  foreach(dep IN LISTS ARGN)
+    if(NOT TARGET deltafin_${dep})
+      message(FATAL_ERROR "deltafin: module '${dep}' is used before it is defined "
+                          "(add modules in dependency order in src/CMakeLists.txt)")
+    endif()
+    get_target_property(exports deltafin_${dep} DELTAFIN_EXPORTS)
+    list(APPEND seen ${exports})
+  endforeach()
+  list(REMOVE_DUPLICATES seen)
+  set(${out_var} ${seen} PARENT_SCOPE)
+endfunction()
+
+# Gives `target` the include view `view`: one link per entry of `visible` (a module name, or `api`
+# for include/deltafin/). The folder is rebuilt at each configure so a dropped dependency disappears.
+function(deltafin_include_view target view)
+  set(dir ${PROJECT_BINARY_DIR}/layering/${view})
+  file(REMOVE_RECURSE ${dir})  # removes the links, never what they point to
+  file(MAKE_DIRECTORY ${dir})
+  set(visible ${ARGN})
+  list(REMOVE_DUPLICATES visible)
+  foreach(module IN LISTS visible)
+    if(module STREQUAL "api")
+      file(CREATE_LINK ${PROJECT_SOURCE_DIR}/include/deltafin ${dir}/deltafin SYMBOLIC)
+    else()
+      file(CREATE_LINK ${PROJECT_SOURCE_DIR}/src/${module} ${dir}/${module} SYMBOLIC)
+    endif()
+  endforeach()
+  target_include_directories(${target} PRIVATE ${dir})
+endfunction()
+
+# deltafin_uses(TARGET VIEW DEPS dep...): a target outside src/ (the command, a layering probe)
+# that links `deps` and sees only what they export. The harnesses (bench/, fuzz/) pass every module
+# (the global property DELTAFIN_MODULES).
+function(deltafin_uses target view)
+  cmake_parse_arguments(U "" "" "DEPS" ${ARGN})
+  deltafin_exports_of(visible ${U_DEPS})
+  deltafin_include_view(${target} ${view} ${visible})
+  foreach(dep IN LISTS U_DEPS)
+    target_link_libraries(${target} PRIVATE deltafin_${dep})
+  endforeach()
+endfunction()
+
+# deltafin_module(NAME [API] [DEPS dep...] [TEST_DEPS dep...] [PUBLIC_LIBS lib...])
+# Library target: deltafin_<NAME>; test binary: deltafin_<NAME>_tests (one ctest entry). DEPS are
+# the modules it may use (DESIGN.md's arrows); TEST_DEPS are extra modules its tests may use. API:
+# the module implements include/deltafin/ and its users see only that.
 function(deltafin_module name)
-  cmake_parse_arguments(M "" "" "DEPS;PUBLIC_LIBS;TEST_LIBS" ${ARGN})
+  cmake_parse_arguments(M "API" "" "DEPS;TEST_DEPS;PUBLIC_LIBS" ${ARGN})
   file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cc ${CMAKE_CURRENT_SOURCE_DIR}/*/*.cc)
   set(lib_srcs)
   set(test_srcs)
@@ -44,7 +99,16 @@ function(deltafin_module name)
   deltafin_isa_flags(${lib_srcs} ${test_srcs})
   set(target deltafin_${name})
   add_library(${target} STATIC ${lib_srcs})
-  target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
+  set_property(GLOBAL APPEND PROPERTY DELTAFIN_MODULES ${name})
+  deltafin_exports_of(visible ${M_DEPS})
+  list(PREPEND visible ${name})
+  if(M_API)
+    list(APPEND visible api)
+    set_target_properties(${target} PROPERTIES DELTAFIN_EXPORTS api)
+  else()
+    set_target_properties(${target} PROPERTIES DELTAFIN_EXPORTS "${visible}")
+  endif()
+  deltafin_include_view(${target} ${name} ${visible})
   foreach(dep IN LISTS M_DEPS)
     target_link_libraries(${target} PUBLIC deltafin_${dep})
   endforeach()
@@ -52,7 +116,12 @@ function(deltafin_module name)
   deltafin_warnings(${target})
   if(DELTAFIN_TESTS AND test_srcs)
     add_executable(${target}_tests ${test_srcs})
-    target_link_libraries(${target}_tests PRIVATE ${target} ${M_TEST_LIBS} GTest::gtest GTest::gtest_main)
+    deltafin_exports_of(test_visible ${M_TEST_DEPS})
+    deltafin_include_view(${target}_tests ${name}_tests ${visible} ${test_visible})
+    target_link_libraries(${target}_tests PRIVATE ${target} GTest::gtest GTest::gtest_main)
+    foreach(dep IN LISTS M_TEST_DEPS)
+      target_link_libraries(${target}_tests PRIVATE deltafin_${dep})
+    endforeach()
     target_compile_definitions(${target}_tests PRIVATE
       DELTAFIN_SOURCE_DIR="${PROJECT_SOURCE_DIR}" DELTAFIN_BINARY_DIR="${PROJECT_BINARY_DIR}")
     deltafin_warnings(${target}_tests)

@@ -1,12 +1,16 @@
 // Tests for base: thread pool coverage and determinism, error formatting, ISA selection.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "base/cpu_features.h"
@@ -71,6 +75,57 @@ TEST(ThreadPool, ActiveThreadsLimitWhichThreadsRunChunks) {
   EXPECT_EQ(pool.active_threads(), 1);
   pool.set_active_threads(99);
   EXPECT_EQ(pool.active_threads(), 4);
+}
+
+// A drafter and the target share the pool: two threads posting jobs at once must each get every
+// index of their own job exactly once, split into the same chunks as when they run alone.
+TEST(ThreadPool, TwoCallersAtOnceEachGetTheirOwnJobWithTheSoloSplit) {
+  using Chunks = std::vector<std::pair<size_t, size_t>>;
+  constexpr int kCalls = 1000;
+  constexpr size_t kGrain = 4;
+  const auto job_size = [](int caller, int call) { return 200 + 37 * caller + call % 13; };
+  const auto chunks_of = [](ThreadPool& pool, size_t n, const std::function<void(size_t)>& body) {
+    std::mutex mu;
+    Chunks chunks;
+    pool.parallel_for(n, kGrain, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) body(i);
+      std::lock_guard<std::mutex> lock(mu);
+      chunks.emplace_back(b, e);
+    });
+    std::sort(chunks.begin(), chunks.end());
+    return chunks;
+  };
+  ThreadPool pool(4);
+  std::map<size_t, Chunks> solo;  // the split of each job size with one caller
+  for (int caller = 0; caller < 2; ++caller) {
+    for (int call = 0; call < 13; ++call) {
+      const size_t n = job_size(caller, call);
+      solo[n] = chunks_of(pool, n, [](size_t) {});
+    }
+  }
+
+  std::atomic<int> ready{0};
+  int wrong_values[2] = {0, 0}, wrong_splits[2] = {0, 0};
+  const auto run = [&](int caller) {
+    ++ready;
+    while (ready.load() < 2) {
+    }
+    for (int call = 0; call < kCalls; ++call) {
+      const size_t n = job_size(caller, call);
+      const int tag = caller * kCalls + call + 1;
+      std::vector<int> out(n, 0);
+      const Chunks chunks = chunks_of(pool, n, [&](size_t i) { out[i] += tag; });
+      for (size_t i = 0; i < n; ++i) wrong_values[caller] += out[i] != tag;
+      wrong_splits[caller] += chunks != solo.at(n);
+    }
+  };
+  std::thread drafter(run, 1);
+  run(0);
+  drafter.join();
+  for (int caller = 0; caller < 2; ++caller) {
+    EXPECT_EQ(wrong_values[caller], 0) << "caller " << caller;
+    EXPECT_EQ(wrong_splits[caller], 0) << "caller " << caller;
+  }
 }
 
 TEST(ThreadPool, ActiveThreadsRestoreEarly) {

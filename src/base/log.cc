@@ -1,7 +1,6 @@
 // Log sink: one line per call, written with a single fputs so lines from threads do not interleave.
 #include "base/log.h"
 
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,12 +18,12 @@ LogLevel initial_level() {
   return LogLevel::kInfo;
 }
 
-std::atomic<LogLevel> g_level{initial_level()};
-
 }  // namespace
 
-void set_log_level(LogLevel level) { g_level.store(level); }
-LogLevel log_level() { return g_level.load(std::memory_order_relaxed); }
+LogLevel log_level() {
+  static const LogLevel level = initial_level();  // DELTAFIN_LOG, read once
+  return level;
+}
 
 void log_line(LogLevel level, const std::string& message) {
   static const char* const kTags[] = {"debug", "info", "warn", "error", ""};

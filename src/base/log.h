@@ -9,7 +9,6 @@ namespace deltafin::base {
 
 enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3, kQuiet = 4 };
 
-void set_log_level(LogLevel level);
 LogLevel log_level();
 void log_line(LogLevel level, const std::string& message);
 

@@ -20,7 +20,7 @@ MemoryLoad::MemoryLoad(int threads, size_t buffer_bytes) : buffer_bytes_(buffer_
     // Distinct, non-zero contents: every page is really there before the clock starts.
     std::memset(buffers_.back().get(), 1 + t % 255, buffer_bytes_);
   }
-  start_ = std::chrono::steady_clock::now();
+  clock_.restart();
   for (int t = 0; t < threads; ++t) threads_.emplace_back([this, t] { run(t); });
 }
 
@@ -43,13 +43,12 @@ void MemoryLoad::stop() {
   if (stopped_) return;
   stop_.store(true);
   for (std::thread& t : threads_) t.join();
-  end_ = std::chrono::steady_clock::now();
+  stopped_seconds_ = clock_.elapsed_seconds();
   stopped_ = true;
 }
 
 double MemoryLoad::seconds() const {
-  const auto end = stopped_ ? end_ : std::chrono::steady_clock::now();
-  return std::chrono::duration<double>(end - start_).count();
+  return stopped_ ? stopped_seconds_ : clock_.elapsed_seconds();
 }
 
 double MemoryLoad::gbps() const {

@@ -4,12 +4,13 @@
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <thread>
 #include <vector>
+
+#include "base/stopwatch.h"
 
 namespace deltafin::base {
 
@@ -44,7 +45,8 @@ class MemoryLoad {
   std::vector<std::thread> threads_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> copied_{0};
-  std::chrono::steady_clock::time_point start_, end_;
+  Stopwatch clock_;  // restarted once the buffers are touched
+  double stopped_seconds_ = 0;
   bool stopped_ = false;
 };
 

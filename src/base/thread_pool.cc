@@ -72,6 +72,9 @@ void ThreadPool::parallel_for(size_t n, size_t grain,
     fn(0, n);
     return;
   }
+  // One job at a time: the job fields and pending_ belong to the caller that set busy_.
+  idle_cv_.wait(lock, [&] { return !busy_; });
+  busy_ = true;
   job_ = &fn;
   job_parts_ = parts;
   job_n_ = n;
@@ -85,6 +88,9 @@ void ThreadPool::parallel_for(size_t n, size_t grain,
   if (b < e) fn(b, e);
   lock.lock();
   done_cv_.wait(lock, [&] { return pending_ == 0; });
+  busy_ = false;
+  lock.unlock();
+  idle_cv_.notify_one();
 }
 
 void ThreadPool::set_active_threads(int n) {

@@ -1,6 +1,6 @@
 // A fixed pool of worker threads for data-parallel kernels: parallel_for splits [0, n) into
 // contiguous chunks, one per thread, so each thread's rows are fixed and results never depend on
-// scheduling.
+// scheduling. Callers on several threads (a drafter beside the target) take turns a job at a time.
 #pragma once
 
 #include <condition_variable>
@@ -30,7 +30,9 @@ class ThreadPool {
   int active_threads() const;
 
   // Calls fn(begin, end) on disjoint chunks covering [0, n); chunk boundaries are multiples of
-  // `grain` (except the end). Blocks until all chunks are done.
+  // `grain` (except the end). Blocks until all chunks are done. Safe to call from several threads
+  // at once: a job waits for the one in flight to finish, then runs with the same split it would
+  // have had alone. Not reentrant: fn must not call parallel_for on the same pool.
   void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn);
 
  private:
@@ -42,6 +44,8 @@ class ThreadPool {
   mutable std::mutex mu_;
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;
+  std::condition_variable idle_cv_;  // a caller waits here while another caller's job runs
+  bool busy_ = false;                // a job is posted and not yet finished
   const std::function<void(size_t, size_t)>* job_ = nullptr;
   size_t job_n_ = 0;
   size_t job_grain_ = 1;

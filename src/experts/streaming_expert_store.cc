@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "base/error.h"
+#include "base/stopwatch.h"
 #include "base/timeline.h"
 
 namespace deltafin::experts {
@@ -54,7 +55,7 @@ class StreamingExpertStore::Batch : public ExpertBatch {
   ReadyExpert acquire_next() override {
     std::unique_lock<std::mutex> lock(store_->mu_);
     DF_ASSERT(n_handed_ < entries_.size());
-    const auto t0 = std::chrono::steady_clock::now();
+    const base::Stopwatch wait;
     bool waited = false;
     size_t pick = entries_.size();
     for (;;) {
@@ -70,10 +71,10 @@ class StreamingExpertStore::Batch : public ExpertBatch {
       store_->cv_.wait(lock);
     }
     if (waited) {
-      const auto t1 = std::chrono::steady_clock::now();
-      store_->stats_.wait_seconds += std::chrono::duration<double>(t1 - t0).count();
-      base::timeline::span(base::timeline::kCompute, "wait for expert", "io wait", t0, t1,
-                           base::str_cat("\"layer\":", layer_));
+      const base::SteadyClock::time_point end = base::SteadyClock::now();
+      store_->stats_.wait_seconds += wait.seconds_until(end);
+      base::timeline::span(base::timeline::kCompute, "wait for expert", "io wait", wait.start(),
+                           end, base::str_cat("\"layer\":", layer_));
     }
     Entry& e = entries_[pick];
     e.handed = true;
@@ -161,6 +162,13 @@ StreamingExpertStore::~StreamingExpertStore() {
   cv_.wait(lock, [&] { return reads_in_flight_ == 0; });
 }
 
+std::function<int()> StreamingExpertStore::orphaned_fetches() const {
+  return [guard = guard_] {
+    std::lock_guard<std::mutex> g(guard->mu);
+    return guard->orphaned;
+  };
+}
+
 bool StreamingExpertStore::prefetch_enabled(int layer) const {
   std::lock_guard<std::mutex> lock(mu_);
   return recall_[layer] >= options_.min_prefetch_recall;
@@ -218,7 +226,11 @@ void StreamingExpertStore::start_load(int s, int layer, int32_t expert, io::Read
     // The callback runs on a fetcher thread, never inside fetch(), so holding mu_ here is fine.
     fetcher_->fetch(layer, expert, [guard = guard_, s](const std::string& error) {
       std::lock_guard<std::mutex> g(guard->mu);
-      if (guard->store) guard->store->on_fetch_done(s, error);
+      if (guard->store) {
+        guard->store->on_fetch_done(s, error);
+      } else {
+        ++guard->orphaned;
+      }
     });
     return;
   }

@@ -8,6 +8,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -69,9 +70,11 @@ class StreamingExpertStore : public ExpertStore {
   // The bytes one slot takes: the largest aligned read of any expert (4 KiB granularity).
   static uint64_t slot_bytes(const ExpertCatalog& catalog);
   int n_slots() const { return static_cast<int>(slots_.size()); }
-  uint64_t pool_bytes() const { return pool_.size(); }
   // Whether prefetches for `layer` are being issued now (its lookahead recall is high enough).
   bool prefetch_enabled(int layer) const;
+  // Counts the fetch callbacks that came after this store was destroyed (and so touched nothing);
+  // the counter outlives the store, as those fetches do.
+  std::function<int()> orphaned_fetches() const;
 
  private:
   class Batch;
@@ -131,6 +134,7 @@ class StreamingExpertStore : public ExpertStore {
   struct FetchGuard {
     std::mutex mu;  // taken before mu_
     StreamingExpertStore* store = nullptr;
+    int orphaned = 0;  // callbacks that found no store
   };
 
   ExpertCatalog catalog_;

@@ -309,9 +309,7 @@ class FakeFetcher : public ExpertFetcher {
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
   }
-  ~FakeFetcher() override {
-    for (std::thread& t : threads_) t.join();
-  }
+  ~FakeFetcher() override { join(); }
 
   // The catalog a streaming store sees: every span is its own (maybe absent) file at offset 0.
   ExpertCatalog catalog() const {
@@ -346,6 +344,10 @@ class FakeFetcher : public ExpertFetcher {
     const bool fails = failing.contains({layer, expert});
     threads_.emplace_back([this, layer, expert, fails, done = std::move(done)] {
       std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+      {
+        std::unique_lock<std::mutex> held(mu_);
+        released_.wait(held, [&] { return !held_; });
+      }
       if (fails) {
         done("fetching layer " + std::to_string(layer) + " expert " + std::to_string(expert) +
              ": HTTP 503 after 2 attempts");
@@ -366,6 +368,28 @@ class FakeFetcher : public ExpertFetcher {
     return n;
   }
 
+  // Holds every fetch's callback until release(), so a test can act while fetches are in flight.
+  void hold() {
+    std::lock_guard<std::mutex> lock(mu_);
+    held_ = true;
+  }
+  void release() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      held_ = false;
+    }
+    released_.notify_all();
+  }
+  // Waits until every fetch started so far has run its callback.
+  void join() {
+    std::vector<std::thread> threads;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      threads.swap(threads_);
+    }
+    for (std::thread& t : threads) t.join();
+  }
+
   int delay_ms = 0;
   std::set<std::pair<int, int32_t>> failing;  // set before the fetches start
 
@@ -375,6 +399,8 @@ class FakeFetcher : public ExpertFetcher {
   std::mutex mu_;
   std::map<std::pair<int, int32_t>, int> calls_;
   std::vector<std::thread> threads_;
+  bool held_ = false;
+  std::condition_variable released_;
 };
 
 // Takes every expert of a batch over cache files and checks each against its span in the bank.
@@ -480,12 +506,18 @@ TEST(StreamingExpertStoreFetch, GuessesNeverFetch) {
 TEST(StreamingExpertStoreFetch, StoreGoneBeforeItsFetchCompletes) {
   const Bank b = make_bank("fetch5.bin", 4);
   auto fetcher = std::make_shared<FakeFetcher>(b, scratch() + "/cache5");
-  fetcher->delay_ms = 100;
+  fetcher->hold();
+  std::function<int()> orphaned;
   {
     StreamingExpertStore store(fetcher->catalog(), scheduler(), {.n_slots = 2}, fetcher);
+    orphaned = store.orphaned_fetches();
     auto batch = store.request(1, std::vector<int32_t>{0, 3});
-  }  // batch and store gone while both fetches sleep: their callbacks must find nothing to touch
-  fetcher.reset();  // joins the fetch threads
+    EXPECT_EQ(fetcher->total_calls(), 2);
+  }  // batch and store gone while both fetches are held: their callbacks must find nothing
+  EXPECT_EQ(orphaned(), 0);
+  fetcher->release();
+  fetcher->join();
+  EXPECT_EQ(orphaned(), 2);
 }
 
 }  // namespace

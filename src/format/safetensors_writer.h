@@ -66,7 +66,6 @@ class SafetensorsWriter {
   uint64_t tensor_offset(size_t i) const { return data_start_ + begin_[i]; }
   uint64_t data_bytes() const { return data_total_; }
   uint64_t file_bytes() const { return data_start_ + data_total_; }
-  uint64_t data_written() const { return data_written_; }
 
  private:
   void flush_buffer();

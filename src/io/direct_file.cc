@@ -135,13 +135,4 @@ void drop_page_cache(const std::string& path) {
   ::close(fd);
 }
 
-bool drop_all_page_caches() {
-  sync();
-  const int fd = ::open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  const bool ok = ::write(fd, "1", 1) == 1;
-  ::close(fd);
-  return ok;
-}
-
 }  // namespace deltafin::io

@@ -69,8 +69,4 @@ size_t read_span(const DirectFile& file, uint64_t offset, size_t length, void* b
 // are flushed first. Throws base::Error when the file cannot be opened.
 void drop_page_cache(const std::string& path);
 
-// Writes 1 to /proc/sys/vm/drop_caches (clean page cache of the whole machine). Returns false
-// when that is not permitted (not root, read-only /proc/sys in a container).
-bool drop_all_page_caches();
-
 }  // namespace deltafin::io

@@ -7,12 +7,12 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <memory>
 #include <random>
 
 #include "base/error.h"
+#include "base/stopwatch.h"
 
 namespace deltafin::io {
 namespace {
@@ -53,7 +53,7 @@ double timed_reads(ReadQueue& queue, uint8_t* buffer, size_t slot_bytes, size_t 
                    int n_reads, OffsetPicker& picker) {
   std::vector<uint64_t> free_slots;
   for (int s = queue.depth() - 1; s >= 0; --s) free_slots.push_back(static_cast<uint64_t>(s));
-  const auto start = std::chrono::steady_clock::now();
+  const base::Stopwatch watch;
   int submitted = 0, completed = 0;
   while (completed < n_reads) {
     while (submitted < n_reads && !free_slots.empty()) {
@@ -73,8 +73,7 @@ double timed_reads(ReadQueue& queue, uint8_t* buffer, size_t slot_bytes, size_t 
     free_slots.push_back(c.user_tag);
     ++completed;
   }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = watch.elapsed_seconds();
   return static_cast<double>(read_bytes) * n_reads / seconds / 1e9;
 }
 

@@ -72,8 +72,7 @@ uint64_t ReadScheduler::submit(ReadJob job) {
     Job& j = jobs_[id];
     // Pieces past the required bytes could find the end of the file; one whole request asks
     // for its aligned length as the queue expects.
-    j.issue_end =
-        job.piece_bytes > 0 ? align_up(required_of(job), kDirectAlignment) : job.length;
+    j.issue_end = job.piece_bytes > 0 ? align_up(required_of(job), kDirectAlignment) : job.length;
     j.queued_at = base::timeline::on() ? Clock::now() : Clock::time_point{};
     queued_[static_cast<int>(job.priority)].push_back(id);
     j.job = std::move(job);
@@ -126,16 +125,14 @@ void ReadScheduler::promote(uint64_t id, ReadPriority priority) {
 ReadSchedulerStats ReadScheduler::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   ReadSchedulerStats s = stats_;
-  if (!issued_.empty())
-    s.busy_seconds += std::chrono::duration<double>(Clock::now() - busy_since_).count();
+  if (!issued_.empty()) s.busy_seconds += busy_.elapsed_seconds();
   return s;
 }
 
 void ReadScheduler::trace_read(const ReadJob& job, const Piece& piece, uint64_t bytes) {
   static const char* const kNames[kReadPriorities] = {"demand", "spine", "prefetch"};
   const char* name = kNames[static_cast<int>(piece.priority)];
-  const double queued_ms =
-      std::chrono::duration<double, std::milli>(piece.issued_at - piece.queued_at).count();
+  const double queued_ms = base::ms_between(piece.queued_at, piece.issued_at);
   base::timeline::span(
       base::timeline::kDiskLane + piece.lane, name, "read", piece.issued_at, Clock::now(),
       base::str_cat("\"layer\":", job.trace_layer, ",\"expert\":", job.trace_expert,
@@ -204,7 +201,7 @@ void ReadScheduler::run() {
     ReadRequest request;
     Piece piece;
     while (!stop_ && static_cast<int>(issued_.size()) < depth_ && pop_next(&request, &piece)) {
-      if (issued_.empty()) busy_since_ = Clock::now();
+      if (issued_.empty()) busy_.restart();
       int lane = 0;
       while (lane_busy_[lane]) ++lane;  // fewer than depth_ are busy
       lane_busy_[lane] = true;
@@ -229,8 +226,7 @@ void ReadScheduler::run() {
     lane_busy_[landed.lane] = false;
     if (base::timeline::on()) trace_read(jobs_.at(landed.job).job, landed, completion.bytes);
     stats_.bytes[static_cast<int>(landed.priority)] += completion.bytes;
-    if (issued_.empty())
-      stats_.busy_seconds += std::chrono::duration<double>(Clock::now() - busy_since_).count();
+    if (issued_.empty()) stats_.busy_seconds += busy_.elapsed_seconds();
     std::function<void(const ReadCompletion&)> done;
     ReadCompletion finished;
     if (!piece_done(completion, landed, &done, &finished)) continue;

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/stopwatch.h"
 #include "io/direct_file.h"
 #include "io/read_queue.h"
 
@@ -34,7 +35,7 @@ inline constexpr int kReadPriorities = 3;
 
 struct ReadJob {
   const DirectFile* file = nullptr;  // must outlive the job
-  uint64_t offset = 0;                   // aligned for O_DIRECT (see align_span)
+  uint64_t offset = 0;               // aligned for O_DIRECT (see align_span)
   size_t length = 0;
   size_t required_bytes = 0;  // 0: all of length
   void* dest = nullptr;
@@ -136,7 +137,7 @@ class ReadScheduler {
   uint64_t next_tag_ = 1;
   bool stop_ = false;
   ReadSchedulerStats stats_;
-  Clock::time_point busy_since_;
+  base::Stopwatch busy_;  // since the device last went from idle to busy
   std::thread thread_;
 };
 

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "base/error.h"
-#include "io/read_scheduler.h"
 #include "io/huge_buffer.h"
+#include "io/read_scheduler.h"
 #include "io/test_files.h"
 
 namespace deltafin::io {
@@ -50,6 +50,17 @@ struct Outcome {
     return calls > 0;
   }
 };
+
+// Waits until the scheduler has issued `n` requests to the device in all (a read held on a pipe
+// stays in flight once issued).
+void wait_issued(const ReadScheduler& s, uint64_t n) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (s.stats().requests < n) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+        << "only " << s.stats().requests << " of " << n << " requests issued";
+    std::this_thread::yield();
+  }
+}
 
 // A pipe a piece can be held in flight on: a read of it waits until the test writes. pread()
 // cannot read a pipe, so these tests need io_uring.
@@ -127,7 +138,7 @@ TEST(ReadScheduler, AJobQueuedWhileAReadIsInFlightStartsAtOnce) {
   if (!s) GTEST_SKIP() << why;
   Outcome piped, filed;
   s->submit({&p.read_end, 0, 4096, 0, held.data(), ReadPriority::kSpeculative, piped.callback()});
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the pipe read is issued
+  wait_issued(*s, 1);  // the pipe read is in flight
   s->submit({&f, 0, 4096, 0, buf.data(), ReadPriority::kNow, filed.callback()});
   ASSERT_TRUE(filed.wait());
   EXPECT_TRUE(filed.completion.ok()) << filed.completion.message;
@@ -190,7 +201,7 @@ TEST(ReadScheduler, AMoreUrgentJobOvertakesAPiecedOneAtItsNextPiece) {
   Outcome guessed, demanded;
   ReadJob g = pieced_guess(p, 4, guess, guessed);
   s->submit(std::move(g));
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // its first piece is in flight
+  wait_issued(*s, 1);  // its first piece is in flight
   s->submit({&f, 0, 8192, 0, buf.data(), ReadPriority::kNow, demanded.callback()});
   p.write_bytes(4096);  // the first piece lands; the lane must go to the demand next
   ASSERT_TRUE(demanded.wait());
@@ -212,7 +223,7 @@ TEST(ReadScheduler, CancelStopsAPiecedJobAfterThePiecesInFlight) {
   Outcome out;
   ReadJob g = pieced_guess(p, 8, guess, out);
   const uint64_t id = s->submit(std::move(g));
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // two pieces are in flight
+  wait_issued(*s, 2);  // two pieces are in flight
   EXPECT_EQ(s->cancel(id), CancelResult::kStopping);
   EXPECT_EQ(s->cancel(id), CancelResult::kStopping);  // asking again changes nothing
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -235,7 +246,7 @@ TEST(ReadScheduler, CancelBeforeAnyPieceDropsTheJob) {
   if (!s) GTEST_SKIP() << why;
   Outcome holder, dropped;
   s->submit({&p.read_end, 0, 4096, 0, held.data(), ReadPriority::kNow, holder.callback()});
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  wait_issued(*s, 1);  // the pipe read holds the only lane
   ReadJob g{&f, 0, 1 << 16, 0, buf.data(), ReadPriority::kSpeculative, dropped.callback()};
   g.piece_bytes = 4096;
   const uint64_t id = s->submit(std::move(g));
@@ -255,7 +266,7 @@ TEST(ReadScheduler, ShutdownWaitsForAPiecedJobInFlightAndCallsItBack) {
   Outcome out;
   ReadJob g = pieced_guess(p, 4, guess, out);
   s->submit(std::move(g));
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  wait_issued(*s, 1);  // its first piece is in flight
   std::thread writer([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     p.write_bytes(4 * 4096);

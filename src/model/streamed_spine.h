@@ -16,10 +16,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "io/read_scheduler.h"
 #include "format/checkpoint.h"
 #include "io/direct_file.h"
 #include "io/huge_buffer.h"
+#include "io/read_scheduler.h"
 #include "model/layer_source.h"
 #include "model/plan.h"
 
@@ -77,7 +77,6 @@ class StreamedSpine : public LayerSource {
   // Where one of the global tensors given at construction lives now.
   const uint8_t* global(const format::TensorInfo& tensor) const;
   uint64_t resident_bytes() const { return resident_bytes_; }  // layers and globals, as read
-  uint64_t buffer_bytes() const { return 2 * buffer_size_; }   // both stream buffers
   uint64_t streamed_bytes_per_pass() const { return streamed_bytes_per_pass_; }
 
  private:

@@ -4,7 +4,12 @@
 // tensors the plan uses.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "experts/streaming_expert_store.h"
 #include "model/model.h"
@@ -42,14 +47,32 @@ TEST(SpineReads, CoverEveryTensorOfTheLayerPlanOnce) {
   std::unique_ptr<Model> m = Model::load(kModel);
   const std::vector<SpineLayerReads> reads = spine_layer_reads(m->plan(), m->checkpoint());
   ASSERT_EQ(reads.size(), m->plan().layers.size());
-  for (const SpineLayerReads& r : reads) {
+  for (size_t l = 0; l < reads.size(); ++l) {
+    const SpineLayerReads& r = reads[l];
     EXPECT_FALSE(r.runs.empty());
     EXPECT_GE(r.read_bytes, r.tensor_bytes);
     EXPECT_EQ(r.read_bytes % 4096, 0u);
-    for (const auto& [tensor, offset] : r.tensor_offset) {
-      EXPECT_EQ(tensor->name.find(".experts."), std::string::npos) << tensor->name;
-      EXPECT_LE(offset + tensor->nbytes, r.read_bytes) << tensor->name;
+    // The layer plan's tensors, found by name: every tensor of the layer but the routed experts
+    // (the expert store reads those).
+    const std::string layer = ".layers." + std::to_string(l) + ".";
+    std::set<std::string> want, got;
+    for (const format::TensorInfo& t : m->checkpoint().tensors()) {
+      if (t.name.find(layer) != std::string::npos && t.name.find(".experts.") == std::string::npos)
+        want.insert(t.name);
     }
+    std::vector<std::pair<size_t, size_t>> placed;  // [begin, end) in the buffer
+    uint64_t bytes = 0;
+    for (const auto& [tensor, offset] : r.tensor_offset) {
+      got.insert(tensor->name);
+      EXPECT_LE(offset + tensor->nbytes, r.read_bytes) << tensor->name;
+      placed.emplace_back(offset, offset + tensor->nbytes);
+      bytes += tensor->nbytes;
+    }
+    EXPECT_EQ(got, want) << "layer " << l;
+    EXPECT_EQ(bytes, r.tensor_bytes) << "layer " << l;
+    std::sort(placed.begin(), placed.end());
+    for (size_t i = 1; i < placed.size(); ++i)
+      EXPECT_LE(placed[i - 1].second, placed[i].first) << "layer " << l << ": tensors overlap";
   }
   const auto globals = global_spine_tensors(m->plan(), m->checkpoint());
   bool has_lm_head = false;

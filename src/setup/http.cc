@@ -12,7 +12,6 @@
 #include <thread>
 
 #include "base/log.h"
-#include "deltafin/version.h"
 
 namespace deltafin::setup {
 
@@ -280,7 +279,7 @@ void HttpClient::prepare(const std::string& url) {
   error_buffer_[0] = '\0';
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, list);
-  curl_easy_setopt(c, CURLOPT_USERAGENT, (std::string("deltafin/") + kVersion).c_str());
+  curl_easy_setopt(c, CURLOPT_USERAGENT, "deltafin/" DELTAFIN_VERSION);
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error_buffer_);
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, options_.connect_timeout_ms);

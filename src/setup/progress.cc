@@ -31,8 +31,7 @@ Progress::Progress(std::string label, uint64_t total_bytes, uint64_t done_bytes)
       total_(total_bytes),
       done_(done_bytes),
       start_done_(done_bytes),
-      start_(std::chrono::steady_clock::now()),
-      window_t_(start_),
+      window_(since_start_),
       window_done_(done_bytes) {
   const char* mode = std::getenv("DELTAFIN_PROGRESS");
   if (mode && std::strcmp(mode, "off") == 0)
@@ -74,20 +73,20 @@ void Progress::loop() {
 }
 
 void Progress::draw(bool final) {
-  const auto now = std::chrono::steady_clock::now();
+  const base::SteadyClock::time_point now = base::SteadyClock::now();
   const uint64_t done = done_.load(std::memory_order_relaxed);
-  const double window_s = std::chrono::duration<double>(now - window_t_).count();
+  const double window_s = window_.seconds_until(now);
   if (window_s >= 1.0 || rate_ == 0) {
     if (window_s > 0.05) {
       const double r = static_cast<double>(done - window_done_) / window_s;
       rate_ = rate_ == 0 ? r : 0.7 * rate_ + 0.3 * r;
-      window_t_ = now;
+      window_.restart(now);
       window_done_ = done;
     }
   }
   double rate = rate_;
   if (final) {
-    const double all_s = std::chrono::duration<double>(now - start_).count();
+    const double all_s = since_start_.seconds_until(now);
     rate = all_s > 0 ? static_cast<double>(done - start_done_) / all_s : 0;
   }
   const std::string line =

@@ -10,6 +10,8 @@
 #include <string>
 #include <thread>
 
+#include "base/stopwatch.h"
+
 namespace deltafin::setup {
 
 class Progress {
@@ -43,9 +45,9 @@ class Progress {
   uint64_t start_done_;
   Style style_;
   std::chrono::milliseconds interval_;
-  std::chrono::steady_clock::time_point start_;
+  base::Stopwatch since_start_;
   // Rate over a sliding window of recent samples, so the ETA follows the current speed.
-  std::chrono::steady_clock::time_point window_t_;
+  base::Stopwatch window_;
   uint64_t window_done_;
   double rate_ = 0;
   std::mutex mu_;

@@ -5,7 +5,6 @@
 
 #include <dirent.h>
 
-#include <chrono>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -13,6 +12,7 @@
 #include <unordered_set>
 
 #include "base/log.h"
+#include "base/stopwatch.h"
 #include "format/checkpoint.h"
 #include "format/config.h"
 #include "setup/download.h"
@@ -206,7 +206,7 @@ void remove_tree(const std::string& path) {
 }  // namespace
 
 SetupReport run_setup(const SetupOptions& o) {
-  const auto t0 = std::chrono::steady_clock::now();
+  const base::Stopwatch watch;
   check_repo_id(o.remote.repo);
   RemoteRepo remote = o.remote;
   const std::string& dir = o.dir;
@@ -412,7 +412,7 @@ SetupReport run_setup(const SetupOptions& o) {
   }
   report.kind = record.kind;
   report.downloaded_bytes = stats.bytes.load();
-  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  report.seconds = watch.elapsed_seconds();
   return report;
 }
 

@@ -28,6 +28,4 @@ size_t decode_replace(std::string_view bytes, std::string& out, bool final);
 // Python's str.isspace(): general category Zs or bidirectional class WS, B or S.
 bool python_isspace(char32_t c);
 
-void append_code_point(char32_t c, std::string& out);
-
 }  // namespace deltafin::tokenizer::utf8
