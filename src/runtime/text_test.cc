@@ -8,7 +8,7 @@
 
 #include "base/error.h"
 #include "deltafin/engine.h"
-#include "runtime/testing/text_model.h"
+#include "testing/text_model.h"
 
 namespace deltafin {
 namespace {
@@ -18,8 +18,8 @@ using Json = nlohmann::ordered_json;
 const Engine& engine() {
   static const std::unique_ptr<Engine> e = [] {
     EngineOptions o;
-    o.model_dir = runtime::testing::make_text_model(DELTAFIN_SOURCE_DIR, "k3-tiny-a",
-                                                    ::testing::TempDir() + "k3-text-model");
+    o.model_dir = deltafin::testing::make_text_model(DELTAFIN_SOURCE_DIR, "k3-tiny-a",
+                                                     ::testing::TempDir() + "k3-text-model");
     return Engine::load(o);
   }();
   return *e;
@@ -80,8 +80,8 @@ TEST(Text, TheFolderDecidesTokenizerChatFormatAndEos) {
   EXPECT_THROW(chat().render(Json{{"thinking", true}}), base::Error);     // no messages
   // Kimi-Linear's folders get the same tokenizer but no chat format (its template is not K3's).
   EngineOptions linear;
-  linear.model_dir = runtime::testing::make_text_model(DELTAFIN_SOURCE_DIR, "kimi-linear-tiny",
-                                                       ::testing::TempDir() + "linear-text-model");
+  linear.model_dir = deltafin::testing::make_text_model(DELTAFIN_SOURCE_DIR, "kimi-linear-tiny",
+                                                        ::testing::TempDir() + "linear-text-model");
   const std::unique_ptr<Engine> e = Engine::load(linear);
   EXPECT_EQ(e->text().encode("Hi"), (std::vector<int32_t>{72, 105}));
   EXPECT_EQ(e->text().chat(), nullptr);

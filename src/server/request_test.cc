@@ -8,8 +8,8 @@
 #include <set>
 
 #include "deltafin/engine.h"
-#include "runtime/testing/text_model.h"
 #include "server/api_error.h"
+#include "testing/text_model.h"
 
 namespace deltafin::server {
 namespace {
@@ -197,8 +197,8 @@ TEST(CompletionRequest, PromptsAndDefaults) {
 // upstream encoder's segments): the request->prompt direction of tools, reasoning and formats.
 TEST(ChatRequest, ReachesTheRendererAsUpstreamInputs) {
   EngineOptions o;
-  o.model_dir = runtime::testing::make_text_model(DELTAFIN_SOURCE_DIR, "k3-tiny-a",
-                                                  ::testing::TempDir() + "request-text-model");
+  o.model_dir = deltafin::testing::make_text_model(DELTAFIN_SOURCE_DIR, "k3-tiny-a",
+                                                   ::testing::TempDir() + "request-text-model");
   const std::unique_ptr<Engine> engine = Engine::load(o);
   const ChatFormat& chat = *engine->text().chat();
   std::ifstream in(DELTAFIN_SOURCE_DIR "/tests/fixtures/xtml/k3-chat-cases.json");

@@ -13,7 +13,7 @@
 #include <map>
 #include <thread>
 
-#include "runtime/testing/text_model.h"
+#include "testing/text_model.h"
 
 namespace deltafin::server {
 namespace {
@@ -22,7 +22,7 @@ using Json = nlohmann::ordered_json;
 
 // k3-tiny-a with a tokenizer beside it, made once per test binary.
 const std::string& model_dir() {
-  static const std::string dir = runtime::testing::make_text_model(
+  static const std::string dir = deltafin::testing::make_text_model(
       DELTAFIN_SOURCE_DIR, "k3-tiny-a", ::testing::TempDir() + "service-text-model");
   return dir;
 }

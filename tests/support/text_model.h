@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-namespace deltafin::runtime::testing {
+namespace deltafin::testing {
 
 inline std::string base64(const std::string& bytes) {
   static constexpr char kDigits[] =
@@ -43,4 +43,4 @@ inline std::string make_text_model(const std::string& source_dir, const std::str
   return dir;
 }
 
-}  // namespace deltafin::runtime::testing
+}  // namespace deltafin::testing
