@@ -10,7 +10,6 @@
 // kernels over RAM measured after the run. With streamed experts, a peak RSS above the budget is an
 // error.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -20,6 +19,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/memory_budget.h"
+#include "base/stopwatch.h"
 #include "base/thread_pool.h"
 #include "command.h"
 #include "deltafin/engine.h"
@@ -85,9 +85,9 @@ GemvRates measure_gemv(size_t bytes, int repetitions) {
     std::vector<double> gbps;
     for (int i = 0; i < repetitions; ++i) {
       const kernels::WeightMatrix w = matrix_at(buf.data() + (next++ % n_chunks) * kChunkBytes);
-      const auto t0 = std::chrono::steady_clock::now();
+      const base::Stopwatch gemv_time;
       kernels::matmul(w, x.data(), 1, y.data());
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double s = gemv_time.elapsed_seconds();
       gbps.push_back(weight_bytes / s / 1e9);
     }
     return median(gbps);
@@ -171,10 +171,9 @@ int run_bench(Args& args) {
     return gbps;
   };
 
-  const auto t_load = std::chrono::steady_clock::now();
+  const base::Stopwatch load_time;
   std::unique_ptr<Engine> engine = load_engine(options);
-  const double load_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
+  const double load_s = load_time.elapsed_seconds();
   const MemoryPlanInfo plan = engine->memory_plan();
   if (plan.read_piece_bytes > 0 && static_cast<uint64_t>(plan.read_piece_bytes) < read_sizes[0])
     read_sizes.push_back(static_cast<uint64_t>(plan.read_piece_bytes));
@@ -193,14 +192,13 @@ int run_bench(Args& args) {
   std::vector<uint64_t> proc_bytes;
   StreamStats last = engine->stream_stats();
   uint64_t last_io = process_read_bytes();
-  auto t = std::chrono::steady_clock::now();
+  base::Stopwatch token_time;
   double prompt_s = 0;
   bool prompt_done = false;
   const GenerateResult result = session->generate(prompt, gen, [&](int32_t) {
-    const auto now = std::chrono::steady_clock::now();
+    const double wall = token_time.elapsed_seconds();
     const StreamStats s = engine->stream_stats();
     const uint64_t io = process_read_bytes();
-    const double wall = std::chrono::duration<double>(now - t).count();
     if (!prompt_done) {
       prompt_s = wall;
       prompt_done = true;
@@ -211,7 +209,7 @@ int run_bench(Args& args) {
     }
     last = s;
     last_io = io;
-    t = std::chrono::steady_clock::now();  // stats and logging are not the token's time
+    token_time.restart();  // stats and logging are not the token's time
     return true;
   });
   DF_ASSERT(passes.size() == static_cast<size_t>(n_tokens));

@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -15,6 +14,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/memory_load.h"
+#include "base/stopwatch.h"
 #include "command.h"
 #include "io/read_ceiling.h"
 
@@ -198,9 +198,9 @@ int run_bench_io(Args& args) {
       base::log_info("bench-io: reusing ", created);
     } else {
       base::log_info("bench-io: writing ", size_gb, " GB to ", created);
-      const auto t0 = std::chrono::steady_clock::now();
+      const base::Stopwatch write_time;
       io::write_bench_file(created, size_bytes);
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double s = write_time.elapsed_seconds();
       base::log_info("bench-io: wrote it in ", s, " s (", size_bytes / s / 1e9, " GB/s)");
     }
     paths = {created};

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +12,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/stopwatch.h"
 #include "command.h"
 #include "load_engine.h"
 #include "server/server.h"
@@ -146,13 +146,12 @@ int run_run(Args& args) {
   // Printed after the text, so that they do not break it up on a terminal.
   std::vector<std::string> pass_lines;
   StreamStats last_stats = loaded->stream_stats();
-  auto last = std::chrono::steady_clock::now();
+  base::Stopwatch token_time;
   std::unique_ptr<Session> session = loaded->new_session();
   const GenerateResult result = session->generate(ids, gen, [&](int32_t id) {
-    const auto now = std::chrono::steady_clock::now();
-    const double ms = std::chrono::duration<double, std::milli>(now - last).count();
+    const double ms = token_time.elapsed_ms();
+    token_time.restart();
     token_ms.push_back(ms);
-    last = now;
     if (stats) {
       // Each id comes after the pass that made its logits: the prompt's, then the previous id's.
       const StreamStats s = loaded->stream_stats();

@@ -1,7 +1,6 @@
 // `deltafin tokenize`: the ids (or pre-tokenizer pieces) of a file's whole text, as one JSON array
 // on one line. Verification scripts compare this output with other tokenizer implementations.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -11,6 +10,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/stopwatch.h"
 #include "command.h"
 #include "tokenizer/tokenizer.h"
 
@@ -38,10 +38,9 @@ void print_ids(const std::vector<int32_t>& ids) {
 void log_timing(const tokenizer::Tokenizer& tok, const std::string& text, int n_runs) {
   std::vector<double> mb_per_s;
   for (int run = 0; run < n_runs; ++run) {
-    const auto start = std::chrono::steady_clock::now();
+    const base::Stopwatch encode_time;
     const auto ids = tok.encode_ordinary(text);
-    const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
-    mb_per_s.push_back(static_cast<double>(text.size()) / 1e6 / seconds.count());
+    mb_per_s.push_back(static_cast<double>(text.size()) / 1e6 / encode_time.elapsed_seconds());
   }
   std::sort(mb_per_s.begin(), mb_per_s.end());
   char line[200];

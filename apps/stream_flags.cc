@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "base/memory_budget.h"
+#include "base/stopwatch.h"
 #include "base/timeline.h"
 #include "io/direct_file.h"
 
@@ -126,15 +127,14 @@ std::string describe_pass(const PassFigures& f) {
 }
 
 TokenStatsPrinter::TokenStatsPrinter(const Engine& engine)
-    : engine_(engine), last_(engine.stream_stats()), t_(std::chrono::steady_clock::now()) {}
+    : engine_(engine), last_(engine.stream_stats()) {}
 
 void TokenStatsPrinter::mark(const std::string& label) {
-  const auto now = std::chrono::steady_clock::now();
+  const double wall = since_last_.lap_seconds();
   const StreamStats s = engine_.stream_stats();
-  const PassFigures f = pass_figures(last_, s, std::chrono::duration<double>(now - t_).count());
+  const PassFigures f = pass_figures(last_, s, wall);
   std::fprintf(stderr, "%s: %s\n", label.c_str(), describe_pass(f).c_str());
   last_ = s;
-  t_ = now;
 }
 
 }  // namespace deltafin::apps

@@ -4,9 +4,9 @@
 // the per-token --stats line built from Engine::stream_stats().
 #pragma once
 
-#include <chrono>
 #include <string>
 
+#include "base/stopwatch.h"
 #include "command.h"
 #include "deltafin/engine.h"
 
@@ -38,7 +38,7 @@ class TokenStatsPrinter {
  private:
   const Engine& engine_;
   StreamStats last_;
-  std::chrono::steady_clock::time_point t_;
+  base::Stopwatch since_last_;
 };
 
 }  // namespace deltafin::apps

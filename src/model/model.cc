@@ -3,10 +3,10 @@
 #include "model/model.h"
 
 #include <algorithm>
-#include <chrono>
 #include <set>
 
 #include "base/error.h"
+#include "base/stopwatch.h"
 #include "base/thread_pool.h"
 #include "base/timeline.h"
 #include "experts/mapped_expert_store.h"
@@ -14,8 +14,6 @@
 #include "kernels/activation.h"
 
 namespace deltafin::model {
-
-using Clock = std::chrono::steady_clock;
 
 std::unique_ptr<Model> Model::open(const std::string& dir) {
   std::unique_ptr<Model> m(new Model());
@@ -213,7 +211,7 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
   const int64_t n = static_cast<int64_t>(ids.size());
   DF_ASSERT(n > 0 && store_ != nullptr);
   base::timeline::Phase pass(n == 1 ? "decode step" : "prefill pass");
-  const Clock::time_point pass_start = Clock::now();
+  const base::Stopwatch pass_time;
   // Time waited on reads so far (experts, streamed spine layers): the pass's share of it decides
   // the next pass's layer threads.
   const auto waited = [this] {
@@ -236,8 +234,7 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
   }  // the lm_head has no read to share the memory with: every thread again
   head(n, all_rows, logits);
   if (layer_threads_) {
-    const double wall = std::chrono::duration<double>(Clock::now() - pass_start).count();
-    layer_threads_->observe(n, wall, waited() - waited_before);
+    layer_threads_->observe(n, pass_time.elapsed_seconds(), waited() - waited_before);
   }
 }
 

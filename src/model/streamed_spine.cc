@@ -4,10 +4,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <set>
 
 #include "base/error.h"
+#include "base/stopwatch.h"
 
 namespace deltafin::model {
 namespace {
@@ -17,8 +17,7 @@ namespace {
 constexpr size_t kSpinePieceBytes = size_t{16} << 20;
 
 // One run of a spine layer as one job, read in pieces.
-io::ReadJob spine_job(const SpineLayerReads::Run& run, const io::DirectFile* file,
-                           uint8_t* dest) {
+io::ReadJob spine_job(const SpineLayerReads::Run& run, const io::DirectFile* file, uint8_t* dest) {
   io::ReadJob job;
   job.file = file;
   job.offset = run.span.read_offset;
@@ -289,10 +288,9 @@ const LayerPlan& StreamedSpine::acquire(int64_t layer) {
   }
   Buffer& b = buffers_[bi];
   if (b.pending > 0) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const base::Stopwatch waited;
     cv_.wait(lock, [&] { return b.pending == 0; });
-    stats_.wait_seconds +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    stats_.wait_seconds += waited.elapsed_seconds();
   }
   if (!b.error.empty()) {
     const std::string error = b.error;

@@ -3,10 +3,10 @@
 // side. Forward passes of all sessions of one engine are serialized (the kernels share one thread
 // pool).
 #include <algorithm>
-#include <chrono>
 #include <mutex>
 
 #include "base/error.h"
+#include "base/stopwatch.h"
 #include "deltafin/engine.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
@@ -141,7 +141,7 @@ std::vector<float> SessionImpl::run(std::vector<int32_t> ids, bool all_rows,
   std::vector<float> out(all_rows ? n * vocab : vocab);
   DF_ASSERT(n > 0);
   std::lock_guard<std::mutex> lock(*mu_);
-  const auto t0 = std::chrono::steady_clock::now();
+  const base::Stopwatch pass_time;
   int64_t done = 0;
   model::ForwardOptions options;
   options.attention_rows = chunk_;
@@ -164,8 +164,7 @@ std::vector<float> SessionImpl::run(std::vector<int32_t> ids, bool all_rows,
   }
   // The pending id is in ids_ already.
   ids_.insert(ids_.end(), ids.begin() + (had_pending ? 1 : 0), ids.begin() + done);
-  const double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const double ms = pass_time.elapsed_ms();
   (n == 1 ? stats_.decode_ms : stats_.prefill_ms) += ms;
   (n == 1 ? stats_.decode_tokens : stats_.prefill_tokens) += done;
   last_logits_.assign(out.end() - vocab, out.end());

@@ -2,12 +2,12 @@
 #include "runtime/streaming.h"
 
 #include <algorithm>
-#include <chrono>
 #include <tuple>
 
 #include "base/error.h"
 #include "base/log.h"
 #include "base/memory_budget.h"
+#include "base/stopwatch.h"
 #include "base/thread_pool.h"
 #include "experts/mapped_expert_store.h"
 #include "experts/route_trace.h"
@@ -195,7 +195,7 @@ model::ModelStores Streaming::make_stores(const model::ModelPlan& plan,
   model::ModelStores stores;
   if (!tiers.experts_mapped || tiers.n_streamed > 0)
     scheduler_ = std::make_shared<io::ReadScheduler>(options.read_depth);
-  const auto t0 = std::chrono::steady_clock::now();
+  base::Stopwatch load_time;
   if (!tiers.experts_mapped) {
     experts::StreamingStoreOptions so;
     so.n_slots = tiers.n_slots;
@@ -244,14 +244,13 @@ model::ModelStores Streaming::make_stores(const model::ModelPlan& plan,
   // the spine moves into memory we own: resident layers and globals are read now, the rest
   // streams.
   if (!tiers.experts_mapped || tiers.n_streamed > 0) {
-    const auto t1 = std::chrono::steady_clock::now();
+    const double slots_seconds = load_time.lap_seconds();
     stores.spine = std::make_unique<model::StreamedSpine>(plan, ckpt, std::move(reads),
                                                           tiers.resident, globals, scheduler_);
     stores.spine_globals = std::move(globals);
-    const auto t2 = std::chrono::steady_clock::now();
-    base::log_info("expert slots allocated in ", std::chrono::duration<double>(t1 - t0).count(),
-                   " s; resident spine (", base::format_bytes(stores.spine->resident_bytes()),
-                   ") read in ", std::chrono::duration<double>(t2 - t1).count(), " s");
+    base::log_info("expert slots allocated in ", slots_seconds, " s; resident spine (",
+                   base::format_bytes(stores.spine->resident_bytes()), ") read in ",
+                   load_time.lap_seconds(), " s");
     spine_ = stores.spine.get();
   }
   return stores;

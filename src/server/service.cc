@@ -3,13 +3,13 @@
 #include "server/service.h"
 
 #include <algorithm>
-#include <chrono>
 #include <ctime>
 #include <random>
 #include <span>
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/stopwatch.h"
 #include "server/api_error.h"
 #include "server/format.h"
 
@@ -321,10 +321,8 @@ void Service::execute(Job& job, HttpConnection& conn) {
   if (!options_.reuse) session_->reset();
   const int64_t reused = session_->sync(job.prompt);
   const int64_t n_prompt = static_cast<int64_t>(job.prompt.size());
-  const auto t0 = std::chrono::steady_clock::now();
-  const auto ms_since = [&t0] {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  };
+  const base::Stopwatch since_prompt;
+  const auto ms_since = [&since_prompt] { return since_prompt.elapsed_ms(); };
   double first_token_ms = -1;  // from here to the first generated id: the prompt's cost
   GenerateResult result;
   try {
