@@ -24,10 +24,10 @@
 #include "command.h"
 #include "deltafin/engine.h"
 #include "deltafin/token_ids.h"
-#include "kernels/weight_matrix.h"
 #include "format/checkpoint.h"
 #include "io/huge_buffer.h"
 #include "io/read_ceiling.h"
+#include "kernels/weight_matrix.h"
 #include "stream_flags.h"
 
 namespace deltafin::apps {
@@ -94,12 +94,14 @@ GemvRates measure_gemv(size_t bytes, int repetitions) {
   GemvRates r;
   r.bf16_gbps = rate(
       [&](uint8_t* base) {
-        return kernels::WeightMatrix{format::DType::kBF16, base, nullptr, bf16_rows, kBf16Cols};
+        return kernels::WeightMatrix{kernels::WeightDType::kBF16, base, nullptr, bf16_rows,
+                                     kBf16Cols};
       },
       static_cast<uint64_t>(bf16_rows) * kBf16Cols * 2);
   r.mxfp4_gbps = rate(
       [&](uint8_t* base) {
-        return kernels::WeightMatrix{format::DType::kU8, base, base + packed, mx_rows, kMxCols};
+        return kernels::WeightMatrix{kernels::WeightDType::kMxfp4, base, base + packed, mx_rows,
+                                     kMxCols};
       },
       packed + static_cast<uint64_t>(mx_rows) * kMxCols / 32);
   return r;

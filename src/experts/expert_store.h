@@ -14,6 +14,8 @@
 
 namespace deltafin::experts {
 
+using kernels::WeightMatrix;
+
 // One expert's three matrices, viewed in their stored dtype. For a latent MoE the expert width is
 // routed_expert_hidden_size, otherwise hidden_size.
 struct ExpertWeights {

@@ -17,11 +17,16 @@
 
 #include "experts/expert_fetcher.h"
 #include "experts/expert_store.h"
-#include "io/read_scheduler.h"
 #include "io/direct_file.h"
 #include "io/huge_buffer.h"
+#include "io/read_scheduler.h"
 
 namespace deltafin::experts {
+
+using io::CancelResult;
+using io::ReadJob;
+using io::ReadPriority;
+using io::ReadScheduler;
 
 // Which cached expert a new read replaces. Both keep unused predictions to the last.
 enum class CachePolicy {

@@ -44,10 +44,10 @@ Bank make_bank(const std::string& name, int n, bool mxfp4 = false, uint8_t bad_s
     const bool down = m == &lay.down;
     const int64_t rows = down ? 64 : 32, cols = down ? 32 : 64;
     if (mxfp4) {
-      *m = {format::DType::kU8, off, off + rows * cols / 2, rows, cols};
+      *m = {kernels::WeightDType::kMxfp4, off, off + rows * cols / 2, rows, cols};
       off += rows * cols / 2 + rows * cols / 32;
     } else {
-      *m = {format::DType::kBF16, off, 0, rows, cols};
+      *m = {kernels::WeightDType::kBF16, off, 0, rows, cols};
       off += rows * cols * 2;
     }
   }

@@ -25,7 +25,7 @@ inline OwnedMatrix random_bf16(std::mt19937& rng, int64_t rows, int64_t cols, fl
     m.data[2 * i] = static_cast<uint8_t>(b & 0xff);
     m.data[2 * i + 1] = static_cast<uint8_t>(b >> 8);
   }
-  m.view = {format::DType::kBF16, m.data.data(), nullptr, rows, cols};
+  m.view = {kernels::WeightDType::kBF16, m.data.data(), nullptr, rows, cols};
   return m;
 }
 
@@ -36,7 +36,7 @@ inline OwnedMatrix random_mxfp4(std::mt19937& rng, int64_t rows, int64_t cols) {
   m.scales.resize(rows * cols / 32);
   for (uint8_t& b : m.data) b = static_cast<uint8_t>(rng() & 0xff);
   for (uint8_t& s : m.scales) s = static_cast<uint8_t>(119 + rng() % 6);
-  m.view = {format::DType::kU8, m.data.data(), m.scales.data(), rows, cols};
+  m.view = {kernels::WeightDType::kMxfp4, m.data.data(), m.scales.data(), rows, cols};
   return m;
 }
 

@@ -113,13 +113,13 @@ experts::ExpertCatalog catalog_from_manifest(const ExpertManifest& manifest,
     const int64_t in = config.expert_in_size(), mid = config.moe_intermediate_size;
     experts::ExpertLayout& lay = layer.layout;
     if (config.experts_mxfp4) {
-      lay.gate = {format::DType::kU8, rel[0], rel[1], mid, in};
-      lay.down = {format::DType::kU8, rel[2], rel[3], in, mid};
-      lay.up = {format::DType::kU8, rel[4], rel[5], mid, in};
+      lay.gate = {kernels::WeightDType::kMxfp4, rel[0], rel[1], mid, in};
+      lay.down = {kernels::WeightDType::kMxfp4, rel[2], rel[3], in, mid};
+      lay.up = {kernels::WeightDType::kMxfp4, rel[4], rel[5], mid, in};
     } else {
-      lay.gate = {format::DType::kBF16, rel[0], 0, mid, in};
-      lay.down = {format::DType::kBF16, rel[1], 0, in, mid};
-      lay.up = {format::DType::kBF16, rel[2], 0, mid, in};
+      lay.gate = {kernels::WeightDType::kBF16, rel[0], 0, mid, in};
+      lay.down = {kernels::WeightDType::kBF16, rel[1], 0, in, mid};
+      lay.up = {kernels::WeightDType::kBF16, rel[2], 0, mid, in};
     }
     lay.span_bytes = ml.span_bytes;
     for (int64_t e = 0; e < ml.n_experts(); ++e) {
