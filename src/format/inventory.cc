@@ -114,7 +114,7 @@ void add_experts(const ModelConfig& c, int64_t l, Roster& r) {
 
 void add_mlp(const ModelConfig& c, int64_t l, Roster& r, bool with_experts) {
   const int64_t d = c.hidden_size;
-  if (!c.is_moe_layer(l)) {
+  if (c.layer_kinds[l].mlp == MlpKind::kDense) {
     const std::string p = layer_prefix(c, l) + "mlp.";
     r.add(p + "gate_proj.weight", {c.intermediate_size, d}, kBF16Only, l);
     r.add(p + "up_proj.weight", {c.intermediate_size, d}, kBF16Only, l);
@@ -170,7 +170,7 @@ void add_spine(const ModelConfig& c, Roster& r, bool with_experts) {
       r.add(lp + "mlp_res_norm.weight", {d}, kSmall, l);
       r.add(lp + "mlp_res_proj.weight", {1, d}, kSmall, l);
     }
-    if (c.layer_is_kda[static_cast<size_t>(l)]) {
+    if (c.layer_kinds[l].attention == AttentionKind::kKda) {
       add_kda(c, l, r);
     } else {
       add_mla(c, l, r);
@@ -252,7 +252,7 @@ class Scanner {
     std::vector<const TensorInfo*> found(parts.size());
     std::string name;
     for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
-      if (!c_.is_moe_layer(l)) continue;
+      if (c_.layer_kinds[l].mlp != MlpKind::kMoe) continue;
       for (int64_t e = 0; e < c_.num_experts; ++e) {
         name = expert_prefix(c_, l, e);
         const size_t prefix_len = name.size();

@@ -112,15 +112,22 @@ LayerPlan build_layer_plan(const ModelPlan& plan, int64_t l, WeightSource& sourc
     lp.attn_res = load_site(ld, p + "self_attention_res", d);
     lp.mlp_res = load_site(ld, p + "mlp_res", d);
   }
-  if (c.layer_is_kda[l]) {
-    lp.attention = load_kda(ld, p + "self_attn.", plan.kda_shape, t);
-  } else {
-    lp.attention = load_mla(ld, p + "self_attn.", plan.mla_shape);
+  const format::LayerKind kind = c.layer_kinds[l];
+  switch (kind.attention) {
+    case format::AttentionKind::kKda:
+      lp.attention = load_kda(ld, p + "self_attn.", plan.kda_shape, t);
+      break;
+    case format::AttentionKind::kMla:
+      lp.attention = load_mla(ld, p + "self_attn.", plan.mla_shape);
+      break;
   }
-  if (c.is_moe_layer(l)) {
-    lp.mlp = load_moe(ld, p + "block_sparse_moe.", c);
-  } else {
-    lp.mlp = load_glu(ld, p + "mlp.", c.intermediate_size, d);
+  switch (kind.mlp) {
+    case format::MlpKind::kDense:
+      lp.mlp = load_glu(ld, p + "mlp.", c.intermediate_size, d);
+      break;
+    case format::MlpKind::kMoe:
+      lp.mlp = load_moe(ld, p + "block_sparse_moe.", c);
+      break;
   }
   return lp;
 }

@@ -78,7 +78,7 @@ experts::ExpertCatalog catalog_from_manifest(const ExpertManifest& manifest,
   catalog.layers.resize(config.num_hidden_layers);
   size_t next = 0;  // into manifest.layers, ascending
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
-    if (!config.is_moe_layer(l)) continue;
+    if (config.layer_kinds[l].mlp != format::MlpKind::kMoe) continue;
     if (next >= manifest.layers.size() || manifest.layers[next].layer != l)
       fail(where, ": no experts for MoE layer ", l, " of ", model_dir, "/config.json");
     const ExpertLayer& ml = manifest.layers[next++];
