@@ -94,7 +94,7 @@ TEST(Inventory, TheK3RosterHasThePublishedCounts) {
   const ModelConfig config = parse_config_json(j.dump(), "k3.json");
   const auto expected = expected_tensors(config);
   size_t n_expert = 0, n_spine = 0;
-  for (const auto& e : expected) (e.role == TensorRole::kRoutedExpert ? n_expert : n_spine)++;
+  for (const auto& e : expected) (e.placement == Placement::kExpert ? n_expert : n_spine)++;
   EXPECT_EQ(n_spine, 2460u);     // kimi-k3.md §2: language non-expert tensors
   EXPECT_EQ(n_expert, 494592u);  // 92 layers x 896 experts x 6
   EXPECT_EQ(expert_span_bytes(config), 17547264u);
@@ -113,7 +113,7 @@ TEST(Inventory, TheK3RosterHasThePublishedCounts) {
 
 TEST(Inventory, PerHeadVectorsMayBePadded) {
   ExpectedTensor a_log{
-      "A_log", {4}, {DType::kF32}, TensorRole::kSpine, 0, -1, ShapeRule::kPerHeadVector};
+      "A_log", {4}, {DType::kF32}, Placement::kLayer, 0, -1, ShapeRule::kPerHeadVector};
   EXPECT_TRUE(shape_matches(a_log, {4}));
   EXPECT_TRUE(shape_matches(a_log, {32}));
   EXPECT_TRUE(shape_matches(a_log, {1, 1, 4, 1}));
