@@ -13,6 +13,7 @@
 #include "format/checkpoint.h"
 #include "format/config.h"
 #include "format/inventory.h"
+#include "format/schema.h"
 #include "setup/expert_source.h"
 #include "setup/files.h"
 #include "setup/install.h"
@@ -75,7 +76,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 void print_config(const ModelConfig& c) {
   const int64_t n = c.num_hidden_layers;
   std::printf("arch         %s (tensor prefix \"%s\")\n", format::arch_name(c.arch),
-              c.tensor_prefix.c_str());
+              format::family_schema(c.arch).tensor_prefix);
   std::printf("layers       %lld: %lld KDA + %lld MLA attention; %lld dense MLP + %lld MoE\n",
               static_cast<long long>(n),
               static_cast<long long>(c.count_layers(format::AttentionKind::kKda)),

@@ -245,7 +245,6 @@ ModelConfig parse_config_json(const std::string& json_text, const std::string& f
   c.model_type = top.string("model_type");
   if (c.model_type == "kimi_k3") {
     c.arch = Arch::kKimiK3;
-    c.tensor_prefix = "language_model.";
   } else if (c.model_type == "kimi_linear") {
     c.arch = Arch::kKimiLinear;
   } else {

@@ -30,8 +30,7 @@ const char* arch_name(Arch arch);  // "kimi_k3", "kimi_linear"
 
 struct ModelConfig {
   Arch arch;
-  std::string model_type;     // the top-level model_type
-  std::string tensor_prefix;  // "language_model." for K3 (all names carry it), "" for Kimi-Linear
+  std::string model_type;  // the top-level model_type
   int64_t hidden_size, vocab_size, num_hidden_layers, intermediate_size;
   // Attention (MLA)
   int64_t num_attention_heads, num_key_value_heads;

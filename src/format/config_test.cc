@@ -77,7 +77,6 @@ TEST(Config, ParsesTheOracleConfig) {
   const ModelConfig c = load_config(testing::fixture_dir());
   EXPECT_EQ(c.arch, Arch::kKimiK3);
   EXPECT_EQ(c.model_type, "kimi_k3");
-  EXPECT_EQ(c.tensor_prefix, "language_model.");
   EXPECT_EQ(c.hidden_size, 64);
   EXPECT_EQ(c.vocab_size, 512);
   EXPECT_EQ(c.num_hidden_layers, 13);
@@ -147,7 +146,6 @@ TEST(Config, ParsesThePublishedK3Shape) {
 TEST(Config, ParsesKimiLinear) {
   const ModelConfig c = parse(kimi_linear_config());
   EXPECT_EQ(c.arch, Arch::kKimiLinear);
-  EXPECT_EQ(c.tensor_prefix, "");
   EXPECT_EQ(c.q_lora_rank, 0);
   EXPECT_FALSE(c.mla_use_output_gate);
   EXPECT_FALSE(c.use_full_rank_gate);

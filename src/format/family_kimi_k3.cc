@@ -13,6 +13,9 @@ const FamilySchema& kimi_k3_schema() {
   using enum Need;
   static const FamilySchema schema{
       Arch::kKimiK3,
+      "language_model.",
+      "model.layers.",
+      "block_sparse_moe.experts.",
       {
           {kGlobal, kTokenEmbedding, "model.embed_tokens.weight", {kVocab, kHidden}},
           {kGlobal, kFinalNorm, "model.norm.weight", {kHidden}, kSmallBf16},

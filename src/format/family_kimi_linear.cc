@@ -12,6 +12,9 @@ const FamilySchema& kimi_linear_schema() {
   using enum Need;
   static const FamilySchema schema{
       Arch::kKimiLinear,
+      "",
+      "model.layers.",
+      "block_sparse_moe.experts.",
       {
           {kGlobal, kTokenEmbedding, "model.embed_tokens.weight", {kVocab, kHidden}},
           {kGlobal, kFinalNorm, "model.norm.weight", {kHidden}, kSmallBf16},

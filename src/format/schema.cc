@@ -122,7 +122,7 @@ std::vector<ExpectedTensor> global_tensors(const ModelConfig& c) {
   std::vector<ExpectedTensor> out;
   for (const TensorRow& row : family_schema(c.arch).rows) {
     if (row.block == Block::kGlobal && needed(row.need, c))
-      out.push_back(expected(row, c, c.tensor_prefix, -1));
+      out.push_back(expected(row, c, family_schema(c.arch).tensor_prefix, -1));
   }
   return out;
 }
@@ -219,11 +219,12 @@ ExpertSchema expert_schema(const ModelConfig& c) {
 }
 
 std::string layer_prefix(const ModelConfig& c, int64_t layer) {
-  return c.tensor_prefix + "model.layers." + std::to_string(layer) + ".";
+  const FamilySchema& f = family_schema(c.arch);
+  return std::string(f.tensor_prefix) + f.layers + std::to_string(layer) + ".";
 }
 
 std::string expert_prefix(const ModelConfig& c, int64_t layer, int64_t expert) {
-  return layer_prefix(c, layer) + "block_sparse_moe.experts." + std::to_string(expert) + ".";
+  return layer_prefix(c, layer) + family_schema(c.arch).experts + std::to_string(expert) + ".";
 }
 
 std::vector<std::string> expert_tensor_suffixes(const ModelConfig& c) {

@@ -154,10 +154,10 @@ enum class ShapeRule : uint8_t {
   kPerHeadVector,
 };
 
-// One row of a family's table. `name` follows the block's prefix: the tensor prefix for kGlobal,
-// "<prefix>model.layers.<L>." for a layer's blocks, and "<layer prefix>block_sparse_moe.experts.
-// <E>." for kExpert, whose rows are matrices stored as the config's expert encoding says
-// (MXFP4: <name>.weight_packed and <name>.weight_scale, else <name>.weight).
+// One row of a family's table. `name` follows the block's prefix (FamilySchema): the tensor prefix
+// for kGlobal, the layer prefix for a layer's blocks, the expert prefix for kExpert, whose rows
+// are matrices stored as the config's expert encoding says (MXFP4: <name>.weight_packed and
+// <name>.weight_scale, else <name>.weight).
 struct TensorRow {
   Block block;
   Role role;
@@ -170,6 +170,9 @@ struct TensorRow {
 
 struct FamilySchema {
   Arch arch;
+  const char* tensor_prefix;    // every name starts with it: "language_model." for K3
+  const char* layers;           // then a layer's names: "model.layers." <L> "."
+  const char* experts;          // then a routed expert's: "block_sparse_moe.experts." <E> "."
   std::vector<TensorRow> rows;  // globals, then layer rows, in the order the inventory lists them
 };
 const FamilySchema& kimi_k3_schema();

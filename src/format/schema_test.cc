@@ -121,6 +121,7 @@ TEST(Schema, Bf16ExpertsAreOneTensorPerMatrix) {
   EXPECT_EQ(s.tensors[1].shape, (std::vector<int64_t>{64, 32}));  // [hidden, moe_intermediate]
   EXPECT_EQ(s.tensors[1].dtypes, std::vector<DType>{DType::kBF16});
   EXPECT_EQ(expert_prefix(c, 3, 7), "model.layers.3.block_sparse_moe.experts.7.");
+  EXPECT_EQ(layer_prefix(load_config(testing::fixture_dir()), 5), "language_model.model.layers.5.");
 }
 
 }  // namespace
