@@ -96,11 +96,11 @@ enum class Dim : uint8_t {
   kIntermediate,  // dense MLP
   kKdaHeads,
   kKdaHeadDim,
-  kKdaWidth,  // kda heads x head_dim
+  kKdaWidth,  // KDA heads x head_dim
   kConvKernel,
   kQLoraRank,
-  kMlaQWidth,    // heads x (qk_nope + qk_rope)
-  kKvLoraRank,   //
+  kMlaQWidth,  // heads x (qk_nope + qk_rope)
+  kKvLoraRank,
   kMlaKvAWidth,  // kv_lora_rank + qk_rope
   kMlaKvBWidth,  // heads x (qk_nope + v): per head k_nope rows, then v rows
   kMlaOWidth,    // heads x v
@@ -112,6 +112,7 @@ enum class Dim : uint8_t {
 };
 int64_t dim_size(Dim dim, const ModelConfig& config);
 
+// At most three dims (the depthwise conv weights [width, 1, kernel]).
 struct Shape {
   constexpr Shape(std::initializer_list<Dim> list) : rank(static_cast<int>(list.size())) {
     int i = 0;
