@@ -13,6 +13,7 @@
 #include "format/checkpoint.h"
 #include "format/config.h"
 #include "format/inventory.h"
+#include "format/schema.h"
 #include "setup/expert_source.h"
 #include "setup/files.h"
 #include "setup/install.h"
@@ -75,25 +76,28 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 void print_config(const ModelConfig& c) {
   const int64_t n = c.num_hidden_layers;
   std::printf("arch         %s (tensor prefix \"%s\")\n", format::arch_name(c.arch),
-              c.tensor_prefix.c_str());
+              format::family_schema(c.arch).tensor_prefix);
   std::printf("layers       %lld: %lld KDA + %lld MLA attention; %lld dense MLP + %lld MoE\n",
-              static_cast<long long>(n), static_cast<long long>(c.n_kda_layers()),
-              static_cast<long long>(n - c.n_kda_layers()),
-              static_cast<long long>(n - c.n_moe_layers()),
-              static_cast<long long>(c.n_moe_layers()));
-  std::printf("  KDA        %s\n",
-              layer_ranges(n, [&](int64_t l) { return c.layer_is_kda[l]; }).c_str());
-  std::printf("  MLA        %s\n",
-              layer_ranges(n, [&](int64_t l) { return !c.layer_is_kda[l]; }).c_str());
-  std::printf("  dense MLP  %s\n",
-              layer_ranges(n, [&](int64_t l) { return !c.is_moe_layer(l); }).c_str());
-  std::printf("  MoE        %s\n",
-              layer_ranges(n, [&](int64_t l) { return c.is_moe_layer(l); }).c_str());
+              static_cast<long long>(n),
+              static_cast<long long>(c.count_layers(format::AttentionKind::kKda)),
+              static_cast<long long>(c.count_layers(format::AttentionKind::kMla)),
+              static_cast<long long>(c.count_layers(format::MlpKind::kDense)),
+              static_cast<long long>(c.count_layers(format::MlpKind::kMoe)));
+  const auto attention_is = [&](format::AttentionKind kind) {
+    return layer_ranges(n, [&](int64_t l) { return c.layer_kinds[l].attention == kind; });
+  };
+  const auto mlp_is = [&](format::MlpKind kind) {
+    return layer_ranges(n, [&](int64_t l) { return c.layer_kinds[l].mlp == kind; });
+  };
+  std::printf("  KDA        %s\n", attention_is(format::AttentionKind::kKda).c_str());
+  std::printf("  MLA        %s\n", attention_is(format::AttentionKind::kMla).c_str());
+  std::printf("  dense MLP  %s\n", mlp_is(format::MlpKind::kDense).c_str());
+  std::printf("  MoE        %s\n", mlp_is(format::MlpKind::kMoe).c_str());
   std::printf("experts      %lld per MoE layer, top-%lld, %lld shared; %lld routed in all; %s\n",
               static_cast<long long>(c.num_experts),
               static_cast<long long>(c.num_experts_per_token),
               static_cast<long long>(c.num_shared_experts),
-              static_cast<long long>(c.num_experts * c.n_moe_layers()),
+              static_cast<long long>(c.num_experts * c.count_layers(format::MlpKind::kMoe)),
               c.experts_mxfp4 ? "MXFP4 (compressed-tensors mxfp4-pack-quantized)" : "BF16");
   std::printf("expert span  %s per expert, one read: ",
               bytes(format::expert_span_bytes(c)).c_str());
@@ -107,7 +111,7 @@ void print_config(const ModelConfig& c) {
 // which a streaming install's checkpoint does not hold by design.
 bool is_routed_expert_problem(const ModelConfig& c, const std::string& message) {
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    if (!c.is_moe_layer(l)) continue;
+    if (c.layer_kinds[l].mlp != format::MlpKind::kMoe) continue;
     const std::string p0 = format::expert_prefix(c, l, 0);
     const std::string stem = p0.substr(0, p0.size() - 2);  // "...experts."
     for (size_t at = message.find(stem); at != std::string::npos; at = message.find(stem, at + 1)) {
@@ -178,7 +182,8 @@ void print_report(const ModelConfig& c, const format::InventoryReport& r, bool s
     const uint64_t expert_bytes =
         static_cast<uint64_t>(r.experts_by_layer[l]) * format::expert_span_bytes(c);
     std::printf("%5lld  %-4s  %-5s  %7lld  %15s  %16s\n", static_cast<long long>(l),
-                c.layer_is_kda[l] ? "KDA" : "MLA", c.is_moe_layer(l) ? "MoE" : "dense",
+                c.layer_kinds[l].attention == format::AttentionKind::kKda ? "KDA" : "MLA",
+                c.layer_kinds[l].mlp == format::MlpKind::kMoe ? "MoE" : "dense",
                 static_cast<long long>(r.experts_by_layer[l]),
                 with_commas(r.spine_bytes_by_layer[l]).c_str(), with_commas(expert_bytes).c_str());
   }

@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "command.h"
+#include "format/schema.h"
 #include "synth/synth.h"
 
 namespace deltafin::apps {
@@ -37,7 +38,7 @@ int run_synth(Args& args) {
       {"experts", r.dims.num_experts},
       {"vocab_size", r.dims.vocab_size()},
       {"shards", r.n_shards},
-      {"expert_bytes", synth::expert_bytes(r.dims)},
+      {"expert_bytes", format::expert_span_bytes(r.config)},
       {"total_size", r.tensor_bytes},
       {"file_bytes", r.file_bytes},
       {"seconds", r.seconds},

@@ -12,7 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const auto config = deltafin::format::parse_config_json(
         std::string(reinterpret_cast<const char*>(data), size), "fuzz/config.json");
-    if (config.layer_is_kda.size() != static_cast<size_t>(config.num_hidden_layers))
+    if (config.layer_kinds.size() != static_cast<size_t>(config.num_hidden_layers))
       __builtin_trap();
     // The roster of a small model exercises every shape formula; a huge one would only be slow.
     if (config.num_hidden_layers * config.num_experts <= 4096) {

@@ -25,6 +25,24 @@ void check_scales(const WeightMatrix& w, int layer, int expert, const char* whic
 
 }  // namespace
 
+ExpertLayout expert_layout(const format::ExpertSchema& schema,
+                           const std::vector<uint64_t>& tensor_offsets, uint64_t span_bytes) {
+  DF_ASSERT(tensor_offsets.size() == schema.tensors.size());
+  ExpertLayout layout;
+  for (const format::ExpertSchema::Matrix& m : schema.matrices) {
+    ExpertMatrixLayout& out = m.role == format::Role::kExpertGate   ? layout.gate
+                              : m.role == format::Role::kExpertDown ? layout.down
+                                                                    : layout.up;
+    out.dtype = schema.mxfp4 ? kernels::WeightDType::kMxfp4 : kernels::WeightDType::kBF16;
+    out.data_offset = tensor_offsets[m.data];
+    out.scales_offset = schema.mxfp4 ? tensor_offsets[m.scales] : 0;
+    out.rows = m.rows;
+    out.cols = m.cols;
+  }
+  layout.span_bytes = span_bytes;
+  return layout;
+}
+
 ExpertWeights view_expert(const ExpertLayout& layout, const uint8_t* base) {
   return {view_matrix(layout.gate, base), view_matrix(layout.down, base),
           view_matrix(layout.up, base)};

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "format/inventory.h"
+#include "format/schema.h"
 #include "kernels/weight_matrix.h"
 
 namespace deltafin::experts {
@@ -39,6 +40,11 @@ struct ExpertLayout {
   ExpertMatrixLayout gate, down, up;
   uint64_t span_bytes = 0;  // bytes from the first tensor's start to the last one's end
 };
+
+// The layout the family's expert schema gives, with each schema tensor at its offset from the
+// span start (parallel to schema.tensors).
+ExpertLayout expert_layout(const format::ExpertSchema& schema,
+                           const std::vector<uint64_t>& tensor_offsets, uint64_t span_bytes);
 
 // Every routed expert of the model: per MoE layer its layout and each expert's span (by id).
 // Layers without routed experts have an empty `spans`.

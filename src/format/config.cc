@@ -139,9 +139,9 @@ class Fields {
   const std::string& file_;
 };
 
-// layer_is_kda from the 1-based kda_layers / full_attn_layers: together they must name every layer
-// exactly once; either alone determines the other.
-std::vector<bool> read_layer_kinds(const Fields& lin, int64_t n_layers) {
+// Each layer's attention kind from the 1-based kda_layers / full_attn_layers: together they must
+// name every layer exactly once; either alone determines the other.
+std::vector<AttentionKind> read_attention_kinds(const Fields& lin, int64_t n_layers) {
   const bool has_kda = lin.has("kda_layers"), has_full = lin.has("full_attn_layers");
   if (!has_kda && !has_full) lin.fail_field("kda_layers", "missing (and so is full_attn_layers)");
   std::vector<int> kind(static_cast<size_t>(n_layers), -1);  // 1 = KDA, 0 = MLA
@@ -156,7 +156,7 @@ std::vector<bool> read_layer_kinds(const Fields& lin, int64_t n_layers) {
       kind[static_cast<size_t>(l - 1)] = 0;
     }
   }
-  std::vector<bool> is_kda(static_cast<size_t>(n_layers));
+  std::vector<AttentionKind> out(static_cast<size_t>(n_layers));
   for (int64_t l = 0; l < n_layers; ++l) {
     int k = kind[static_cast<size_t>(l)];
     if (k < 0) {
@@ -166,9 +166,9 @@ std::vector<bool> read_layer_kinds(const Fields& lin, int64_t n_layers) {
       }
       k = has_kda ? 0 : 1;
     }
-    is_kda[static_cast<size_t>(l)] = k == 1;
+    out[static_cast<size_t>(l)] = k == 1 ? AttentionKind::kKda : AttentionKind::kMla;
   }
-  return is_kda;
+  return out;
 }
 
 // compressed-tensors MXFP4 (the K3 release) is the one quantization deltafin reads.
@@ -215,23 +215,19 @@ int64_t token_id(const Fields& text, const Fields& top, const std::string& key) 
 
 const char* arch_name(Arch arch) { return arch == Arch::kKimiK3 ? "kimi_k3" : "kimi_linear"; }
 
-bool ModelConfig::is_moe_layer(int64_t layer) const {
-  return num_experts > 0 && layer >= first_k_dense_replace && layer % moe_layer_freq == 0;
-}
-
 int64_t ModelConfig::expert_in_size() const {
   return routed_expert_hidden_size > 0 ? routed_expert_hidden_size : hidden_size;
 }
 
-int64_t ModelConfig::n_kda_layers() const {
+int64_t ModelConfig::count_layers(AttentionKind kind) const {
   int64_t n = 0;
-  for (bool k : layer_is_kda) n += k;
+  for (const LayerKind& k : layer_kinds) n += k.attention == kind;
   return n;
 }
 
-int64_t ModelConfig::n_moe_layers() const {
+int64_t ModelConfig::count_layers(MlpKind kind) const {
   int64_t n = 0;
-  for (int64_t l = 0; l < num_hidden_layers; ++l) n += is_moe_layer(l);
+  for (const LayerKind& k : layer_kinds) n += k.mlp == kind;
   return n;
 }
 
@@ -249,7 +245,6 @@ ModelConfig parse_config_json(const std::string& json_text, const std::string& f
   c.model_type = top.string("model_type");
   if (c.model_type == "kimi_k3") {
     c.arch = Arch::kKimiK3;
-    c.tensor_prefix = "language_model.";
   } else if (c.model_type == "kimi_linear") {
     c.arch = Arch::kKimiLinear;
   } else {
@@ -292,7 +287,7 @@ ModelConfig parse_config_json(const std::string& json_text, const std::string& f
   c.short_conv_kernel_size = lin.integer("short_conv_kernel_size", 1, 64);
   c.use_full_rank_gate = lin.boolean_or("use_full_rank_gate", false);
   if (lin.has("gate_lower_bound")) c.gate_lower_bound = lin.number("gate_lower_bound");
-  c.layer_is_kda = read_layer_kinds(lin, c.num_hidden_layers);
+  const std::vector<AttentionKind> attention = read_attention_kinds(lin, c.num_hidden_layers);
 
   // MoE
   c.num_experts = text.size("num_experts");
@@ -330,8 +325,13 @@ ModelConfig parse_config_json(const std::string& json_text, const std::string& f
   c.topk_method =
       text.has("topk_method") ? text.expect_string("topk_method", "noaux_tc") : "noaux_tc";
 
-  bool any_dense = false;
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) any_dense |= !c.is_moe_layer(l);
+  c.layer_kinds.resize(static_cast<size_t>(c.num_hidden_layers));
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const bool moe = c.num_experts > 0 && l >= c.first_k_dense_replace && l % c.moe_layer_freq == 0;
+    c.layer_kinds[static_cast<size_t>(l)] = {attention[static_cast<size_t>(l)],
+                                             moe ? MlpKind::kMoe : MlpKind::kDense};
+  }
+  const bool any_dense = c.count_layers(MlpKind::kDense) > 0;
   c.intermediate_size = any_dense ? text.size("intermediate_size")
                                   : text.integer_or("intermediate_size", 0, 0, kMaxSize);
 

@@ -11,12 +11,26 @@ namespace deltafin::format {
 
 enum class Arch { kKimiK3, kKimiLinear };
 
+// What a layer's two blocks are; the family's schema (format/schema.h) lists each kind's tensors.
+enum class AttentionKind {
+  kKda,  // Kimi Delta Attention: linear attention with a recurrent state
+  kMla,  // gated multi-head latent attention: a latent cache per position
+};
+enum class MlpKind {
+  kDense,  // a gated MLP of intermediate_size
+  kMoe,    // routed experts (plus shared experts and the latent projections where configured)
+};
+struct LayerKind {
+  AttentionKind attention;
+  MlpKind mlp;
+  bool operator==(const LayerKind&) const = default;
+};
+
 const char* arch_name(Arch arch);  // "kimi_k3", "kimi_linear"
 
 struct ModelConfig {
   Arch arch;
-  std::string model_type;     // the top-level model_type
-  std::string tensor_prefix;  // "language_model." for K3 (all names carry it), "" for Kimi-Linear
+  std::string model_type;  // the top-level model_type
   int64_t hidden_size, vocab_size, num_hidden_layers, intermediate_size;
   // Attention (MLA)
   int64_t num_attention_heads, num_key_value_heads;
@@ -27,7 +41,6 @@ struct ModelConfig {
   int64_t kda_num_heads, kda_head_dim, short_conv_kernel_size;
   bool use_full_rank_gate;                 // K3: g_proj [H*D, d]; else g_a_proj/g_b_proj
   std::optional<double> gate_lower_bound;  // K3: -5 lower-bound gate; absent: softplus gate
-  std::vector<bool> layer_is_kda;          // 0-based, size num_hidden_layers
   // MoE
   int64_t num_experts, num_experts_per_token, num_shared_experts, moe_intermediate_size;
   int64_t routed_expert_hidden_size;  // 0 = no latent MoE
@@ -43,14 +56,15 @@ struct ModelConfig {
   bool tie_word_embeddings;
   int64_t bos_token_id, eos_token_id, pad_token_id;  // -1 when the config has none
   bool experts_mxfp4;  // compressed-tensors mxfp4-pack-quantized (K3); false = BF16 experts
+  // 0-based, size num_hidden_layers. Attention from linear_attn_config's kda_layers /
+  // full_attn_layers; the MLP by the HF rule (Kimi-Linear / DeepSeek remote code): MoE iff there
+  // are experts, the layer is past the dense prefix and layer % moe_layer_freq == 0.
+  std::vector<LayerKind> layer_kinds;
 
-  // HF rule (Kimi-Linear / DeepSeek remote code): MoE iff there are experts, the layer is past the
-  // dense prefix and layer % moe_layer_freq == 0. Otherwise a dense MLP of intermediate_size.
-  bool is_moe_layer(int64_t layer) const;
   // Input width of the routed experts: the latent width if there is one, else hidden_size.
   int64_t expert_in_size() const;
-  int64_t n_kda_layers() const;
-  int64_t n_moe_layers() const;
+  int64_t count_layers(AttentionKind kind) const;
+  int64_t count_layers(MlpKind kind) const;
 };
 
 // Throws base::Error naming the file and the field (e.g.

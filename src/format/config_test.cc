@@ -68,7 +68,7 @@ ModelConfig parse(const json& j) { return parse_config_json(j.dump(), "config.js
 std::vector<int64_t> mla_layers(const ModelConfig& c) {
   std::vector<int64_t> out;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    if (!c.layer_is_kda[static_cast<size_t>(l)]) out.push_back(l);
+    if (c.layer_kinds[static_cast<size_t>(l)].attention == AttentionKind::kMla) out.push_back(l);
   }
   return out;
 }
@@ -77,7 +77,6 @@ TEST(Config, ParsesTheOracleConfig) {
   const ModelConfig c = load_config(testing::fixture_dir());
   EXPECT_EQ(c.arch, Arch::kKimiK3);
   EXPECT_EQ(c.model_type, "kimi_k3");
-  EXPECT_EQ(c.tensor_prefix, "language_model.");
   EXPECT_EQ(c.hidden_size, 64);
   EXPECT_EQ(c.vocab_size, 512);
   EXPECT_EQ(c.num_hidden_layers, 13);
@@ -98,7 +97,7 @@ TEST(Config, ParsesTheOracleConfig) {
   ASSERT_TRUE(c.gate_lower_bound.has_value());
   EXPECT_EQ(*c.gate_lower_bound, -5.0);
   EXPECT_EQ(mla_layers(c), (std::vector<int64_t>{3, 7, 11, 12}));  // 1-based [4, 8, 12, 13]
-  EXPECT_EQ(c.n_kda_layers(), 9);
+  EXPECT_EQ(c.count_layers(AttentionKind::kKda), 9);
   EXPECT_EQ(c.num_experts, 32);
   EXPECT_EQ(c.num_experts_per_token, 4);
   EXPECT_EQ(c.num_shared_experts, 2);
@@ -126,27 +125,27 @@ TEST(Config, ParsesTheOracleConfig) {
   EXPECT_EQ(c.eos_token_id, 501);
   EXPECT_EQ(c.pad_token_id, 511);
   EXPECT_TRUE(c.experts_mxfp4);
-  EXPECT_FALSE(c.is_moe_layer(0));
-  for (int l = 1; l < 13; ++l) EXPECT_TRUE(c.is_moe_layer(l)) << l;
-  EXPECT_EQ(c.n_moe_layers(), 12);
+  EXPECT_EQ(c.layer_kinds[0], (LayerKind{AttentionKind::kKda, MlpKind::kDense}));
+  for (int l = 1; l < 13; ++l) EXPECT_EQ(c.layer_kinds[l].mlp, MlpKind::kMoe) << l;
+  EXPECT_EQ(c.layer_kinds[3], (LayerKind{AttentionKind::kMla, MlpKind::kMoe}));
+  EXPECT_EQ(c.count_layers(MlpKind::kMoe), 12);
 }
 
 TEST(Config, ParsesThePublishedK3Shape) {
   const ModelConfig c = parse(k3_config());
-  EXPECT_EQ(c.n_kda_layers(), 69);
+  EXPECT_EQ(c.count_layers(AttentionKind::kKda), 69);
   std::vector<int64_t> want;
   for (int64_t l = 3; l < 92; l += 4) want.push_back(l);
   want.push_back(92);
   EXPECT_EQ(mla_layers(c), want);
-  EXPECT_TRUE(c.layer_is_kda[0]);
-  EXPECT_EQ(c.n_moe_layers(), 92);
+  EXPECT_EQ(c.layer_kinds[0].attention, AttentionKind::kKda);
+  EXPECT_EQ(c.count_layers(MlpKind::kMoe), 92);
   EXPECT_EQ(c.expert_in_size(), 3584);
 }
 
 TEST(Config, ParsesKimiLinear) {
   const ModelConfig c = parse(kimi_linear_config());
   EXPECT_EQ(c.arch, Arch::kKimiLinear);
-  EXPECT_EQ(c.tensor_prefix, "");
   EXPECT_EQ(c.q_lora_rank, 0);
   EXPECT_FALSE(c.mla_use_output_gate);
   EXPECT_FALSE(c.use_full_rank_gate);
@@ -186,11 +185,11 @@ TEST(Config, MoeLayersFollowTheHfRule) {
   j["moe_layer_freq"] = 2;
   j["first_k_dense_replace"] = 1;
   const ModelConfig c = parse(j);
-  EXPECT_FALSE(c.is_moe_layer(0));
-  EXPECT_FALSE(c.is_moe_layer(1));  // 1 % 2 != 0: HF checks the layer index itself
-  EXPECT_TRUE(c.is_moe_layer(2));
-  EXPECT_FALSE(c.is_moe_layer(3));
-  EXPECT_TRUE(c.is_moe_layer(26));
+  EXPECT_EQ(c.layer_kinds[0].mlp, MlpKind::kDense);
+  EXPECT_EQ(c.layer_kinds[1].mlp, MlpKind::kDense);  // 1 % 2 != 0: HF checks the layer index itself
+  EXPECT_EQ(c.layer_kinds[2].mlp, MlpKind::kMoe);
+  EXPECT_EQ(c.layer_kinds[3].mlp, MlpKind::kDense);
+  EXPECT_EQ(c.layer_kinds[26].mlp, MlpKind::kMoe);
 }
 
 // Applies `edit` to the oracle config and returns the error message.

@@ -1,5 +1,5 @@
-// The tensor roster a config implies (every name, shape, accepted dtypes and role), the routed
-// experts' contiguous spans, and the check of a checkpoint against both.
+// The check of a checkpoint against its family's schema (format/schema.h): every tensor present
+// with its shape and dtype, and the routed experts' contiguous spans.
 #pragma once
 
 #include <cstdint>
@@ -9,44 +9,9 @@
 #include "format/checkpoint.h"
 #include "format/config.h"
 #include "format/dtype.h"
+#include "format/schema.h"
 
 namespace deltafin::format {
-
-enum class TensorRole {
-  kSpine,         // dense weights: embeddings, attention, norms, router, shared experts, lm_head
-  kRoutedExpert,  // one of a routed expert's tensors, read per token from disk
-};
-
-enum class ShapeRule {
-  kExact,
-  // A per-head vector that may carry padding: at most one dimension differs from 1 and the element
-  // count is at least shape[0] (K3's A_log is F32 [128] for 96 heads, the tail zero).
-  kPerHeadVector,
-};
-
-struct ExpectedTensor {
-  std::string name;  // full name, prefix included
-  std::vector<int64_t> shape;
-  std::vector<DType> dtypes;  // accepted dtypes, preferred first
-  TensorRole role = TensorRole::kSpine;
-  int64_t layer = -1;   // -1 for the global tensors
-  int64_t expert = -1;  // routed experts only
-  ShapeRule shape_rule = ShapeRule::kExact;
-};
-
-// Every tensor the architecture needs, globals first, then layer by layer (spine tensors, then the
-// routed experts in id order, each expert's tensors in file order).
-std::vector<ExpectedTensor> expected_tensors(const ModelConfig& config);
-bool shape_matches(const ExpectedTensor& expected, const std::vector<int64_t>& shape);
-
-// "language_model.model.layers.5.block_sparse_moe.experts.17."
-std::string expert_prefix(const ModelConfig& config, int64_t layer, int64_t expert);
-// The suffixes of one routed expert's tensors in their required file order:
-// MXFP4 w1.weight_packed, w1.weight_scale, w2.weight_packed, w2.weight_scale, w3.weight_packed,
-// w3.weight_scale; BF16 w1.weight, w2.weight, w3.weight.
-const std::vector<std::string>& expert_tensor_suffixes(const ModelConfig& config);
-// Bytes of one routed expert's tensors together (17,547,264 for K3).
-uint64_t expert_span_bytes(const ModelConfig& config);
 
 // One routed expert's tensors, back to back in one file: what one read fetches.
 struct ExpertSpan {

@@ -1,86 +1,83 @@
-// Plan building: tensor names per block, shapes from the config, dtypes as stored.
+// Plan building: each block's weights bound by role from the family's schema (format/schema.h),
+// the block choices from the traits.
 #include "model/plan.h"
 
 #include <string>
 
 #include "base/error.h"
 #include "format/inventory.h"
+#include "format/schema.h"
 
 namespace deltafin::model {
 namespace {
 
-AttnResSite load_site(WeightLoader& ld, const std::string& p, int64_t hidden) {
-  const std::vector<float> norm = ld.vector(p + "_norm.weight", hidden);
-  const std::vector<float> proj = ld.vector(p + "_proj.weight", hidden);  // [1, hidden]
+using format::Role;
+
+AttnResSite load_site(WeightLoader& ld, Role norm_role, Role proj_role) {
+  const std::vector<float> norm = ld.vector(norm_role);
+  const std::vector<float> proj = ld.vector(proj_role);  // [1, hidden]
   AttnResSite site;
-  site.key.resize(hidden);
-  for (int64_t i = 0; i < hidden; ++i) site.key[i] = norm[i] * proj[i];
+  site.key.resize(norm.size());
+  for (size_t i = 0; i < norm.size(); ++i) site.key[i] = norm[i] * proj[i];
   return site;
 }
 
-KdaWeights load_kda(WeightLoader& ld, const std::string& p, const KdaShape& s,
-                    const ArchTraits& t) {
-  const int64_t d = s.hidden, pw = s.width(), hd = s.head_dim;
+KdaWeights load_kda(WeightLoader& ld, const ArchTraits& t) {
   KdaWeights w;
-  w.q_proj = ld.matrix(p + "q_proj.weight", pw, d);
-  w.k_proj = ld.matrix(p + "k_proj.weight", pw, d);
-  w.v_proj = ld.matrix(p + "v_proj.weight", pw, d);
-  w.q_conv = ld.vector(p + "q_conv1d.weight", pw * s.conv_kernel);
-  w.k_conv = ld.vector(p + "k_conv1d.weight", pw * s.conv_kernel);
-  w.v_conv = ld.vector(p + "v_conv1d.weight", pw * s.conv_kernel);
-  w.f_a = ld.matrix(p + "f_a_proj.weight", hd, d);
-  w.f_b = ld.matrix(p + "f_b_proj.weight", pw, hd);
-  w.a_log = ld.per_head(p + "A_log", s.n_heads);
-  w.dt_bias = ld.vector(p + "dt_bias", pw);
-  w.b_proj = ld.matrix(p + "b_proj.weight", s.n_heads, d);
+  w.q_proj = ld.matrix(Role::kKdaQProj);
+  w.k_proj = ld.matrix(Role::kKdaKProj);
+  w.v_proj = ld.matrix(Role::kKdaVProj);
+  w.q_conv = ld.vector(Role::kKdaQConv);
+  w.k_conv = ld.vector(Role::kKdaKConv);
+  w.v_conv = ld.vector(Role::kKdaVConv);
+  w.f_a = ld.matrix(Role::kKdaFAProj);
+  w.f_b = ld.matrix(Role::kKdaFBProj);
+  w.a_log = ld.per_head(Role::kKdaALog);
+  w.dt_bias = ld.vector(Role::kKdaDtBias);
+  w.b_proj = ld.matrix(Role::kKdaBProj);
   if (t.kda_full_rank_output_gate) {
-    w.g_proj = ld.matrix(p + "g_proj.weight", pw, d);
+    w.g_proj = ld.matrix(Role::kKdaGProj);
   } else {
-    w.g_a = ld.matrix(p + "g_a_proj.weight", hd, d);
-    w.g_b = ld.matrix(p + "g_b_proj.weight", pw, hd);
+    w.g_a = ld.matrix(Role::kKdaGAProj);
+    w.g_b = ld.matrix(Role::kKdaGBProj);
   }
-  w.o_norm = ld.vector(p + "o_norm.weight", hd);
-  w.o_proj = ld.matrix(p + "o_proj.weight", d, pw);
+  w.o_norm = ld.vector(Role::kKdaONorm);
+  w.o_proj = ld.matrix(Role::kKdaOProj);
   return w;
 }
 
-MlaWeights load_mla(WeightLoader& ld, const std::string& p, const MlaShape& s) {
-  const int64_t d = s.hidden, nh = s.n_heads;
+MlaWeights load_mla(WeightLoader& ld, const MlaShape& s) {
   MlaWeights w;
   if (s.q_lora_rank > 0) {
-    w.q_a = ld.matrix(p + "q_a_proj.weight", s.q_lora_rank, d);
-    w.q_a_norm = ld.vector(p + "q_a_layernorm.weight", s.q_lora_rank);
-    w.q_b = ld.matrix(p + "q_b_proj.weight", nh * s.qk_dim(), s.q_lora_rank);
+    w.q_a = ld.matrix(Role::kMlaQAProj);
+    w.q_a_norm = ld.vector(Role::kMlaQANorm);
+    w.q_b = ld.matrix(Role::kMlaQBProj);
   } else {
-    w.q_proj = ld.matrix(p + "q_proj.weight", nh * s.qk_dim(), d);
+    w.q_proj = ld.matrix(Role::kMlaQProj);
   }
-  w.kv_a = ld.matrix(p + "kv_a_proj_with_mqa.weight", s.kv_lora_rank + s.rope_dim, d);
-  w.kv_a_norm = ld.vector(p + "kv_a_layernorm.weight", s.kv_lora_rank);
-  w.kv_b = ld.matrix(p + "kv_b_proj.weight", nh * (s.nope_dim + s.v_dim), s.kv_lora_rank);
-  if (s.output_gate) w.g_proj = ld.matrix(p + "g_proj.weight", nh * s.v_dim, d);
-  w.o_proj = ld.matrix(p + "o_proj.weight", d, nh * s.v_dim);
+  w.kv_a = ld.matrix(Role::kMlaKvAProj);
+  w.kv_a_norm = ld.vector(Role::kMlaKvANorm);
+  w.kv_b = ld.matrix(Role::kMlaKvBProj);
+  if (s.output_gate) w.g_proj = ld.matrix(Role::kMlaGProj);
+  w.o_proj = ld.matrix(Role::kMlaOProj);
   return w;
 }
 
-GluWeights load_glu(WeightLoader& ld, const std::string& p, int64_t inter, int64_t d) {
-  return {ld.matrix(p + "gate_proj.weight", inter, d), ld.matrix(p + "up_proj.weight", inter, d),
-          ld.matrix(p + "down_proj.weight", d, inter)};
+GluWeights load_glu(WeightLoader& ld, Role gate, Role up, Role down) {
+  return {ld.matrix(gate), ld.matrix(up), ld.matrix(down)};
 }
 
-MoeWeights load_moe(WeightLoader& ld, const std::string& p, const format::ModelConfig& c) {
-  const int64_t d = c.hidden_size;
+MoeWeights load_moe(WeightLoader& ld) {
   MoeWeights w;
-  w.router = ld.matrix(p + "gate.weight", c.num_experts, d, /*allow_f32=*/true);
-  w.score_bias = ld.vector(p + "gate.e_score_correction_bias", c.num_experts);
-  if (c.routed_expert_hidden_size > 0) {
-    const int64_t lat = c.routed_expert_hidden_size;
-    w.latent_down = ld.matrix(p + "routed_expert_down_proj.weight", lat, d);
-    w.latent_up = ld.matrix(p + "routed_expert_up_proj.weight", d, lat);
-    if (c.latent_moe_use_norm) w.latent_norm = ld.vector(p + "routed_expert_norm.weight", lat);
+  w.router = ld.matrix(Role::kRouter);
+  w.score_bias = ld.vector(Role::kRouterBias);
+  if (ld.has(Role::kLatentDown)) {
+    w.latent_down = ld.matrix(Role::kLatentDown);
+    w.latent_up = ld.matrix(Role::kLatentUp);
+    if (ld.has(Role::kLatentNorm)) w.latent_norm = ld.vector(Role::kLatentNorm);
   }
-  if (c.num_shared_experts > 0)
-    w.shared =
-        load_glu(ld, p + "shared_experts.", c.moe_intermediate_size * c.num_shared_experts, d);
+  if (ld.has(Role::kSharedGate))
+    w.shared = load_glu(ld, Role::kSharedGate, Role::kSharedUp, Role::kSharedDown);
   return w;
 }
 
@@ -102,25 +99,30 @@ void check_supported(const format::ModelConfig& c) {
 LayerPlan build_layer_plan(const ModelPlan& plan, int64_t l, WeightSource& source) {
   const format::ModelConfig& c = plan.config;
   const ArchTraits& t = plan.traits;
-  const int64_t d = c.hidden_size;
-  WeightLoader ld(source);
+  WeightLoader ld(source, format::layer_tensors(c, l));
   LayerPlan lp;
-  const std::string p = c.tensor_prefix + "model.layers." + std::to_string(l) + ".";
-  lp.input_norm = ld.vector(p + "input_layernorm.weight", d);
-  lp.post_norm = ld.vector(p + "post_attention_layernorm.weight", d);
+  lp.input_norm = ld.vector(Role::kInputNorm);
+  lp.post_norm = ld.vector(Role::kPostAttentionNorm);
   if (t.attn_res_block_size > 0) {
-    lp.attn_res = load_site(ld, p + "self_attention_res", d);
-    lp.mlp_res = load_site(ld, p + "mlp_res", d);
+    lp.attn_res = load_site(ld, Role::kAttnResNorm, Role::kAttnResProj);
+    lp.mlp_res = load_site(ld, Role::kMlpResNorm, Role::kMlpResProj);
   }
-  if (c.layer_is_kda[l]) {
-    lp.attention = load_kda(ld, p + "self_attn.", plan.kda_shape, t);
-  } else {
-    lp.attention = load_mla(ld, p + "self_attn.", plan.mla_shape);
+  const format::LayerKind kind = c.layer_kinds[l];
+  switch (kind.attention) {
+    case format::AttentionKind::kKda:
+      lp.attention = load_kda(ld, t);
+      break;
+    case format::AttentionKind::kMla:
+      lp.attention = load_mla(ld, plan.mla_shape);
+      break;
   }
-  if (c.is_moe_layer(l)) {
-    lp.mlp = load_moe(ld, p + "block_sparse_moe.", c);
-  } else {
-    lp.mlp = load_glu(ld, p + "mlp.", c.intermediate_size, d);
+  switch (kind.mlp) {
+    case format::MlpKind::kDense:
+      lp.mlp = load_glu(ld, Role::kMlpGate, Role::kMlpUp, Role::kMlpDown);
+      break;
+    case format::MlpKind::kMoe:
+      lp.mlp = load_moe(ld);
+      break;
   }
   return lp;
 }
@@ -161,13 +163,12 @@ ModelPlan build_plan(const format::ModelConfig& c, WeightSource& source) {
   plan.moe_shape.act = t.activation;
   plan.moe_shape.norm_eps = eps;
 
-  WeightLoader ld(source);
-  const std::string g = c.tensor_prefix;
-  plan.embed = ld.matrix(g + "model.embed_tokens.weight", c.vocab_size, d);
-  plan.final_norm = ld.vector(g + "model.norm.weight", d);
-  if (t.attn_res_block_size > 0) plan.output_res = load_site(ld, g + "model.output_attn_res", d);
-  plan.lm_head =
-      c.tie_word_embeddings ? plan.embed : ld.matrix(g + "lm_head.weight", c.vocab_size, d);
+  WeightLoader ld(source, format::global_tensors(c));
+  plan.embed = ld.matrix(Role::kTokenEmbedding);
+  plan.final_norm = ld.vector(Role::kFinalNorm);
+  if (t.attn_res_block_size > 0)
+    plan.output_res = load_site(ld, Role::kOutputResNorm, Role::kOutputResProj);
+  plan.lm_head = c.tie_word_embeddings ? plan.embed : ld.matrix(Role::kLmHead);
 
   plan.layers.reserve(c.num_hidden_layers);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l)
@@ -179,27 +180,18 @@ experts::ExpertCatalog build_expert_catalog(const format::Checkpoint& ckpt,
                                             const format::ModelConfig& c) {
   experts::ExpertCatalog catalog;
   catalog.layers.resize(c.num_hidden_layers);
+  const format::ExpertSchema schema = format::expert_schema(c);
   for (format::ExpertSpan& span : format::locate_experts(ckpt, c)) {
     experts::ExpertCatalog::Layer& layer = catalog.layers[span.layer];
     if (layer.spans.empty()) {
       layer.spans.resize(c.num_experts);
       // locate_experts checked every expert's tensors are back to back in the same order with
       // the same shapes, so the first expert's offsets hold for all.
-      const std::vector<std::string>& sfx = format::expert_tensor_suffixes(c);
       const std::string pre = format::expert_prefix(c, span.layer, span.expert);
-      auto rel = [&](size_t i) { return ckpt.get(pre + sfx[i]).offset - span.offset; };
-      const int64_t in = c.expert_in_size(), mid = c.moe_intermediate_size;
-      experts::ExpertLayout& lay = layer.layout;
-      if (c.experts_mxfp4) {
-        lay.gate = {kernels::WeightDType::kMxfp4, rel(0), rel(1), mid, in};
-        lay.down = {kernels::WeightDType::kMxfp4, rel(2), rel(3), in, mid};
-        lay.up = {kernels::WeightDType::kMxfp4, rel(4), rel(5), mid, in};
-      } else {
-        lay.gate = {kernels::WeightDType::kBF16, rel(0), 0, mid, in};
-        lay.down = {kernels::WeightDType::kBF16, rel(1), 0, in, mid};
-        lay.up = {kernels::WeightDType::kBF16, rel(2), 0, mid, in};
-      }
-      lay.span_bytes = span.nbytes;
+      std::vector<uint64_t> rel;
+      for (const format::ExpertSchema::Tensor& t : schema.tensors)
+        rel.push_back(ckpt.get(pre + t.suffix).offset - span.offset);
+      layer.layout = experts::expert_layout(schema, rel, span.nbytes);
     }
     layer.spans[span.expert] = std::move(span);
   }

@@ -1,6 +1,7 @@
-// Mapped weight source and the checked loader.
+// Mapped weight source and the loader that binds by role, checked against the schema.
 #include "model/weights.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "base/error.h"
@@ -25,19 +26,45 @@ const uint8_t* MappedWeightSource::bytes(const format::TensorInfo& tensor) {
   return checkpoint_.map(tensor).data();
 }
 
-WeightMatrix WeightLoader::matrix(const std::string& name, int64_t rows, int64_t cols,
-                                  bool allow_f32) {
-  const format::TensorInfo& t = source_.info(name);
-  if (t.shape != std::vector<int64_t>{rows, cols})
-    base::fail(describe(t), ": expected shape ", format::shape_to_string({rows, cols}));
-  if (t.dtype != format::DType::kBF16 && !(allow_f32 && t.dtype == format::DType::kF32))
-    base::fail(describe(t), ": expected dtype BF16", allow_f32 ? " or F32" : "");
+bool WeightLoader::has(format::Role role) const {
+  for (const format::ExpectedTensor& t : tensors_) {
+    if (t.role == role) return true;
+  }
+  return false;
+}
+
+const format::ExpectedTensor& WeightLoader::expected(format::Role role) const {
+  for (const format::ExpectedTensor& t : tensors_) {
+    if (t.role == role) return t;
+  }
+  base::fail("the tensor schema lists no tensor of role ", static_cast<int>(role),
+             " for this block (the family's table and its block choices disagree)");
+}
+
+const format::TensorInfo& WeightLoader::checked(const format::ExpectedTensor& want) {
+  const format::TensorInfo& t = source_.info(want.name);
+  if (!format::shape_matches(want, t.shape)) {
+    if (want.shape_rule == format::ShapeRule::kPerHeadVector)
+      base::fail(describe(t), ": expected a vector of at least ", want.shape[0],
+                 " per-head values");
+    base::fail(describe(t), ": expected shape ", format::shape_to_string(want.shape));
+  }
+  if (std::find(want.dtypes.begin(), want.dtypes.end(), t.dtype) == want.dtypes.end())
+    base::fail(describe(t), ": expected dtype ", format::dtypes_to_string(want.dtypes));
+  return t;
+}
+
+WeightMatrix WeightLoader::matrix(format::Role role) {
+  const format::ExpectedTensor& want = expected(role);
+  DF_ASSERT(want.shape.size() == 2);
+  const format::TensorInfo& t = checked(want);
+  DF_ASSERT(t.dtype == format::DType::kBF16 || t.dtype == format::DType::kF32);
   WeightMatrix w;
   w.dtype =
       t.dtype == format::DType::kF32 ? kernels::WeightDType::kF32 : kernels::WeightDType::kBF16;
   w.data = source_.bytes(t);
-  w.rows = rows;
-  w.cols = cols;
+  w.rows = want.shape[0];
+  w.cols = want.shape[1];
   return w;
 }
 
@@ -59,18 +86,15 @@ std::vector<float> WeightLoader::widen(const format::TensorInfo& t) {
   return out;
 }
 
-std::vector<float> WeightLoader::vector(const std::string& name, int64_t n) {
-  const format::TensorInfo& t = source_.info(name);
-  if (t.numel() != n) base::fail(describe(t), ": expected ", n, " elements");
-  return widen(t);
+std::vector<float> WeightLoader::vector(format::Role role) {
+  return widen(checked(expected(role)));
 }
 
-std::vector<float> WeightLoader::per_head(const std::string& name, int64_t n_heads) {
-  const format::TensorInfo& t = source_.info(name);
-  int64_t wide = 0;
-  for (int64_t d : t.shape) wide += d != 1;
-  if (wide > 1 || t.numel() < n_heads)
-    base::fail(describe(t), ": expected a vector of at least ", n_heads, " per-head values");
+std::vector<float> WeightLoader::per_head(format::Role role) {
+  const format::ExpectedTensor& want = expected(role);
+  DF_ASSERT(want.shape_rule == format::ShapeRule::kPerHeadVector);
+  const format::TensorInfo& t = checked(want);
+  const int64_t n_heads = want.shape[0];
   std::vector<float> v = widen(t);
   for (int64_t i = n_heads; i < static_cast<int64_t>(v.size()); ++i) {
     if (v[i] != 0.0f)

@@ -8,8 +8,9 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/weight_matrix.h"
 #include "format/checkpoint.h"
+#include "format/schema.h"
+#include "kernels/weight_matrix.h"
 
 namespace deltafin::model {
 
@@ -34,23 +35,32 @@ class MappedWeightSource : public WeightSource {
   const format::Checkpoint& checkpoint_;
 };
 
-// Resolves named tensors into views and fp32 vectors, failing with the file, tensor, what was
-// found and what was expected.
+// Binds one block's tensors by role: names, shapes and dtypes come from the family's schema
+// (format/schema.h), and every tensor is checked as it is resolved, failing with the file, tensor,
+// what was found and what was expected.
 class WeightLoader {
  public:
-  explicit WeightLoader(WeightSource& source) : source_(source) {}
+  WeightLoader(WeightSource& source, std::vector<format::ExpectedTensor> tensors)
+      : source_(source), tensors_(std::move(tensors)) {}
 
-  // A [rows, cols] matrix stored BF16 (or F32 where `allow_f32`).
-  WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols, bool allow_f32 = false);
-  // n values stored F32 or BF16, any shape with n elements, widened to fp32.
-  std::vector<float> vector(const std::string& name, int64_t n);
-  // A per-head vector stored with padding: at least n_heads elements, the extra ones exactly 0.
-  std::vector<float> per_head(const std::string& name, int64_t n_heads);
+  // Whether the schema lists the role for this config (an optional part such as shared experts).
+  bool has(format::Role role) const;
+  // A [rows, cols] matrix in a dtype the schema accepts (BF16, or F32 where it allows).
+  WeightMatrix matrix(format::Role role);
+  // A tensor of the schema's shape, stored F32 or BF16, widened to fp32 (row-major).
+  std::vector<float> vector(format::Role role);
+  // A per-head vector stored with padding: at least shape[0] = n_heads elements, the extra ones
+  // exactly 0; returns the n_heads values.
+  std::vector<float> per_head(format::Role role);
 
  private:
+  const format::ExpectedTensor& expected(format::Role role) const;
+  // The tensor, its shape and dtype checked against the schema's.
+  const format::TensorInfo& checked(const format::ExpectedTensor& want);
   std::vector<float> widen(const format::TensorInfo& t);
 
   WeightSource& source_;
+  std::vector<format::ExpectedTensor> tensors_;
 };
 
 }  // namespace deltafin::model

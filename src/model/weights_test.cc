@@ -1,4 +1,5 @@
-// The checked loader: padded per-head vectors (A_log), shapes and dtypes refused with the name.
+// The loader that binds by role: padded per-head vectors (A_log), shapes and dtypes checked
+// against the schema and refused with the name.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -45,6 +46,25 @@ std::string error_of(const std::function<void()>& fn) {
   return "";
 }
 
+// A schema entry for one tensor; the role only has to be unique within a test's loader.
+format::ExpectedTensor want(std::string name, std::vector<int64_t> shape, format::Role role,
+                            std::vector<format::DType> dtypes = {format::DType::kF32,
+                                                                 format::DType::kBF16},
+                            format::ShapeRule rule = format::ShapeRule::kExact) {
+  format::ExpectedTensor t;
+  t.name = std::move(name);
+  t.shape = std::move(shape);
+  t.dtypes = std::move(dtypes);
+  t.role = role;
+  t.shape_rule = rule;
+  return t;
+}
+
+WeightLoader a_log_loader(MemorySource& src, const std::string& name) {
+  return WeightLoader(src, {want(name, {3}, format::Role::kKdaALog, {format::DType::kF32},
+                                 format::ShapeRule::kPerHeadVector)});
+}
+
 TEST(WeightLoader, PerHeadVectorKeepsTheHeadsAndChecksThePadding) {
   MemorySource src;
   src.add_f32("k3.A_log", {8}, {0.5f, -1.0f, 2.0f, 0, 0, 0, 0, 0});
@@ -52,25 +72,41 @@ TEST(WeightLoader, PerHeadVectorKeepsTheHeadsAndChecksThePadding) {
   src.add_f32("bad.A_log", {8}, {0.5f, -1.0f, 2.0f, 0, 0, 0, 1e-9f, 0});
   src.add_f32("short.A_log", {2}, {0.5f, -1.0f});
   src.add_f32("wide.A_log", {2, 4}, {0.5f, -1.0f, 2.0f, 0, 0, 0, 0, 0});
-  WeightLoader ld(src);
-  EXPECT_EQ(ld.per_head("k3.A_log", 3), (std::vector<float>{0.5f, -1.0f, 2.0f}));
-  EXPECT_EQ(ld.per_head("kl.A_log", 3), (std::vector<float>{0.5f, -1.0f, 2.0f}));
-  EXPECT_NE(error_of([&] { ld.per_head("bad.A_log", 3); }).find("element 6 is 1e-09"),
+  const format::Role r = format::Role::kKdaALog;
+  EXPECT_EQ(a_log_loader(src, "k3.A_log").per_head(r), (std::vector<float>{0.5f, -1.0f, 2.0f}));
+  EXPECT_EQ(a_log_loader(src, "kl.A_log").per_head(r), (std::vector<float>{0.5f, -1.0f, 2.0f}));
+  EXPECT_NE(
+      error_of([&] { a_log_loader(src, "bad.A_log").per_head(r); }).find("element 6 is 1e-09"),
+      std::string::npos);
+  EXPECT_NE(error_of([&] { a_log_loader(src, "short.A_log").per_head(r); }).find("at least 3"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { ld.per_head("short.A_log", 3); }).find("at least 3"), std::string::npos);
-  EXPECT_NE(error_of([&] { ld.per_head("wide.A_log", 3); }).find("tensor wide.A_log"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { a_log_loader(src, "wide.A_log").per_head(r); }).find("tensor wide.A_log"),
+      std::string::npos);
 }
 
-TEST(WeightLoader, MatrixShapeAndDtypeAreChecked) {
+TEST(WeightLoader, MatrixShapeAndDtypeAreCheckedAgainstTheSchema) {
   MemorySource src;
   src.add_f32("w", {2, 3}, {1, 2, 3, 4, 5, 6});
-  WeightLoader ld(src);
-  EXPECT_EQ(ld.matrix("w", 2, 3, /*allow_f32=*/true).rows, 2);
-  EXPECT_NE(error_of([&] { ld.matrix("w", 3, 2, true); }).find("expected shape [3, 2]"),
+  using format::Role;
+  WeightLoader ld(src, {want("w", {2, 3}, Role::kRouter), want("w", {3, 2}, Role::kMlpGate),
+                        want("w", {2, 3}, Role::kMlpUp, {format::DType::kBF16}),
+                        want("w", {5}, Role::kFinalNorm), want("w", {6}, Role::kInputNorm)});
+  EXPECT_EQ(ld.matrix(Role::kRouter).rows, 2);
+  EXPECT_EQ(ld.matrix(Role::kRouter).dtype, kernels::WeightDType::kF32);
+  EXPECT_NE(error_of([&] { ld.matrix(Role::kMlpGate); }).find("expected shape [3, 2]"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { ld.matrix("w", 2, 3); }).find("expected dtype BF16"), std::string::npos);
-  EXPECT_NE(error_of([&] { ld.vector("w", 5); }).find("expected 5 elements"), std::string::npos);
+  EXPECT_NE(
+      error_of([&] { ld.matrix(Role::kMlpUp); }).find("tensor w (F32 [2, 3]): expected dtype BF16"),
+      std::string::npos);
+  EXPECT_NE(error_of([&] { ld.vector(Role::kFinalNorm); }).find("expected shape [5]"),
+            std::string::npos);
+  // A vector must have the schema's shape, not only its element count.
+  EXPECT_NE(error_of([&] { ld.vector(Role::kInputNorm); }).find("expected shape [6]"),
+            std::string::npos);
+  EXPECT_TRUE(ld.has(Role::kMlpUp));
+  EXPECT_FALSE(ld.has(Role::kLmHead));
+  EXPECT_NE(error_of([&] { ld.matrix(Role::kLmHead); }).find("lists no tensor"), std::string::npos);
 }
 
 }  // namespace

@@ -125,7 +125,7 @@ ExpertSplit split_experts(const format::ModelConfig& config,
   const std::vector<std::string>& suffixes = format::expert_tensor_suffixes(config);
 
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
-    if (!config.is_moe_layer(l)) continue;
+    if (config.layer_kinds[l].mlp != format::MlpKind::kMoe) continue;
     ExpertLayer layer;
     layer.layer = l;
     const std::string p0 = format::expert_prefix(config, l, 0);

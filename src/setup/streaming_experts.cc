@@ -67,61 +67,41 @@ experts::ExpertCatalog catalog_from_manifest(const ExpertManifest& manifest,
                                              const format::ModelConfig& config,
                                              const std::string& model_dir) {
   const std::string where = join_path(model_dir, kExpertManifest);
-  // Expert 0's tensors of every MoE layer, as the architecture expects them.
-  std::vector<format::ExpectedTensor> expected;
-  for (format::ExpectedTensor& t : format::expected_tensors(config)) {
-    if (t.role == format::TensorRole::kRoutedExpert && t.expert == 0) expected.push_back(t);
-  }
-  const std::vector<std::string>& suffixes = format::expert_tensor_suffixes(config);
+  const format::ExpertSchema schema = format::expert_schema(config);
+  const std::vector<format::ExpertSchema::Tensor>& want = schema.tensors;
 
   experts::ExpertCatalog catalog;
   catalog.layers.resize(config.num_hidden_layers);
   size_t next = 0;  // into manifest.layers, ascending
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
-    if (!config.is_moe_layer(l)) continue;
+    if (config.layer_kinds[l].mlp != format::MlpKind::kMoe) continue;
     if (next >= manifest.layers.size() || manifest.layers[next].layer != l)
       fail(where, ": no experts for MoE layer ", l, " of ", model_dir, "/config.json");
     const ExpertLayer& ml = manifest.layers[next++];
     if (ml.n_experts() != config.num_experts)
       fail(where, ": layer ", l, " has ", ml.n_experts(), " experts, the config says ",
            config.num_experts);
-    if (ml.layout.size() != suffixes.size())
+    if (ml.layout.size() != want.size())
       fail(where, ": layer ", l, " has ", ml.layout.size(), " tensors per expert, expected ",
-           suffixes.size());
+           want.size());
     std::vector<uint64_t> rel;
-    for (size_t k = 0; k < suffixes.size(); ++k) {
+    for (size_t k = 0; k < want.size(); ++k) {
       const ExpertTensorLayout& t = ml.layout[k];
-      const std::string name = format::expert_prefix(config, l, 0) + suffixes[k];
-      const format::ExpectedTensor* want = nullptr;
-      for (const format::ExpectedTensor& e : expected) {
-        if (e.name == name) want = &e;
-      }
-      DF_ASSERT(want != nullptr);
       const bool dtype_ok =
-          std::find(want->dtypes.begin(), want->dtypes.end(), t.dtype) != want->dtypes.end();
-      if (t.suffix != suffixes[k] || !dtype_ok || !format::shape_matches(*want, t.shape) ||
+          std::find(want[k].dtypes.begin(), want[k].dtypes.end(), t.dtype) != want[k].dtypes.end();
+      if (t.suffix != want[k].suffix || !dtype_ok || t.shape != want[k].shape ||
           t.offset + t.nbytes > ml.span_bytes) {
         fail(where, ": layer ", l, " tensor ", k, " is ", t.suffix, " ",
              format::dtype_name(t.dtype), " ", format::shape_to_string(t.shape), " at byte ",
-             t.offset, ", expected ", suffixes[k], " ", format::dtype_name(want->dtypes.front()),
-             " ", format::shape_to_string(want->shape), " inside the span of ", ml.span_bytes,
+             t.offset, ", expected ", want[k].suffix, " ",
+             format::dtype_name(want[k].dtypes.front()), " ",
+             format::shape_to_string(want[k].shape), " inside the span of ", ml.span_bytes,
              " bytes");
       }
       rel.push_back(t.offset);
     }
     experts::ExpertCatalog::Layer& layer = catalog.layers[l];
-    const int64_t in = config.expert_in_size(), mid = config.moe_intermediate_size;
-    experts::ExpertLayout& lay = layer.layout;
-    if (config.experts_mxfp4) {
-      lay.gate = {kernels::WeightDType::kMxfp4, rel[0], rel[1], mid, in};
-      lay.down = {kernels::WeightDType::kMxfp4, rel[2], rel[3], in, mid};
-      lay.up = {kernels::WeightDType::kMxfp4, rel[4], rel[5], mid, in};
-    } else {
-      lay.gate = {kernels::WeightDType::kBF16, rel[0], 0, mid, in};
-      lay.down = {kernels::WeightDType::kBF16, rel[1], 0, in, mid};
-      lay.up = {kernels::WeightDType::kBF16, rel[2], 0, mid, in};
-    }
-    lay.span_bytes = ml.span_bytes;
+    layer.layout = experts::expert_layout(schema, rel, ml.span_bytes);
     for (int64_t e = 0; e < ml.n_experts(); ++e) {
       layer.spans.push_back(
           {l, e, join_path(model_dir, expert_cache_relpath(l, e)), 0, ml.span_bytes});

@@ -1,4 +1,5 @@
-// Tensor roster and shard plan of a synthetic K3 checkpoint (spec/kimi-k3.md §2).
+// Tensor roster (the K3 schema's, with initializers by role) and shard plan of a synthetic K3
+// checkpoint (spec/kimi-k3.md §2).
 #include "synth/layout.h"
 
 #include <algorithm>
@@ -6,6 +7,7 @@
 #include <cstdio>
 
 #include "base/error.h"
+#include "format/schema.h"
 
 namespace deltafin::synth {
 namespace {
@@ -25,89 +27,95 @@ TensorSpec uniform(std::string name, DType dtype, std::vector<int64_t> shape, do
 }
 
 // A Linear weight [out, in]: std gain / sqrt(in), so activations keep their size through it.
-TensorSpec linear(std::string name, int64_t out, int64_t in, double gain = 1.0) {
-  return uniform(std::move(name), DType::kBF16, {out, in}, gain / std::sqrt(double(in)));
+TensorSpec linear(const format::ExpectedTensor& e, double gain = 1.0) {
+  return uniform(e.name, e.stored, e.shape, gain / std::sqrt(double(e.shape[1])));
 }
 
-TensorSpec norm(std::string name, int64_t n, DType dtype = DType::kBF16) {
-  TensorSpec t{std::move(name), dtype, {n}};
+TensorSpec norm(const format::ExpectedTensor& e) {
+  TensorSpec t{e.name, e.stored, e.shape};
   t.init = Init::kNearOne;
   t.std = 0.1f;
   return t;
 }
 
-// The six U8 tensors of matrix w{k} = [out, in] in MXFP4: codes packed two per byte, one E8M0
-// scale per 32 inputs. The scales centre the decoded values on std 1/sqrt(in).
-void add_mxfp4(std::vector<TensorSpec>& out, const std::string& stem, int64_t rows, int64_t cols) {
-  TensorSpec packed{stem + ".weight_packed", DType::kU8, {rows, cols / 2}};
-  packed.init = Init::kRandomBytes;
-  TensorSpec scale{stem + ".weight_scale", DType::kU8, {rows, cols / 32}};
-  scale.init = Init::kScaleBytes;
-  const double target = 1.0 / std::sqrt(double(cols));
-  const int centre =
-      127 + static_cast<int>(std::lround(std::log2(target / (kE2m1Rms * kScaleSpreadRms))));
-  scale.scale_lo = static_cast<uint8_t>(centre - 2);
-  scale.scale_hi = static_cast<uint8_t>(centre + 1);
-  out.push_back(std::move(packed));
-  out.push_back(std::move(scale));
-}
-
-std::string layer_prefix(int layer) {
-  return std::string(kPrefix) + "model.layers." + std::to_string(layer) + ".";
-}
-
-void add_kda(std::vector<TensorSpec>& t, const SynthDims& d, const std::string& a) {
-  const int64_t h = d.hidden_size, nh = d.kda_heads, dh = d.kda_head_dim, p = nh * dh;
-  for (const char* proj : {"q_proj", "k_proj", "v_proj", "g_proj"}) {
-    t.push_back(linear(a + proj + ".weight", p, h));
+// A spine tensor of the schema with the values its role calls for.
+TensorSpec spine_tensor(const format::ExpectedTensor& e, const format::ModelConfig& c) {
+  using format::Role;
+  switch (e.role) {
+    case Role::kTokenEmbedding:
+      return uniform(e.name, e.stored, e.shape, 1.0);
+    case Role::kLmHead: {
+      // Logits of std ~3: a peaked but not one-hot next-token distribution. Reserved ids and bytes
+      // that are not text get near-zero logits, as in a trained model, so output reads as text.
+      TensorSpec t = linear(e, 3.0);
+      t.init = Init::kUniformTail;
+      t.n_valid = static_cast<int>(c.vocab_size) - kReservedTokens;
+      return t;
+    }
+    case Role::kFinalNorm:
+    case Role::kOutputResNorm:
+    case Role::kInputNorm:
+    case Role::kPostAttentionNorm:
+    case Role::kAttnResNorm:
+    case Role::kMlpResNorm:
+    case Role::kKdaONorm:
+    case Role::kMlaQANorm:
+    case Role::kMlaKvANorm:
+    case Role::kLatentNorm:
+      return norm(e);
+    case Role::kKdaQConv:
+    case Role::kKdaKConv:
+    case Role::kKdaVConv:
+      return uniform(e.name, e.stored, e.shape, 0.5);
+    case Role::kKdaALog: {
+      // K3 stores A_log as [head_dim], the entries past the head count 0.
+      TensorSpec t{e.name, e.stored, {c.kda_head_dim}};
+      t.init = Init::kALog;
+      t.n_valid = static_cast<int>(e.shape[0]);
+      return t;
+    }
+    case Role::kKdaDtBias:
+      return uniform(e.name, e.stored, e.shape, 0.1);
+    case Role::kKdaFBProj:
+      // Small gate input: the lower-bounded gate stays in its sensitive range around dt_bias.
+      return linear(e, 0.3);
+    case Role::kRouter:
+      // Router logits of std ~2: sigmoid scores spread over (0, 1), routes differ per token.
+      return linear(e, 2.0);
+    case Role::kRouterBias:
+      return uniform(e.name, e.stored, e.shape, 0.05);
+    default:
+      // Every other spine tensor is a Linear weight. The AttnRes mixing keys ([1, hidden]) among
+      // them get score std ~1 over sources, so the mix is neither uniform nor one-hot.
+      return linear(e);
   }
-  t.push_back(linear(a + "f_a_proj.weight", dh, h));
-  // Small gate input: the lower-bounded gate stays in its sensitive range around dt_bias.
-  t.push_back(linear(a + "f_b_proj.weight", p, dh, 0.3));
-  t.push_back(linear(a + "b_proj.weight", nh, h));
-  t.push_back(linear(a + "o_proj.weight", h, p));
-  for (const char* conv : {"q_conv1d", "k_conv1d", "v_conv1d"}) {
-    t.push_back(uniform(a + conv + ".weight", DType::kF32, {p, 1, d.short_conv_kernel}, 0.5));
-  }
-  TensorSpec a_log{a + "A_log", DType::kF32, {dh}};
-  a_log.init = Init::kALog;
-  a_log.n_valid = static_cast<int>(nh);
-  t.push_back(std::move(a_log));
-  t.push_back(uniform(a + "dt_bias", DType::kF32, {p}, 0.1));
-  t.push_back(norm(a + "o_norm.weight", dh, DType::kF32));
 }
 
-void add_mla(std::vector<TensorSpec>& t, const SynthDims& d, const std::string& a) {
-  const int64_t h = d.hidden_size, nh = d.mla_heads;
-  t.push_back(linear(a + "q_a_proj.weight", d.q_lora_rank, h));
-  t.push_back(norm(a + "q_a_layernorm.weight", d.q_lora_rank));
-  t.push_back(
-      linear(a + "q_b_proj.weight", nh * (d.qk_nope_head_dim + d.qk_rope_head_dim), d.q_lora_rank));
-  t.push_back(linear(a + "kv_a_proj_with_mqa.weight", d.kv_lora_rank + d.qk_rope_head_dim, h));
-  t.push_back(norm(a + "kv_a_layernorm.weight", d.kv_lora_rank));
-  t.push_back(
-      linear(a + "kv_b_proj.weight", nh * (d.qk_nope_head_dim + d.v_head_dim), d.kv_lora_rank));
-  t.push_back(linear(a + "g_proj.weight", nh * d.v_head_dim, h));
-  t.push_back(linear(a + "o_proj.weight", h, nh * d.v_head_dim));
-}
-
-void add_moe(std::vector<TensorSpec>& t, const SynthDims& d, const std::string& m) {
-  const int64_t h = d.hidden_size, lat = d.routed_expert_hidden_size,
-                inter = d.moe_intermediate_size, shared = d.num_shared_experts * inter;
-  // Router logits of std ~2: sigmoid scores spread over (0, 1), routes differ per token.
-  t.push_back(linear(m + "gate.weight", d.num_experts, h, 2.0));
-  t.push_back(uniform(m + "gate.e_score_correction_bias", DType::kF32, {d.num_experts}, 0.05));
-  t.push_back(linear(m + "routed_expert_down_proj.weight", lat, h));
-  t.push_back(linear(m + "routed_expert_up_proj.weight", h, lat));
-  t.push_back(norm(m + "routed_expert_norm.weight", lat));
-  t.push_back(linear(m + "shared_experts.gate_proj.weight", shared, h));
-  t.push_back(linear(m + "shared_experts.up_proj.weight", shared, h));
-  t.push_back(linear(m + "shared_experts.down_proj.weight", h, shared));
-  for (int e = 0; e < d.num_experts; ++e) {
-    const std::string x = m + "experts." + std::to_string(e) + ".";
-    add_mxfp4(t, x + "w1", inter, lat);  // gate [inter, latent]
-    add_mxfp4(t, x + "w2", lat, inter);  // down [latent, inter]
-    add_mxfp4(t, x + "w3", inter, lat);  // up [inter, latent]
+// One routed expert's tensors in file order. MXFP4: codes packed two per byte, one E8M0 scale per
+// 32 inputs; the scales centre the decoded values on std 1/sqrt(in).
+void add_expert(std::vector<TensorSpec>& out, const format::ExpertSchema& schema,
+                const std::string& prefix) {
+  for (const format::ExpertSchema::Tensor& part : schema.tensors) {
+    const format::ExpertSchema::Matrix& m = schema.matrices[part.matrix];
+    TensorSpec t{prefix + part.suffix, part.dtypes.front(), part.shape};
+    switch (part.part) {
+      case format::ExpertSchema::Part::kWeight:
+        t = uniform(t.name, t.dtype, t.shape, 1.0 / std::sqrt(double(m.cols)));
+        break;
+      case format::ExpertSchema::Part::kPacked:
+        t.init = Init::kRandomBytes;
+        break;
+      case format::ExpertSchema::Part::kScales: {
+        t.init = Init::kScaleBytes;
+        const double target = 1.0 / std::sqrt(double(m.cols));
+        const int centre =
+            127 + static_cast<int>(std::lround(std::log2(target / (kE2m1Rms * kScaleSpreadRms))));
+        t.scale_lo = static_cast<uint8_t>(centre - 2);
+        t.scale_hi = static_cast<uint8_t>(centre + 1);
+        break;
+      }
+    }
+    out.push_back(std::move(t));
   }
 }
 
@@ -195,51 +203,31 @@ uint64_t TensorSpec::nbytes() const {
   return n;
 }
 
-std::vector<TensorSpec> layer_tensors(const SynthDims& d, int layer) {
-  const std::string p = layer_prefix(layer);
-  const int64_t h = d.hidden_size;
+std::vector<TensorSpec> layer_tensors(const format::ModelConfig& c, int layer) {
   std::vector<TensorSpec> t;
-  t.push_back(norm(p + "input_layernorm.weight", h));
-  t.push_back(norm(p + "post_attention_layernorm.weight", h));
-  // AttnRes mixing keys: score std ~1 over sources, so the mix is neither uniform nor one-hot.
-  t.push_back(norm(p + "self_attention_res_norm.weight", h));
-  t.push_back(linear(p + "self_attention_res_proj.weight", 1, h));
-  t.push_back(norm(p + "mlp_res_norm.weight", h));
-  t.push_back(linear(p + "mlp_res_proj.weight", 1, h));
-  if (is_mla_layer(d, layer)) {
-    add_mla(t, d, p + "self_attn.");
-  } else {
-    add_kda(t, d, p + "self_attn.");
-  }
-  if (layer == 0) {  // first_k_dense_replace = 1
-    t.push_back(linear(p + "mlp.gate_proj.weight", d.intermediate_size, h));
-    t.push_back(linear(p + "mlp.up_proj.weight", d.intermediate_size, h));
-    t.push_back(linear(p + "mlp.down_proj.weight", h, d.intermediate_size));
-  } else {
-    add_moe(t, d, p + "block_sparse_moe.");
+  for (const format::ExpectedTensor& e : format::layer_tensors(c, layer))
+    t.push_back(spine_tensor(e, c));
+  if (c.layer_kinds[static_cast<size_t>(layer)].mlp == format::MlpKind::kMoe) {
+    const format::ExpertSchema schema = format::expert_schema(c);
+    for (int64_t e = 0; e < c.num_experts; ++e)
+      add_expert(t, schema, format::expert_prefix(c, layer, e));
   }
   sort_by_name(t);
   return t;
 }
 
-TensorSpec embedding_tensor(const SynthDims& d) {
-  return uniform(std::string(kPrefix) + "model.embed_tokens.weight", DType::kBF16,
-                 {d.vocab_size(), d.hidden_size}, 1.0);
+TensorSpec embedding_tensor(const format::ModelConfig& c) {
+  for (const format::ExpectedTensor& e : format::global_tensors(c)) {
+    if (e.role == format::Role::kTokenEmbedding) return spine_tensor(e, c);
+  }
+  base::fail("synth: the schema has no token embedding");
 }
 
-std::vector<TensorSpec> head_tensors(const SynthDims& d) {
-  const std::string m = std::string(kPrefix) + "model.";
+std::vector<TensorSpec> head_tensors(const format::ModelConfig& c) {
   std::vector<TensorSpec> t;
-  t.push_back(norm(m + "norm.weight", d.hidden_size));
-  t.push_back(norm(m + "output_attn_res_norm.weight", d.hidden_size));
-  t.push_back(linear(m + "output_attn_res_proj.weight", 1, d.hidden_size));
-  // Logits of std ~3: a peaked but not one-hot next-token distribution. Reserved ids and bytes
-  // that are not text get near-zero logits, as in a trained model, so output reads as text.
-  TensorSpec lm_head =
-      linear(std::string(kPrefix) + "lm_head.weight", d.vocab_size(), d.hidden_size, 3.0);
-  lm_head.init = Init::kUniformTail;
-  lm_head.n_valid = d.base_vocab;
-  t.push_back(std::move(lm_head));
+  for (const format::ExpectedTensor& e : format::global_tensors(c)) {
+    if (e.role != format::Role::kTokenEmbedding) t.push_back(spine_tensor(e, c));
+  }
   return t;
 }
 
@@ -256,15 +244,15 @@ std::vector<ShardSpec> shard_layout(const SynthDims& d) {
   return shards;
 }
 
-std::vector<TensorSpec> shard_tensors(const SynthDims& d, const ShardSpec& shard) {
+std::vector<TensorSpec> shard_tensors(const format::ModelConfig& c, const ShardSpec& shard) {
   std::vector<TensorSpec> t;
-  if (shard.has_embedding) t.push_back(embedding_tensor(d));
+  if (shard.has_embedding) t.push_back(embedding_tensor(c));
   for (int l = shard.first_layer; l < shard.end_layer; ++l) {
-    std::vector<TensorSpec> layer = layer_tensors(d, l);
+    std::vector<TensorSpec> layer = layer_tensors(c, l);
     std::move(layer.begin(), layer.end(), std::back_inserter(t));
   }
   if (shard.has_head) {
-    std::vector<TensorSpec> head = head_tensors(d);
+    std::vector<TensorSpec> head = head_tensors(c);
     std::move(head.begin(), head.end(), std::back_inserter(t));
   }
   sort_by_name(t);
@@ -277,17 +265,12 @@ std::string shard_file_name(int index_0based, int n_shards) {
   return buf;
 }
 
-uint64_t expert_bytes(const SynthDims& d) {
-  const uint64_t m = uint64_t(d.moe_intermediate_size) * uint64_t(d.routed_expert_hidden_size);
-  return 3 * (m / 2 + m / 32);
-}
-
-uint64_t total_tensor_bytes(const SynthDims& d) {
+uint64_t total_tensor_bytes(const format::ModelConfig& c) {
   // One layer's roster at a time: memory stays small even for 93 layers of 896 experts.
-  uint64_t total = embedding_tensor(d).nbytes();
-  for (const TensorSpec& t : head_tensors(d)) total += t.nbytes();
-  for (int l = 0; l < d.num_hidden_layers; ++l) {
-    for (const TensorSpec& t : layer_tensors(d, l)) total += t.nbytes();
+  uint64_t total = embedding_tensor(c).nbytes();
+  for (const TensorSpec& t : head_tensors(c)) total += t.nbytes();
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    for (const TensorSpec& t : layer_tensors(c, l)) total += t.nbytes();
   }
   return total;
 }

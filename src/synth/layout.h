@@ -1,11 +1,13 @@
-// The K3 release layout for synthetic checkpoints: model sizes per preset, every tensor's name,
-// dtype, shape and initializer, and which shard holds which layer.
+// The K3 release layout for synthetic checkpoints: model sizes per preset, every tensor (the K3
+// schema's names, shapes and release dtypes, format/schema.h) with its initializer, and which
+// shard holds which layer.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "format/config.h"
 #include "format/dtype.h"
 
 namespace deltafin::synth {
@@ -77,13 +79,13 @@ struct TensorSpec {
   uint64_t nbytes() const;
 };
 
-inline constexpr const char* kPrefix = "language_model.";
-
+// The roster below is the family schema's for `config` (synth_config(dims), model_files.h), with
+// the values' initializers chosen by role.
 // Tensors of one layer (attention, norms, MLP or MoE with all routed experts), sorted by name.
-std::vector<TensorSpec> layer_tensors(const SynthDims& dims, int layer);
-// Embedding, final norm, output AttnRes and lm_head.
-TensorSpec embedding_tensor(const SynthDims& dims);
-std::vector<TensorSpec> head_tensors(const SynthDims& dims);
+std::vector<TensorSpec> layer_tensors(const format::ModelConfig& config, int layer);
+// The embedding, and the other global tensors: final norm, output AttnRes and lm_head.
+TensorSpec embedding_tensor(const format::ModelConfig& config);
+std::vector<TensorSpec> head_tensors(const format::ModelConfig& config);
 
 // Shards hold whole layers, in layer order; the embedding sits with the first layers and the
 // final norm, output AttnRes and lm_head with the last, as in the release.
@@ -97,14 +99,12 @@ std::vector<ShardSpec> shard_layout(const SynthDims& dims);
 // The shard's tensors in lexicographic name order, the order of their data in the file. That order
 // puts each expert's six tensors back to back (w1p, w1s, w2p, w2s, w3p, w3s) and each layer's
 // experts in one run (experts.0, .1, .10, .100, ...), as in the release.
-std::vector<TensorSpec> shard_tensors(const SynthDims& dims, const ShardSpec& shard);
+std::vector<TensorSpec> shard_tensors(const format::ModelConfig& config, const ShardSpec& shard);
 // "model-00001-of-000096.safetensors": 5-digit index, 6-digit total, as K3 names its shards.
 std::string shard_file_name(int index_0based, int n_shards);
 
-// Bytes of one routed expert's six tensors (17,547,264 for K3).
-uint64_t expert_bytes(const SynthDims& dims);
 // Sum of all tensor bytes (index.json's metadata.total_size).
-uint64_t total_tensor_bytes(const SynthDims& dims);
+uint64_t total_tensor_bytes(const format::ModelConfig& config);
 
 // Throws base::Error when the sizes cannot form a valid K3-layout model (odd widths, top-k above
 // the expert count, ...).

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "format/schema.h"
 #include "synth/model_files.h"
 
 namespace deltafin::synth {
@@ -56,9 +57,10 @@ size_t count_non_expert(const std::vector<TensorSpec>& t) {
 
 TEST(Layout, K3TensorCountsPerLayerKind) {
   const SynthDims d = k3_dims();
-  EXPECT_EQ(layer_tensors(d, 0).size(), 23u);  // KDA + dense MLP
-  const auto kda_moe = layer_tensors(d, 1);
-  const auto mla_moe = layer_tensors(d, 3);
+  const format::ModelConfig c = synth_config(d);
+  EXPECT_EQ(layer_tensors(c, 0).size(), 23u);  // KDA + dense MLP
+  const auto kda_moe = layer_tensors(c, 1);
+  const auto mla_moe = layer_tensors(c, 3);
   EXPECT_EQ(count_non_expert(kda_moe), 28u);
   EXPECT_EQ(count_non_expert(mla_moe), 22u);
   EXPECT_EQ(kda_moe.size(), 28u + 6 * 896);
@@ -70,10 +72,10 @@ TEST(Layout, K3TensorCountsPerLayerKind) {
 }
 
 TEST(Layout, K3ExpertRecordIsTheReleases) {
-  const SynthDims d = k3_dims();
-  EXPECT_EQ(expert_bytes(d), 17547264u);
-  EXPECT_EQ(expert_bytes(d) % 4096, 0u);
-  const auto t = layer_tensors(d, 1);
+  const format::ModelConfig c = synth_config(k3_dims());
+  EXPECT_EQ(format::expert_span_bytes(c), 17547264u);
+  EXPECT_EQ(format::expert_span_bytes(c) % 4096, 0u);
+  const auto t = layer_tensors(c, 1);
   // Sorted names: each expert's six tensors back to back, experts in lexicographic id order.
   size_t first = 0;
   while (t[first].name.find(".experts.") == std::string::npos) ++first;
@@ -95,12 +97,12 @@ TEST(Layout, K3ExpertRecordIsTheReleases) {
 }
 
 TEST(Layout, DtypesAreTheReleases) {
-  const SynthDims d = k3_dims();
+  const format::ModelConfig c = synth_config(k3_dims());
   const std::set<std::string> f32 = {
       "A_log",           "dt_bias",       "q_conv1d.weight",        "k_conv1d.weight",
       "v_conv1d.weight", "o_norm.weight", "e_score_correction_bias"};
   for (int layer : {0, 1, 3}) {
-    for (const TensorSpec& t : layer_tensors(d, layer)) {
+    for (const TensorSpec& t : layer_tensors(c, layer)) {
       bool is_f32 = false;
       for (const auto& s : f32) {
         is_f32 |= t.name.size() > s.size() && t.name.ends_with("." + s);
@@ -123,17 +125,19 @@ TEST(Layout, ShardsHoldWholeLayers) {
   EXPECT_EQ(shard_file_name(95, 96), "model-00096-of-000096.safetensors");
   d.num_hidden_layers = 3;
   d.num_experts = 2;
+  d.num_experts_per_token = 2;  // as resolve_dims caps it: the config must parse
   const auto shards = shard_layout(d);
   ASSERT_EQ(shards.size(), 3u);
   EXPECT_TRUE(shards[0].has_embedding && !shards[0].has_head);
   EXPECT_TRUE(shards[2].has_head && !shards[2].has_embedding);
-  const auto t = shard_tensors(d, shards[2]);
+  const auto t = shard_tensors(synth_config(d), shards[2]);
   EXPECT_EQ(t.front().name, "language_model.lm_head.weight");
   EXPECT_EQ(t.back().name, "language_model.model.output_attn_res_proj.weight");
   // Adding one expert adds its record and its router row and bias to each MoE layer.
   SynthDims more = d;
   more.num_experts = 3;
-  EXPECT_EQ(total_tensor_bytes(more) - total_tensor_bytes(d), 2 * (17547264u + 7168 * 2 + 4));
+  EXPECT_EQ(total_tensor_bytes(synth_config(more)) - total_tensor_bytes(synth_config(d)),
+            2 * (17547264u + 7168 * 2 + 4));
 }
 
 TEST(Layout, ValidationNamesTheProblem) {
@@ -155,7 +159,8 @@ TEST(Layout, OracleSizesReproduceTheOracle) {
   EXPECT_EQ(generation_config_json(ids), read_text(oracle_dir() / "generation_config.json"));
   // The oracle pads A_log to 32 entries where K3 (and synth) store [head_dim] = 16 here: 9 KDA
   // layers x 16 F32. Every other tensor's size matches.
-  EXPECT_EQ(total_tensor_bytes(d) + 9 * 16 * 4, 1864000u);
+  const format::ModelConfig c = synth_config(d);
+  EXPECT_EQ(total_tensor_bytes(c) + 9 * 16 * 4, 1864000u);
 
   const auto index =
       nlohmann::json::parse(read_text(oracle_dir() / "model.safetensors.index.json"));
@@ -163,10 +168,10 @@ TEST(Layout, OracleSizesReproduceTheOracle) {
   for (const auto& [name, shard] : index["weight_map"].items()) want.insert(name);
   std::set<std::string> got;
   const auto add = [&](const TensorSpec& t) { got.insert(t.name); };
-  add(embedding_tensor(d));
-  for (const auto& t : head_tensors(d)) add(t);
+  add(embedding_tensor(c));
+  for (const auto& t : head_tensors(c)) add(t);
   for (int l = 0; l < d.num_hidden_layers; ++l) {
-    for (const auto& t : layer_tensors(d, l)) add(t);
+    for (const auto& t : layer_tensors(c, l)) add(t);
   }
   EXPECT_EQ(got, want);
 }

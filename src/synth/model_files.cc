@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "format/schema.h"
 #include "synth/tokenizer_files.h"
 
 namespace deltafin::synth {
@@ -220,7 +221,13 @@ std::string generation_config_json(const ConfigTokenIds& ids) {
   return g.dump(2) + "\n";
 }
 
-void write_index_json(const SynthDims& dims, const std::string& path) {
+format::ModelConfig synth_config(const SynthDims& dims) {
+  return format::parse_config_json(config_json(dims, k3_relative_token_ids(dims.base_vocab)),
+                                   "synth config.json");
+}
+
+void write_index_json(const SynthDims& dims, const format::ModelConfig& config,
+                      const std::string& path) {
   // Sorted order without sorting half a million names: a layer's names all start with
   // "...layers.{i}." and nothing else does, so ordering the groups (the layer prefixes and the
   // global names) and then each layer's own sorted roster gives the global order.
@@ -232,11 +239,11 @@ void write_index_json(const SynthDims& dims, const std::string& path) {
     int shard;
   };
   std::vector<Group> groups;
-  groups.push_back({embedding_tensor(dims).name, -1, 0});
-  for (const TensorSpec& t : head_tensors(dims)) groups.push_back({t.name, -1, n_shards - 1});
+  groups.push_back({embedding_tensor(config).name, -1, 0});
+  for (const TensorSpec& t : head_tensors(config)) groups.push_back({t.name, -1, n_shards - 1});
   for (int s = 0; s < n_shards; ++s) {
     for (int l = shards[s].first_layer; l < shards[s].end_layer; ++l) {
-      groups.push_back({std::string(kPrefix) + "model.layers." + std::to_string(l) + ".", l, s});
+      groups.push_back({format::layer_prefix(config, l), l, s});
     }
   }
   std::sort(groups.begin(), groups.end(),
@@ -245,7 +252,7 @@ void write_index_json(const SynthDims& dims, const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) base::fail("cannot create ", path);
   std::fprintf(f, "{\n  \"metadata\": {\n    \"total_size\": %llu\n  },\n  \"weight_map\": {",
-               static_cast<unsigned long long>(total_tensor_bytes(dims)));
+               static_cast<unsigned long long>(total_tensor_bytes(config)));
   bool first = true;
   auto entry = [&](const std::string& name, int shard) {
     std::fprintf(f, "%s\n    %s: \"%s\"", first ? "" : ",", Json(name).dump().c_str(),
@@ -256,7 +263,7 @@ void write_index_json(const SynthDims& dims, const std::string& path) {
     if (g.layer < 0) {
       entry(g.key, g.shard);
     } else {
-      for (const TensorSpec& t : layer_tensors(dims, g.layer)) entry(t.name, g.shard);
+      for (const TensorSpec& t : layer_tensors(config, g.layer)) entry(t.name, g.shard);
     }
   }
   std::fprintf(f, "\n  }\n}\n");

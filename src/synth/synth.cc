@@ -138,7 +138,8 @@ SynthReport synthesize(const SynthOptions& options) {
 
   SynthReport report;
   report.dims = dims;
-  report.tensor_bytes = total_tensor_bytes(dims);
+  report.config = synth_config(dims);
+  report.tensor_bytes = total_tensor_bytes(report.config);
   check_free_space(dir, report.tensor_bytes);
 
   const ConfigTokenIds ids = k3_relative_token_ids(dims.base_vocab);
@@ -156,9 +157,9 @@ SynthReport synthesize(const SynthOptions& options) {
   ShardStreamer streamer(options.seed, report.tensor_bytes, dims.drop_page_cache);
   for (size_t s = 0; s < shards.size(); ++s) {
     const fs::path path = dir / shard_file_name(static_cast<int>(s), report.n_shards);
-    report.file_bytes += streamer.write(path.string(), shard_tensors(dims, shards[s]));
+    report.file_bytes += streamer.write(path.string(), shard_tensors(report.config, shards[s]));
   }
-  write_index_json(dims, (dir / "model.safetensors.index.json").string());
+  write_index_json(dims, report.config, (dir / "model.safetensors.index.json").string());
   report.seconds = seconds_since(start);
   return report;
 }

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "format/config.h"
 #include "synth/layout.h"
 
 namespace deltafin::synth {
@@ -24,6 +25,7 @@ SynthDims resolve_dims(const SynthOptions& options);
 
 struct SynthReport {
   SynthDims dims;
+  format::ModelConfig config;  // what config.json says
   int n_shards = 0;
   uint64_t tensor_bytes = 0;  // index.json's total_size
   uint64_t file_bytes = 0;    // all shards, headers included

@@ -19,6 +19,8 @@
 #include "format/checkpoint.h"
 #include "format/config.h"
 #include "format/inventory.h"
+#include "format/schema.h"
+#include "synth/model_files.h"
 #include "synth/random.h"
 #include "synth/weights.h"
 
@@ -74,7 +76,7 @@ TEST_F(SynthTest, LoadsInTheEngineReaderComplete) {
       EXPECT_EQ(v[i]->file, v[0]->file) << "layer " << layer;
       EXPECT_EQ(v[i]->offset, v[i - 1]->offset + v[i - 1]->nbytes) << "layer " << layer;
     }
-    EXPECT_EQ(v[0]->nbytes, expert_bytes(r.dims));
+    EXPECT_EQ(v[0]->nbytes, format::expert_span_bytes(r.config));
   }
 }
 
@@ -122,8 +124,8 @@ TEST(SynthOptions, PresetsAndLimits) {
 }
 
 TEST(Weights, ChunkingDoesNotChangeValues) {
-  const SynthDims d = demo_dims();
-  for (const TensorSpec& t : layer_tensors(d, 1)) {
+  const format::ModelConfig c = synth_config(demo_dims());
+  for (const TensorSpec& t : layer_tensors(c, 1)) {
     if (t.nbytes() > 40000) continue;  // every init kind has small tensors here
     const uint64_t key = tensor_key(5, t.name);
     std::vector<std::byte> whole(t.nbytes()), pieces(t.nbytes());
@@ -138,8 +140,8 @@ TEST(Weights, ChunkingDoesNotChangeValues) {
 }
 
 TEST(Weights, ValuesHaveTheirIntendedRanges) {
-  SynthDims d = demo_dims();
-  for (const TensorSpec& t : layer_tensors(d, 1)) {
+  const format::ModelConfig c = synth_config(demo_dims());
+  for (const TensorSpec& t : layer_tensors(c, 1)) {
     std::vector<std::byte> bytes(t.nbytes());
     fill_tensor_bytes(t, tensor_key(1, t.name), 0, bytes);
     if (t.init == Init::kScaleBytes) {
