@@ -173,7 +173,7 @@ int run_bench(Args& args) {
 
   const base::Stopwatch load_time;
   std::unique_ptr<Engine> engine = load_engine(options);
-  const double load_s = load_time.elapsed_seconds();
+  const double load_seconds = load_time.elapsed_seconds();
   const MemoryPlanInfo plan = engine->memory_plan();
   if (plan.read_piece_bytes > 0 && static_cast<uint64_t>(plan.read_piece_bytes) < read_sizes[0])
     read_sizes.push_back(static_cast<uint64_t>(plan.read_piece_bytes));
@@ -193,14 +193,14 @@ int run_bench(Args& args) {
   StreamStats last = engine->stream_stats();
   uint64_t last_io = process_read_bytes();
   base::Stopwatch token_time;
-  double prompt_s = 0;
+  double prompt_seconds = 0;
   bool prompt_done = false;
   const GenerateResult result = session->generate(prompt, gen, [&](int32_t) {
     const double wall = token_time.elapsed_seconds();
     const StreamStats s = engine->stream_stats();
     const uint64_t io = process_read_bytes();
     if (!prompt_done) {
-      prompt_s = wall;
+      prompt_seconds = wall;
       prompt_done = true;
     } else {
       passes.push_back(pass_figures(last, s, wall));
@@ -230,7 +230,7 @@ int run_bench(Args& args) {
 
   double busy = 0, read = 0;
   for (const PassFigures& f : passes) {
-    busy += f.busy_s;
+    busy += f.busy_seconds;
     read += static_cast<double>(f.read_bytes());
   }
   // The decode's reads ran at this rate while the disk had work: the device can do at least that,
@@ -242,16 +242,16 @@ int run_bench(Args& args) {
   uint64_t requested = 0, hits = 0, pf_hits = 0, actual = 0, matched = 0, pf_reads = 0;
   for (size_t i = 0; i < passes.size(); ++i) {
     const PassFigures& f = passes[i];
-    wall.push_back(f.wall_s);
-    io_wait.push_back(f.io_wait_s);
+    wall.push_back(f.wall_seconds);
+    io_wait.push_back(f.io_wait_seconds);
     layer_threads.push_back(f.layer_threads);
     // Time in the token with no read in flight: what the disk could not overlap (the lm_head, the
     // first layers before a route is known), the part of the ratio no read rate can win back.
-    disk_idle.push_back(std::max(0.0, f.wall_s - f.busy_s));
+    disk_idle.push_back(std::max(0.0, f.wall_seconds - f.busy_seconds));
     floor.push_back(ceiling_gbps > 0 ? f.needed_bytes / (ceiling_gbps * 1e9) : 0);
     needed += static_cast<double>(f.needed_bytes);
     proc += static_cast<double>(proc_bytes[i]);
-    total_wall += f.wall_s;
+    total_wall += f.wall_seconds;
     requested += f.requested;
     hits += f.cache_hits;
     pf_hits += f.prefetch_hits;
@@ -260,16 +260,16 @@ int run_bench(Args& args) {
     pf_reads += f.prefetch_reads;
   }
   const double n = static_cast<double>(passes.size());
-  const double spt = median(wall), floor_s = median(floor);
+  const double spt = median(wall), floor_seconds = median(floor);
   // The compute floor: every spine weight once per token at the BF16 rate, each requested
   // expert once at the MXFP4 rate. With the I/O floor it makes the roofline a token cannot beat
   // when reads and compute overlap perfectly.
   const double spine_bytes = static_cast<double>(plan.resident_spine_bytes + plan.global_bytes +
                                                  plan.streamed_spine_bytes_per_pass);
   const double expert_bytes = static_cast<double>(requested) / n * plan.expert_span_bytes;
-  const double compute_floor_s =
+  const double compute_floor_seconds =
       spine_bytes / (gemv.bf16_gbps * 1e9) + expert_bytes / (gemv.mxfp4_gbps * 1e9);
-  const double roofline_s = std::max(floor_s, compute_floor_s);
+  const double roofline_seconds = std::max(floor_seconds, compute_floor_seconds);
 
   const bool within = rss_peak <= plan.budget_bytes;
 
@@ -284,7 +284,7 @@ int run_bench(Args& args) {
     << "\",\"prefetch\":" << (plan.lookahead ? "true" : "false")
     << ",\"read_depth\":" << plan.read_depth << ",\"read_piece_bytes\":" << plan.read_piece_bytes
     << ",\"tokens\":" << passes.size() << ",\"prompt_tokens\":" << n_prompt
-    << ",\"load_seconds\":" << load_s << ",\"prompt_seconds\":" << prompt_s
+    << ",\"load_seconds\":" << load_seconds << ",\"prompt_seconds\":" << prompt_seconds
     << ",\"seconds_per_token\":" << spt
     << ",\"seconds_per_token_min\":" << *std::min_element(wall.begin(), wall.end())
     << ",\"seconds_per_token_max\":" << *std::max_element(wall.begin(), wall.end())
@@ -300,12 +300,12 @@ int run_bench(Args& args) {
     << ",\"device_ceiling_gbps\":" << ceiling_gbps
     << ",\"device_ceiling_before_gbps\":" << ceiling_before_gbps
     << ",\"device_ceiling_after_gbps\":" << ceiling_after_gbps
-    << ",\"io_floor_seconds_per_token\":" << floor_s
-    << ",\"ratio\":" << (floor_s > 0 ? spt / floor_s : 0)
+    << ",\"io_floor_seconds_per_token\":" << floor_seconds
+    << ",\"ratio\":" << (floor_seconds > 0 ? spt / floor_seconds : 0)
     << ",\"gemv_bf16_gbps\":" << gemv.bf16_gbps << ",\"gemv_mxfp4_gbps\":" << gemv.mxfp4_gbps
-    << ",\"compute_floor_seconds_per_token\":" << compute_floor_s
-    << ",\"roofline_seconds_per_token\":" << roofline_s
-    << ",\"roofline_ratio\":" << (roofline_s > 0 ? spt / roofline_s : 0)
+    << ",\"compute_floor_seconds_per_token\":" << compute_floor_seconds
+    << ",\"roofline_seconds_per_token\":" << roofline_seconds
+    << ",\"roofline_ratio\":" << (roofline_seconds > 0 ? spt / roofline_seconds : 0)
     << ",\"cache_hit_rate\":" << (requested ? static_cast<double>(hits) / requested : 0)
     << ",\"prefetch_recall\":" << (actual ? static_cast<double>(matched) / actual : 0)
     << ",\"prefetch_reads_per_token\":" << pf_reads / n
@@ -324,8 +324,9 @@ int run_bench(Args& args) {
         "%.2f GB read per token at %.2f GB/s (ceiling %.2f), disk idle %.3f s, "
         "peak RSS %s of budget %s\n",
         spt, passes.size(), *std::min_element(wall.begin(), wall.end()),
-        *std::max_element(wall.begin(), wall.end()), floor_s, floor_s > 0 ? spt / floor_s : 0.0,
-        compute_floor_s, roofline_s > 0 ? spt / roofline_s : 0.0, read / n / 1e9, achieved_gbps,
+        *std::max_element(wall.begin(), wall.end()), floor_seconds,
+        floor_seconds > 0 ? spt / floor_seconds : 0.0, compute_floor_seconds,
+        roofline_seconds > 0 ? spt / roofline_seconds : 0.0, read / n / 1e9, achieved_gbps,
         ceiling_gbps, median(disk_idle), base::format_bytes(rss_peak).c_str(),
         base::format_bytes(plan.budget_bytes).c_str());
   }

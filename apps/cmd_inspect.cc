@@ -202,7 +202,7 @@ int run_inspect(Args& args) {
   } catch (const base::Error& e) {
     problems.push_back(e.what());
   }
-  const double config_s = seconds_since(t0);
+  const double config_seconds = seconds_since(t0);
   const auto t1 = std::chrono::steady_clock::now();
   std::optional<Checkpoint> ckpt;
   try {
@@ -210,7 +210,7 @@ int run_inspect(Args& args) {
   } catch (const base::Error& e) {
     problems.push_back(e.what());
   }
-  const double open_s = seconds_since(t1);
+  const double open_seconds = seconds_since(t1);
 
   bool streaming = false;
   try {
@@ -227,19 +227,19 @@ int run_inspect(Args& args) {
                 with_commas(ckpt->tensors().size()).c_str(), bytes(total).c_str());
   }
   if (config) print_config(*config);
-  double inventory_s = 0;
+  double inventory_seconds = 0;
   if (config && ckpt) {
     const auto t2 = std::chrono::steady_clock::now();
     format::InventoryReport report = format::inspect_inventory(*ckpt, *config);
     if (streaming) {
       for (std::string& p : check_streaming(dir, *config, report)) problems.push_back(p);
     }
-    inventory_s = seconds_since(t2);
+    inventory_seconds = seconds_since(t2);
     for (const auto& p : report.problems) problems.push_back(p.message);
     print_report(*config, report, streaming);
   }
   std::printf("\ntime         config %.3f s, headers and index %.3f s, inventory %.3f s\n",
-              config_s, open_s, inventory_s);
+              config_seconds, open_seconds, inventory_seconds);
 
   if (problems.empty() && streaming) {
     std::printf(

@@ -25,8 +25,8 @@ int run_logits(Args& args) {
   options.model_dir = args.required("model");
   const std::vector<int32_t> ids = parse_token_ids(args.required("ids"));
   const std::string out = args.required("out");
-  options.prefill_chunk_tokens =
-      static_cast<int>(args.get_int("chunk", options.prefill_chunk_tokens));
+  options.attention_chunk_tokens =
+      static_cast<int>(args.get_int("chunk", options.attention_chunk_tokens));
   read_stream_flags(args, &options);
   args.check_done();
 

@@ -94,8 +94,8 @@ int run_run(Args& args) {
   gen.top_k = static_cast<int>(args.get_int("top-k", 0));
   gen.seed = static_cast<uint64_t>(args.get_int("seed", 0));
   EngineOptions engine;
-  engine.prefill_chunk_tokens =
-      static_cast<int>(args.get_int("chunk", engine.prefill_chunk_tokens));
+  engine.attention_chunk_tokens =
+      static_cast<int>(args.get_int("chunk", engine.attention_chunk_tokens));
   read_stream_flags(args, &engine);
   args.check_done();
   if (gen.max_new_tokens < 1) base::fail("deltafin run: --max-new must be at least 1");

@@ -36,8 +36,8 @@ int run_serve(Args& args) {
   o.service.reuse = !args.flag("no-reuse");
   o.service.model_id = args.get("model-id");
   EngineOptions engine;
-  engine.prefill_chunk_tokens =
-      static_cast<int>(positive(args, "chunk", engine.prefill_chunk_tokens, 1 << 16));
+  engine.attention_chunk_tokens =
+      static_cast<int>(positive(args, "chunk", engine.attention_chunk_tokens, 1 << 16));
   read_stream_flags(args, &engine);
   args.check_done();
 

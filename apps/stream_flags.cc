@@ -85,13 +85,13 @@ void read_stream_flags(Args& args, EngineOptions* options) {
   options->max_context_tokens = context;
 }
 
-PassFigures pass_figures(const StreamStats& a, const StreamStats& b, double wall_s) {
+PassFigures pass_figures(const StreamStats& a, const StreamStats& b, double wall_seconds) {
   PassFigures f;
-  f.wall_s = wall_s;
-  f.expert_wait_s = b.expert_wait_seconds - a.expert_wait_seconds;
-  f.spine_wait_s = b.spine_wait_seconds - a.spine_wait_seconds;
-  f.io_wait_s = f.expert_wait_s + f.spine_wait_s;
-  f.busy_s = b.disk_busy_seconds - a.disk_busy_seconds;
+  f.wall_seconds = wall_seconds;
+  f.expert_wait_seconds = b.expert_wait_seconds - a.expert_wait_seconds;
+  f.spine_wait_seconds = b.spine_wait_seconds - a.spine_wait_seconds;
+  f.io_wait_seconds = f.expert_wait_seconds + f.spine_wait_seconds;
+  f.busy_seconds = b.disk_busy_seconds - a.disk_busy_seconds;
   f.expert_bytes = b.expert_bytes_read - a.expert_bytes_read;
   f.spine_bytes = b.spine_bytes_read - a.spine_bytes_read;
   f.needed_bytes = b.needed_bytes - a.needed_bytes;
@@ -115,14 +115,15 @@ std::string describe_pass(const PassFigures& f) {
       "wall %.1f ms, compute %.1f ms, I/O wait %.1f ms (experts %.1f, spine %.1f), "
       "read %s (spine %s, experts %s), cache hits %llu/%llu, prefetch recall %.2f "
       "(%llu reads, %llu used), %.2f GB/s while busy (%.1f ms), layers on %d thread%s",
-      1e3 * f.wall_s, 1e3 * (f.wall_s - f.io_wait_s), 1e3 * f.io_wait_s, 1e3 * f.expert_wait_s,
-      1e3 * f.spine_wait_s, base::format_bytes(f.read_bytes()).c_str(),
-      base::format_bytes(f.spine_bytes).c_str(), base::format_bytes(f.expert_bytes).c_str(),
-      static_cast<unsigned long long>(f.cache_hits), static_cast<unsigned long long>(f.requested),
-      recall, static_cast<unsigned long long>(f.prefetch_reads),
+      1e3 * f.wall_seconds, 1e3 * (f.wall_seconds - f.io_wait_seconds), 1e3 * f.io_wait_seconds,
+      1e3 * f.expert_wait_seconds, 1e3 * f.spine_wait_seconds,
+      base::format_bytes(f.read_bytes()).c_str(), base::format_bytes(f.spine_bytes).c_str(),
+      base::format_bytes(f.expert_bytes).c_str(), static_cast<unsigned long long>(f.cache_hits),
+      static_cast<unsigned long long>(f.requested), recall,
+      static_cast<unsigned long long>(f.prefetch_reads),
       static_cast<unsigned long long>(f.prefetch_hits),
-      f.busy_s > 0 ? f.read_bytes() / f.busy_s / 1e9 : 0.0, 1e3 * f.busy_s, f.layer_threads,
-      f.layer_threads == 1 ? "" : "s");
+      f.busy_seconds > 0 ? f.read_bytes() / f.busy_seconds / 1e9 : 0.0, 1e3 * f.busy_seconds,
+      f.layer_threads, f.layer_threads == 1 ? "" : "s");
   return line;
 }
 

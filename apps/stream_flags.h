@@ -17,14 +17,15 @@ void read_stream_flags(Args& args, EngineOptions* options);
 
 // Per-pass figures between two snapshots of an engine's counters.
 struct PassFigures {
-  double wall_s = 0, io_wait_s = 0, expert_wait_s = 0, spine_wait_s = 0, busy_s = 0;
+  double wall_seconds = 0, io_wait_seconds = 0, expert_wait_seconds = 0, spine_wait_seconds = 0,
+         busy_seconds = 0;
   uint64_t expert_bytes = 0, spine_bytes = 0, needed_bytes = 0;
   uint64_t requested = 0, cache_hits = 0, prefetch_hits = 0, demand_reads = 0;
   uint64_t predicted_actual = 0, predicted_matched = 0, prefetch_reads = 0;
   int layer_threads = 0;  // threads the pass's layers ran on
   uint64_t read_bytes() const { return expert_bytes + spine_bytes; }
 };
-PassFigures pass_figures(const StreamStats& before, const StreamStats& after, double wall_s);
+PassFigures pass_figures(const StreamStats& before, const StreamStats& after, double wall_seconds);
 // One line: wall, compute, I/O wait, bytes read (spine, experts), cache hits, prefetch recall,
 // GB/s while the disk was busy, threads the layers ran on.
 std::string describe_pass(const PassFigures& f);

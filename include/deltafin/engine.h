@@ -49,9 +49,9 @@ inline constexpr int kDefaultPrefillGroup = 512;
 
 struct EngineOptions {
   std::string model_dir;
-  int prefill_chunk_tokens = 64;  // rows per attention pass during prefill
+  int attention_chunk_tokens = 64;  // rows per attention pass (--chunk): the attention chunk
   // Prompt rows per pass through the layers (0: kDefaultPrefillGroup), rounded down to a multiple
-  // of prefill_chunk_tokens: attention still runs chunk by chunk, so results do not depend on it,
+  // of attention_chunk_tokens: attention still runs chunk by chunk, so results do not depend on it,
   // but each weight and each routed expert is read once per group instead of once per chunk.
   int prefill_group_tokens = 0;
   std::string memory_budget;  // "24G", "512M"...; empty: cgroup limit / MemAvailable - reserve

@@ -14,9 +14,9 @@ int LayerThreads::for_pass(int64_t rows) const {
   return reduced_threads();
 }
 
-void LayerThreads::observe(int64_t rows, double wall_s, double wait_s) {
-  if (fixed_ > 0 || rows != 1 || wall_s <= 0) return;
-  const double share = wait_s / wall_s;
+void LayerThreads::observe(int64_t rows, double wall_seconds, double wait_seconds) {
+  if (fixed_ > 0 || rows != 1 || wall_seconds <= 0) return;
+  const double share = wait_seconds / wall_seconds;
   if (!reduced_) {
     if (hold_ > 0) {
       --hold_;

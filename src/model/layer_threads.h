@@ -36,7 +36,7 @@ class LayerThreads {
   // and always gets every thread.
   int for_pass(int64_t rows) const;
   // After a pass: its wall time and the time its compute waited on reads.
-  void observe(int64_t rows, double wall_s, double wait_s);
+  void observe(int64_t rows, double wall_seconds, double wait_seconds);
 
   // What auto runs a disk-bound token's layers on: half the pool, rounded up.
   int reduced_threads() const { return (pool_ + 1) / 2; }

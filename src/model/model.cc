@@ -129,7 +129,7 @@ void Model::embed(std::span<const int32_t> ids, float* h) {
 void Model::attention(const LayerPlan& lp, int64_t layer, SequenceState& state, const float* x,
                       int64_t n, const ForwardOptions& options, float* out) {
   base::timeline::Phase phase("attention", layer);
-  const int64_t step = options.attention_rows > 0 ? options.attention_rows : n;
+  const int64_t step = options.attention_chunk_tokens > 0 ? options.attention_chunk_tokens : n;
   const int64_t d = plan_.config.hidden_size;
   for (int64_t r = 0; r < n; r += step) {
     const int64_t rows = std::min(step, n - r);

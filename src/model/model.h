@@ -37,7 +37,7 @@ struct ForwardOptions {
   // state from one to the next. Everything else in a layer is row by row, so one forward of many
   // rows then equals, bit for bit, forwards of this many rows each, while every weight (and every
   // routed expert) is read once for all of them.
-  int64_t attention_rows = 0;
+  int64_t attention_chunk_tokens = 0;
 };
 
 // What a model serves its weights from besides the checkpoint's mapping, made once the plan and

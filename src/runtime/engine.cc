@@ -41,8 +41,8 @@ class SessionImpl : public Session {
   SessionImpl(model::Model* model, std::mutex* mu, int chunk, int group, int64_t max_context)
       : model_(model),
         mu_(mu),
-        chunk_(chunk),
-        group_(group),
+        attention_chunk_(chunk),
+        prefill_group_(group),
         max_context_(max_context),
         state_(model->new_state(max_context)) {}
 
@@ -62,16 +62,16 @@ class SessionImpl : public Session {
   const SessionStats& stats() const override { return stats_; }
 
  private:
-  // Runs ids (after any pending id) in passes of group_ rows whose attention runs chunk_ rows at a
-  // time; returns all rows' logits or the last row's. With `cancel` (last row only), polls it
-  // between passes and stops early, setting *cancelled.
+  // Runs ids (after any pending id) in passes of prefill_group_ rows whose attention runs
+  // attention_chunk_ rows at a time; returns all rows' logits or the last row's. With `cancel`
+  // (last row only), polls it between passes and stops early, setting *cancelled.
   std::vector<float> run(std::vector<int32_t> ids, bool all_rows,
                          const std::function<bool()>* cancel = nullptr, bool* cancelled = nullptr);
 
   model::Model* model_;
   std::mutex* mu_;
-  int chunk_;            // rows per attention pass
-  int group_;            // rows per forward pass (a multiple of chunk_)
+  int attention_chunk_;  // rows per attention pass
+  int prefill_group_;    // rows per forward pass (a multiple of attention_chunk_)
   int64_t max_context_;  // positions the memory plan set the attention cache aside for
   model::SequenceState state_;
   std::vector<int32_t> ids_;  // the ids in state_, then pending_ if set
@@ -86,9 +86,9 @@ class EngineImpl : public Engine {
     // The options the plan is made for, resolved against the config first.
     const format::ModelConfig config = format::load_config(options.model_dir);
     options_.max_context_tokens = resolve_max_context(options_.max_context_tokens, config);
-    options_.prefill_chunk_tokens = std::max(1, options_.prefill_chunk_tokens);
+    options_.attention_chunk_tokens = std::max(1, options_.attention_chunk_tokens);
     options_.prefill_group_tokens =
-        prefill_group(options_.prefill_chunk_tokens, options_.prefill_group_tokens);
+        prefill_group(options_.attention_chunk_tokens, options_.prefill_group_tokens);
     if (options_.read_depth <= 0) options_.read_depth = kDefaultReadDepth;
     streaming_ = Streaming::load(options_);
     model_ = &streaming_->model();
@@ -110,7 +110,7 @@ class EngineImpl : public Engine {
   MemoryPlanInfo memory_plan() const override { return streaming_->info(); }
   StreamStats stream_stats() const override { return streaming_->stats(); }
   std::unique_ptr<Session> new_session() override {
-    return std::make_unique<SessionImpl>(model_, &mu_, options_.prefill_chunk_tokens,
+    return std::make_unique<SessionImpl>(model_, &mu_, options_.attention_chunk_tokens,
                                          options_.prefill_group_tokens, info_.max_context_tokens);
   }
 
@@ -144,13 +144,13 @@ std::vector<float> SessionImpl::run(std::vector<int32_t> ids, bool all_rows,
   const base::Stopwatch pass_time;
   int64_t done = 0;
   model::ForwardOptions options;
-  options.attention_rows = chunk_;
-  for (int64_t begin = 0; begin < n; begin += group_) {
+  options.attention_chunk_tokens = attention_chunk_;
+  for (int64_t begin = 0; begin < n; begin += prefill_group_) {
     if (begin > 0 && !all_rows && cancel && *cancel && (*cancel)()) {
       *cancelled = true;  // the state holds ids[0, begin); `out` has the last row's logits
       break;
     }
-    const int64_t len = std::min<int64_t>(group_, n - begin);
+    const int64_t len = std::min<int64_t>(prefill_group_, n - begin);
     done = begin + len;
     // A pass before the last one still needs running for the state when only the last row's
     // logits are wanted; its logits land in `out` and are overwritten.

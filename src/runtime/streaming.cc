@@ -19,15 +19,16 @@
 namespace deltafin::runtime {
 namespace {
 
-// Activations of one prefill pass of group_rows, logits for chunk_rows rows, the sequence state
-// and scratch (attention runs chunk_rows at a time); the attention caches are context_bytes().
-// Generation needs the last row's logits only; `deltafin logits` keeps one pass's rows (group_rows
-// x vocab), which this plan does not hold.
-uint64_t working_bytes(const model::ModelPlan& plan, int chunk_rows, int group_rows,
-                       int64_t max_context) {
+// Activations of one prefill pass of prefill_group_tokens, logits for attention_chunk_tokens rows,
+// the sequence state and scratch (attention runs attention_chunk_tokens at a time); the attention
+// caches are context_bytes(). Generation needs the last row's logits only; `deltafin logits` keeps
+// one pass's rows (prefill_group_tokens x vocab), which this plan does not hold.
+uint64_t working_bytes(const model::ModelPlan& plan, int attention_chunk_tokens,
+                       int prefill_group_tokens, int64_t max_context) {
   const format::ModelConfig& c = plan.config;
-  DF_ASSERT(chunk_rows >= 1 && group_rows >= chunk_rows);  // resolved by the engine
-  const uint64_t rows = static_cast<uint64_t>(group_rows);
+  DF_ASSERT(attention_chunk_tokens >= 1 &&
+            prefill_group_tokens >= attention_chunk_tokens);  // resolved by the engine
+  const uint64_t rows = static_cast<uint64_t>(prefill_group_tokens);
   uint64_t kda_state = 0;
   for (const model::LayerPlan& lp : plan.layers) {
     if (lp.kda() != nullptr) {
@@ -39,10 +40,10 @@ uint64_t working_bytes(const model::ModelPlan& plan, int chunk_rows, int group_r
   const uint64_t activations = rows * static_cast<uint64_t>(c.hidden_size) * sizeof(float) * 16 +
                                rows * static_cast<uint64_t>(plan.moe_shape.router.top_k) *
                                    static_cast<uint64_t>(plan.moe_shape.width) * sizeof(float);
-  const uint64_t logits =
-      2 * static_cast<uint64_t>(chunk_rows) * static_cast<uint64_t>(c.vocab_size) * sizeof(float);
+  const uint64_t logits = 2 * static_cast<uint64_t>(attention_chunk_tokens) *
+                          static_cast<uint64_t>(c.vocab_size) * sizeof(float);
   const uint64_t mla_scratch =
-      model::mla_auto_scratch_bytes(plan.mla_shape, chunk_rows, max_context);
+      model::mla_auto_scratch_bytes(plan.mla_shape, attention_chunk_tokens, max_context);
   return (uint64_t{256} << 20) + kda_state + activations + logits + mla_scratch;
 }
 
@@ -145,8 +146,8 @@ model::ModelStores Streaming::make_stores(const model::ModelPlan& plan,
   TierInputs in;
   in.budget_bytes = budget.budget_bytes;
   in.process_bytes = base::current_rss_bytes();
-  in.working_bytes = working_bytes(plan, options.prefill_chunk_tokens, options.prefill_group_tokens,
-                                   options.max_context_tokens);
+  in.working_bytes = working_bytes(plan, options.attention_chunk_tokens,
+                                   options.prefill_group_tokens, options.max_context_tokens);
   in.context_bytes = context_bytes(plan, options.max_context_tokens);
   in.max_context_tokens = options.max_context_tokens;
   for (const format::TensorInfo* t : globals) in.global_bytes += t->nbytes;

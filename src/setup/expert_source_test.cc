@@ -183,16 +183,17 @@ TEST_F(ExpertSourceTest, ClosingCancelsRunningFetchesPromptly) {
     SCOPED_TRACE(faults);
     server_.faults(faults);
     std::shared_future<ExpertBytes> f;
-    double closing_s = 0;
+    double closing_seconds = 0;
     {
       auto s = open(1);
       f = s->fetch_async(7, expert++);
       std::this_thread::sleep_for(std::chrono::milliseconds(500));  // into the backoff or stall
       const auto t0 = std::chrono::steady_clock::now();
       s.reset();
-      closing_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      closing_seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
-    EXPECT_LT(closing_s, 5.0);
+    EXPECT_LT(closing_seconds, 5.0);
     try {
       f.get();
       ADD_FAILURE() << "the fetch succeeded through the fault";

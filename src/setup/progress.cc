@@ -75,10 +75,10 @@ void Progress::loop() {
 void Progress::draw(bool final) {
   const base::SteadyClock::time_point now = base::SteadyClock::now();
   const uint64_t done = done_.load(std::memory_order_relaxed);
-  const double window_s = window_.seconds_until(now);
-  if (window_s >= 1.0 || rate_ == 0) {
-    if (window_s > 0.05) {
-      const double r = static_cast<double>(done - window_done_) / window_s;
+  const double window_seconds = window_.seconds_until(now);
+  if (window_seconds >= 1.0 || rate_ == 0) {
+    if (window_seconds > 0.05) {
+      const double r = static_cast<double>(done - window_done_) / window_seconds;
       rate_ = rate_ == 0 ? r : 0.7 * rate_ + 0.3 * r;
       window_.restart(now);
       window_done_ = done;
@@ -86,8 +86,8 @@ void Progress::draw(bool final) {
   }
   double rate = rate_;
   if (final) {
-    const double all_s = since_start_.seconds_until(now);
-    rate = all_s > 0 ? static_cast<double>(done - start_done_) / all_s : 0;
+    const double all_seconds = since_start_.seconds_until(now);
+    rate = all_seconds > 0 ? static_cast<double>(done - start_done_) / all_seconds : 0;
   }
   const std::string line =
       render(label_, done, total_.load(std::memory_order_relaxed), rate, style_ == Style::kBar);
