@@ -2,13 +2,13 @@
 // and experts, the expert read size) and whether it is complete and consistent with its config.
 // A streaming install is checked as one: its spine shards, its expert manifest against the
 // config, and the state of its expert pool (local and remote counts and bytes).
-#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
+#include "base/stopwatch.h"
 #include "command.h"
 #include "format/checkpoint.h"
 #include "format/config.h"
@@ -67,10 +67,6 @@ std::string layer_ranges(int64_t n_layers, Pick pick) {
     l = end + 1;
   }
   return out.empty() ? "none" : out;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void print_config(const ModelConfig& c) {
@@ -195,22 +191,21 @@ int run_inspect(Args& args) {
   args.check_done();
 
   std::vector<std::string> problems;
-  const auto t0 = std::chrono::steady_clock::now();
+  base::Stopwatch step_time;
   std::optional<ModelConfig> config;
   try {
     config = format::load_config(dir);
   } catch (const base::Error& e) {
     problems.push_back(e.what());
   }
-  const double config_seconds = seconds_since(t0);
-  const auto t1 = std::chrono::steady_clock::now();
+  const double config_seconds = step_time.lap_seconds();
   std::optional<Checkpoint> ckpt;
   try {
     ckpt = Checkpoint::open(dir);
   } catch (const base::Error& e) {
     problems.push_back(e.what());
   }
-  const double open_seconds = seconds_since(t1);
+  const double open_seconds = step_time.lap_seconds();
 
   bool streaming = false;
   try {
@@ -229,12 +224,12 @@ int run_inspect(Args& args) {
   if (config) print_config(*config);
   double inventory_seconds = 0;
   if (config && ckpt) {
-    const auto t2 = std::chrono::steady_clock::now();
+    step_time.restart();
     format::InventoryReport report = format::inspect_inventory(*ckpt, *config);
     if (streaming) {
       for (std::string& p : check_streaming(dir, *config, report)) problems.push_back(p);
     }
-    inventory_seconds = seconds_since(t2);
+    inventory_seconds = step_time.lap_seconds();
     for (const auto& p : report.problems) problems.push_back(p.message);
     print_report(*config, report, streaming);
   }

@@ -4,7 +4,6 @@
 #include <sys/statvfs.h>
 
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
 #include <regex>
 #include <system_error>
@@ -12,6 +11,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/stopwatch.h"
 #include "format/safetensors_writer.h"
 #include "synth/model_files.h"
 #include "synth/random.h"
@@ -22,16 +22,11 @@ namespace deltafin::synth {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 
 // Generation buffer: a multiple of every element size, large enough for few syscalls.
 constexpr size_t kChunkBytes = size_t{8} << 20;
 // Free space kept beyond the model's own size.
 constexpr uint64_t kDiskMarginBytes = uint64_t{256} << 20;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // Files of an earlier run that this one replaces: the index first, so that a folder whose
 // shards are being rewritten never looks complete.
@@ -62,9 +57,7 @@ class ShardStreamer {
       : seed_(seed),
         total_bytes_(total_bytes),
         drop_page_cache_(drop_page_cache),
-        chunk_(kChunkBytes),
-        start_(Clock::now()),
-        last_log_(start_) {}
+        chunk_(kChunkBytes) {}
 
   // Writes one shard; returns its file size.
   uint64_t write(const std::string& path, const std::vector<TensorSpec>& specs) {
@@ -92,9 +85,9 @@ class ShardStreamer {
 
  private:
   void maybe_log() {
-    if (seconds_since(last_log_) < 5.0) return;
-    last_log_ = Clock::now();
-    const double s = seconds_since(start_);
+    if (since_log_.elapsed_seconds() < 5.0) return;
+    since_log_.restart();
+    const double s = since_start_.elapsed_seconds();
     base::log_info("synth: ", written_ / 1e9, " of ", total_bytes_ / 1e9, " GB written, ",
                    written_ / 1e9 / s, " GB/s");
   }
@@ -104,8 +97,8 @@ class ShardStreamer {
   bool drop_page_cache_;
   std::vector<std::byte> chunk_;
   uint64_t written_ = 0;
-  Clock::time_point start_;
-  Clock::time_point last_log_;
+  base::Stopwatch since_start_;
+  base::Stopwatch since_log_;
 };
 
 }  // namespace
@@ -127,7 +120,7 @@ SynthDims resolve_dims(const SynthOptions& options) {
 }
 
 SynthReport synthesize(const SynthOptions& options) {
-  const auto start = Clock::now();
+  const base::Stopwatch synth_time;
   const SynthDims dims = resolve_dims(options);
   const fs::path dir(options.out_dir);
   if (options.out_dir.empty()) base::fail("synth: --out is required");
@@ -160,7 +153,7 @@ SynthReport synthesize(const SynthOptions& options) {
     report.file_bytes += streamer.write(path.string(), shard_tensors(report.config, shards[s]));
   }
   write_index_json(dims, report.config, (dir / "model.safetensors.index.json").string());
-  report.seconds = seconds_since(start);
+  report.seconds = synth_time.elapsed_seconds();
   return report;
 }
 
