@@ -41,10 +41,9 @@ inline constexpr int64_t kDefaultMaxContext = 32768;
 // Reads in flight: the 2-vCPU machine's disk is saturated from depth 2 (docs/IO.md); 4 leaves
 // headroom for devices that want more without hurting that one.
 inline constexpr int kDefaultReadDepth = 4;
-// 512 prompt rows per pass: under uniform routing a 64-row chunk touches about 68% of each of K3's
-// layers' 896 experts, 512 rows nearly all of them, so a streamed prefill reads about 5x fewer
-// expert bytes per token (8x fewer streamed spine bytes). The plan's working memory for K3 grows
-// from 0.4 GiB (64 rows) to about 0.7 GiB.
+// 512 prompt rows per pass: a pass of that many rows touches nearly all of each K3 layer's
+// experts, so a streamed prefill reads each expert and each streamed spine layer once for many
+// more rows than a 64-row chunk would (docs/PERFORMANCE.md, "Prefill of a streamed prompt").
 inline constexpr int kDefaultPrefillGroup = 512;
 
 struct EngineOptions {
@@ -61,8 +60,8 @@ struct EngineOptions {
   bool prefetch = true;  // next-layer router lookahead (streamed experts); warm-up (mapped ones)
   int read_depth = 0;    // O_DIRECT requests in flight at once; 0: kDefaultReadDepth
   // > 0 (a multiple of 4 KiB): each expert is read in requests of this size, so a guess the route
-  // did not pick stops at its next piece. 0: one request per expert; on the device host 4 MiB
-  // pieces halved the unused guess bytes but were not faster (docs/PERFORMANCE.md).
+  // did not pick stops at its next piece. 0: one request per expert (docs/PERFORMANCE.md has
+  // what pieces did and did not buy).
   int64_t read_piece_bytes = 0;
   ExpertCachePolicy cache = ExpertCachePolicy::kLfu;
   // Threads the layers of a pass run on (the lm_head always gets them all). 0: auto, half the pool

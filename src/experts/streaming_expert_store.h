@@ -125,8 +125,7 @@ class StreamingExpertStore : public ExpertStore {
   // Guesses of `layer` outside `keep`: reads that have not reached the device yet are dropped.
   // With route_known (the layer's route is `keep`), the rest, read or being read, become ordinary
   // cache entries: left speculative they would stay protected from eviction and hold the prefetch
-  // allowance until the lookahead starved (measured: from 30 guess reads per token down to 1-5
-  // within 16 tokens). Caller holds mu_.
+  // allowance until the lookahead starved (docs/STREAMING.md). Caller holds mu_.
   void retire_guesses(int layer, std::span<const int32_t> keep, bool route_known);
 
   // Fetch callbacks reach the store through this; the destructor detaches it, so a fetch that

@@ -37,9 +37,8 @@ WeightMatrix row_block(const WeightMatrix& w, int64_t begin, int64_t count);
 // Row r decoded to fp32 (cols values): embedding lookups and transposed products.
 void decode_row(const WeightMatrix& w, int64_t r, float* out);
 // Starts reading row r's bytes if they sit in a file mapping that is not in memory, so that
-// decode_row then waits for one small read instead of a page fault's read-around (the device's
-// read_ahead_kb: 8 MB on the virtio disks measured, 7 ms of every token's embedding lookup).
-// Only advice: it changes no value and ignores failure.
+// decode_row then waits for one small read instead of a page fault's read-around of the device's
+// whole read_ahead_kb (docs/PERFORMANCE.md). Only advice: it changes no value and ignores failure.
 void will_need_row(const WeightMatrix& w, int64_t r);
 
 }  // namespace deltafin::kernels

@@ -1,8 +1,7 @@
 // How many of the thread pool's threads the layers of a forward pass run on. A disk read into
-// memory slows while the CPU draws on memory bandwidth: on the 16-core device host, O_DIRECT reads
-// fell from about 2.0 GB/s to 1.4 with 8 threads copying memory and to 1.1 with 16
-// (docs/PERFORMANCE.md). When a token waits on its expert reads anyway, running the layers on half
-// the threads takes less from the disk than it adds to compute. The lm_head runs with no read in
+// memory slows while the CPU draws on memory bandwidth (docs/PERFORMANCE.md, "Fifth look"): when a
+// token waits on its expert reads anyway, running the layers on half the threads takes less from
+// the disk than it adds to compute. The lm_head runs with no read in
 // flight and always gets every thread. The split never changes results: each kernel computes every
 // output row the same way whatever the number of threads.
 #pragma once
@@ -22,8 +21,7 @@ class LayerThreads {
   // disk), the count would flip every token. A reduction undone within kSettledTokens decode
   // tokens is such a flip: every thread is kept for the next kFirstHoldTokens tokens, twice as
   // many after each further flip, up to kMaxHoldTokens. A reduction that lasted longer was right
-  // for its time, and the hold starts over. (In one of the device host's k3 runs a reduction
-  // lasted 13 tokens before one token, mostly cache hits, waited under 10%.)
+  // for its time, and the hold starts over.
   static constexpr int kSettledTokens = 4;
   static constexpr int kFirstHoldTokens = 4;
   static constexpr int kMaxHoldTokens = 256;
