@@ -76,9 +76,11 @@ def run_deltafin(df, model, prompt, n_new, work):
 
 def run_k3c(k3c, model, prompt, n_new, work):
     dump, out = os.path.join(work, "k3c_logits.bin"), os.path.join(work, "k3c.json")
-    subprocess.run([k3c, model, "--ids", ",".join(map(str, prompt)), "--gen", str(n_new), "--incremental",
-                    "--dump-logits", dump, "--out", out], check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
+    p = subprocess.run([k3c, model, "--ids", ",".join(map(str, prompt)), "--gen", str(n_new), "--incremental",
+                        "--dump-logits", dump, "--out", out], capture_output=True, text=True)
+    if p.returncode:
+        tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or [""]
+        raise ValueError(f"exit {p.returncode}: {tail[0][:120]}")
     return np.fromfile(dump, dtype=np.float32), json.load(open(out))["generated_ids"]
 
 
@@ -95,6 +97,7 @@ def main():
     root = os.path.dirname(os.path.dirname(HERE))
     fixtures = a.fixtures or [os.path.join(root, "tests/fixtures", f) for f in ("k3-tiny-a", "kimi-linear-tiny")]
     work = a.work or tempfile.mkdtemp(prefix="lcpp_exact_")
+    os.makedirs(work, exist_ok=True)
     rows = []
     for fx in fixtures:
         name = os.path.basename(os.path.normpath(fx))
@@ -107,7 +110,7 @@ def main():
             try:
                 last, ids = run_k3c(a.k3c, fx, prompt, n_new, work)
                 rows.append(dict(fixture=name, engine="kimi-k3-in-c", **measure(ref, None, ids, last)))
-            except (subprocess.CalledProcessError, OSError, KeyError, ValueError) as e:
+            except (OSError, KeyError, ValueError) as e:
                 rows.append(dict(fixture=name, engine="kimi-k3-in-c", error=str(e)))
         cfg = json.load(open(os.path.join(fx, "config.json")))
         mxfp4 = "weight_packed" in open(os.path.join(fx, "model.safetensors.index.json")).read()
@@ -129,7 +132,7 @@ def main():
     print("|---|---|---|---|---|---|")
     for r in rows:
         if "error" in r:
-            print(f"| {r['fixture']} | {r['engine']} | failed: {r['error'][:80]} | | | |")
+            print(f"| {r['fixture']} | {r['engine']} | failed: {r['error'][:140]} | | | |")
             continue
         p = f"{r['prompt_rel']:.2e}" if "prompt_rel" in r else "n/a"
         am = f"{r['argmax']}/{r['positions']}" if "argmax" in r else "n/a"

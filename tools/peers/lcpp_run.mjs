@@ -3,7 +3,7 @@
 // per-token times and, on request, the logits of every prompt position and of every greedy step.
 //
 //   node lcpp_run.mjs --model M.gguf --ids 100,137 --tokens 12 [--threads N] [--logits-out F.json]
-//                     [--prompt-logits] [--gpu auto|cuda|false] [--no-mmap] [--kv-f32]
+//                     [--prompt-logits] [--gpu auto|cuda|false] [--no-mmap] [--kv-f32] [--verbose]
 //
 // stderr: one "token i: id X wall Y ms" line per decode step (the prompt pass is "prompt: ..."), so
 // bench_peers.sh reads it like deltafin's; stdout: one JSON line {ids, load_seconds, prompt_seconds,
@@ -15,7 +15,7 @@ import {performance} from "node:perf_hooks";
 import {getLlama, LlamaLogLevel} from "node-llama-cpp";
 
 function parseArgs(argv) {
-  const a = {tokens: 12, threads: 0, gpu: "false", mmap: true, promptLogits: false, kvF32: false};
+  const a = {tokens: 12, threads: 0, gpu: "false", mmap: true, promptLogits: false, kvF32: false, verbose: false};
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     const v = () => {
@@ -31,6 +31,7 @@ function parseArgs(argv) {
     else if (k === "--gpu") a.gpu = v();
     else if (k === "--no-mmap") a.mmap = false;
     else if (k === "--kv-f32") a.kvF32 = true;
+    else if (k === "--verbose") a.verbose = true;  // llama.cpp's load log (buffer types and sizes)
     else throw new Error(`unknown argument ${k}`);
   }
   if (!a.model || !a.ids || a.ids.some(Number.isNaN)) {
@@ -52,9 +53,13 @@ const t0 = performance.now();
 const llama = await getLlama({
   gpu: args.gpu === "false" ? false : args.gpu,
   build: "never",
-  logLevel: LlamaLogLevel.warn,
+  logLevel: args.verbose ? LlamaLogLevel.info : LlamaLogLevel.warn,
 });
-const model = await llama.loadModel({modelPath: args.model, useMmap: args.mmap, gpuLayers: args.gpu === "false" ? 0 : "max"});
+const model = await llama.loadModel({
+  modelPath: args.model,
+  useMmap: args.mmap,
+  gpuLayers: args.gpu === "false" ? 0 : "max",
+});
 const nVocab = model.fileInsights.metadata?.[model.fileInfo.metadata.general.architecture]?.vocab_size ??
   model.tokens.nVocab ?? model.fileInfo.metadata.tokenizer?.ggml?.tokens?.length;
 const nCtx = args.ids.length + args.tokens + 8;
