@@ -66,6 +66,19 @@ class Checkpoint:
                 begin, end = info["data_offsets"]
                 self.tensors[name] = (path, info["dtype"], tuple(info["shape"]), 8 + n + begin, end - begin)
 
+    def read_chunks(self, name, chunk_bytes=64 << 20):
+        """The stored bytes of one tensor, in pieces: a 2 GB embedding never sits in memory whole."""
+        path, _, _, offset, size = self.tensors[name]
+        with open(path, "rb") as f:
+            f.seek(offset)
+            left = size
+            while left:
+                piece = f.read(min(chunk_bytes, left))
+                if not piece:
+                    sys.exit(f"{path}: {name} truncated")
+                left -= len(piece)
+                yield piece
+
     def read(self, name):
         path, dtype, shape, offset, size = self.tensors[name]
         with open(path, "rb") as f:
@@ -152,8 +165,11 @@ class Plan:
             raise ValueError(f"{name}: dtype {dtype}, expected BF16 or F32")
 
         def produce():
-            a, dt = self.ck.read(name)
-            yield (as_f32(a, dt) if widen else a).tobytes()
+            if widen and dtype != "F32":
+                a, dt = self.ck.read(name)
+                yield as_f32(a, dt).tobytes()
+            else:  # the same bytes
+                yield from self.ck.read_chunks(name)
 
         self.outs.append(Out(out_name, shape, GGML_F32 if widen else GGML_BF16, produce))
 
