@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Side-by-side decode benchmark of deltafin against the public C engines kimi-k3-in-c and colibri
-# (kimi_k3) on one HF-layout K3 checkpoint: interleaved rounds, page cache dropped before every
-# run, peak RSS from /usr/bin/time -v, greedy ids compared. Holds no peer code: the peers are built
-# beforehand (tools/peers/README.md) and found under PEERS_DIR.
+# (kimi_k3), and llama.cpp's own K3 code through node-llama-cpp's prebuilt libraries, on one
+# HF-layout K3 checkpoint: interleaved rounds, page cache dropped before every run, peak RSS from
+# /usr/bin/time -v, greedy ids compared. Holds no peer code: the peers are built beforehand
+# (tools/peers/README.md) and found under PEERS_DIR; node-llama-cpp is the npm package pinned in
+# tools/peers/package.json, installed there on first use.
 #
 # usage: tools/peers/bench_peers.sh PEERS_DIR MODEL_DIR DELTAFIN_BIN OUT_DIR [ROUNDS] [TOKENS]
 #   PEERS_DIR/kimi-k3-in-c/bin/k3   and   PEERS_DIR/colibri/c/kimi_k3   (either may be absent)
@@ -12,7 +14,10 @@
 #        activations and clamps the LRU to the rest, so this leaves COLI_EXPERT_GB in force
 #        (the defaults put each peer's peak RSS near deltafin's default budget on a 23.5 GiB
 #        machine, about 20 GiB; check the rss column)
-#        ENGINES (default "df df_mapped k3c coli"; also df_all: deltafin with --layer-threads all)
+#        ENGINES (default "df df_mapped k3c coli"; also df_all: deltafin with --layer-threads all;
+#        lcpp: llama.cpp, node-llama-cpp's defaults: the GGUF memory-mapped, F16 KV cache, CPU)
+#        LCPP_GGUF (default MODEL_DIR.gguf, beside the folder) the model for lcpp, written once by
+#        k3_to_gguf.py when missing (outside the timed runs); LCPP_THREADS (default: node-llama-cpp's)
 #        MEM_LIMIT (e.g. 21G; default none) every run inside a memory cgroup capped there, page
 #        cache included, and deltafin given --memory-budget MEM_LIMIT: the same memory for every
 #        engine on a host with more RAM (needs root; cgroup v2, or v1's memory controller)
@@ -21,7 +26,7 @@
 set -euo pipefail
 
 if [[ $# -lt 4 ]]; then
-  sed -n '7,20p' "$0"
+  sed -n '9,25p' "$0"
   exit 2
 fi
 PEERS=$(realpath "$1")
@@ -38,16 +43,26 @@ MEM_LIMIT=${MEM_LIMIT:-}
 PROMPT_IDS="100,137"  # deltafin bench decode's 2-token prompt: (100 + 37 i) mod vocab
 K3C=$PEERS/kimi-k3-in-c/bin/k3
 COLI=$PEERS/colibri/c/kimi_k3
+HERE=$(dirname "$(realpath "$0")")
+LCPP_GGUF=${LCPP_GGUF:-${MODEL%/}.gguf}
+LCPP_THREADS=${LCPP_THREADS:-}
 mkdir -p "$OUT"
+
+# llama.cpp reads GGUF only: convert once (exact repack, k3_to_gguf.py) and install the pinned
+# node-llama-cpp (its CPU build alone) before the first round, so neither is in any timed run.
+if [[ " $ENGINES " == *" lcpp "* ]]; then
+  [[ -d $HERE/node_modules/node-llama-cpp ]] || (cd "$HERE" && npm ci --omit=optional --no-audit --no-fund)
+  [[ -s $LCPP_GGUF ]] || python3 "$HERE/k3_to_gguf.py" "$MODEL" "$LCPP_GGUF"
+fi
 
 # Cold start for every run: the shards must come from the disk, not from the previous engine's
 # page cache. drop_caches needs root; otherwise evict the shards file by file.
 drop_cache() {
   sync
   if ! { echo 3 >/proc/sys/vm/drop_caches; } 2>/dev/null; then
-    python3 - "$MODEL" <<'EOF'
+    python3 - "$MODEL" "$LCPP_GGUF" <<'EOF'
 import os, sys, glob
-for p in glob.glob(os.path.join(sys.argv[1], "*.safetensors")):
+for p in glob.glob(os.path.join(sys.argv[1], "*.safetensors")) + [q for q in sys.argv[2:] if os.path.exists(q)]:
     fd = os.open(p, os.O_RDONLY)
     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     os.close(fd)
@@ -122,6 +137,11 @@ engine() {
       run coli "$r" env K3_BITS=32 K3_MLA_BITS=32 K3_HEAD_BITS=32 K3_IDOT=0 K3_TOPP=0 \
         K3_EXPERT_GB="$COLI_EXPERT_GB" RAM_GB="$COLI_RAM_GB" USAGE_SAVE=0 COLI_USAGE="$OUT/coli_usage.none" \
         "$COLI" "$MODEL" --ids "$PROMPT_IDS" --ngen $((TOKENS + 1)) ;;
+    lcpp)
+      # Prompt in one batch, then TOKENS greedy steps; per-step wall times on stderr in deltafin's
+      # "token i: ... wall X ms" form, ids and load time in its JSON line.
+      run lcpp "$r" node "$HERE/lcpp_run.mjs" --model "$LCPP_GGUF" --ids "$PROMPT_IDS" --tokens "$TOKENS" \
+        ${LCPP_THREADS:+--threads "$LCPP_THREADS"} ;;
     *) echo "unknown engine $e" >&2 && exit 2 ;;
   esac
 }
@@ -143,6 +163,10 @@ def rss_gib(base):
 
 def parse(e, base):
     o, err = read(base + ".out"), read(base + ".err")
+    if e == "lcpp":
+        j = json.loads(o.strip().splitlines()[-1])
+        return dict(steps=j["step_seconds"], ids=j["ids"], load=round(j["load_seconds"], 2),
+                    prompt_s=round(j["prompt_seconds"], 2), threads=j["threads"])
     if e.startswith("df"):
         j = json.loads(o.strip().splitlines()[-1])
         steps = [float(x) / 1e3 for x in re.findall(r"token \d+: wall ([\d.]+) ms", err)]
