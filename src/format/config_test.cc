@@ -287,7 +287,7 @@ TEST(Config, RejectsInvalidJsonAndMissingFiles) {
   // the fuzzer found it escaping as an uncaught exception.
   const std::string big = error_of([] { parse_config_json(R"({"vocab_size": 1e999})", "b"); });
   EXPECT_NE(big.find("b: invalid JSON"), std::string::npos) << big;
-  EXPECT_NE(error_of([] { parse_config_json("[1]", "c"); }).find("expected a JSON object"),
+  EXPECT_NE(error_of([] { parse_config_json("[1]", "c"); }).find("c: expected an object, got [1]"),
             std::string::npos);
   testing::TempDir dir;
   EXPECT_NE(error_of([&] { load_config(dir.path()); }).find("config.json: cannot open"),

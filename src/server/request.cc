@@ -1,19 +1,20 @@
-// Validation of /v1/chat/completions and /v1/completions bodies, field by field.
+// Validation of /v1/chat/completions and /v1/completions bodies, field by field, with
+// base::JsonObject; its FieldErrors become 400s whose param is the field path.
 #include "server/request.h"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <map>
-#include <set>
+#include <optional>
 
 #include "base/error.h"
+#include "base/json_fields.h"
 #include "server/api_error.h"
 
 namespace deltafin::server {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using base::Json;
 using base::str_cat;
 
 constexpr size_t kMaxStopStrings = 4;
@@ -42,93 +43,48 @@ const std::map<std::string, std::string>& unsupported() {
   return m;
 }
 
-// An object's keys, each to be taken once; leftovers are unknown fields.
-class Fields {
- public:
-  Fields(const Json& object, std::string where) : object_(object), where_(std::move(where)) {
-    if (!object.is_object())
-      throw bad_request(where_, str_cat(name(""), " must be a JSON object"), "invalid_type");
-  }
-  // The value, or nullptr when absent or null.
-  const Json* take(const std::string& key) {
-    taken_.insert(key);
-    auto it = object_.find(key);
-    return it == object_.end() || it->is_null() ? nullptr : &*it;
-  }
-  bool has(const std::string& key) const {
-    auto it = object_.find(key);
-    return it != object_.end() && !it->is_null();
-  }
-  std::string name(const std::string& key) const {
-    if (key.empty()) return where_.empty() ? "the body" : where_;
-    return where_.empty() ? key : where_ + "." + key;
-  }
-  void finish() const {
-    for (auto it = object_.begin(); it != object_.end(); ++it) {
-      if (taken_.count(it.key()) || it->is_null()) continue;  // null: the default, honoured
-      const auto u = unsupported().find(it.key());
-      if (u != unsupported().end())
-        throw bad_request(name(it.key()), u->second, "unsupported_parameter");
-      throw bad_request(name(it.key()), str_cat("unknown parameter '", name(it.key()), "'"),
-                        "unknown_parameter");
-    }
-  }
+using base::describe_json;
+using base::FieldProblem;
+using base::JsonField;
+using base::JsonObject;
 
- private:
-  const Json& object_;
-  std::string where_;
-  std::set<std::string> taken_;
-};
+// Request bodies take 16.0 as the integer 16: JSON has one number type, and clients send either.
+const base::JsonReadOptions kReadOptions{"", true};
 
-[[noreturn]] void wrong_type(const std::string& param, const char* want) {
-  throw bad_request(param, str_cat("'", param, "' must be ", want), "invalid_type");
+// A FieldError from the reader as the 400 it is: `param` is the field path, `code` the kind.
+ApiError api_error(const base::FieldError& e) {
+  const char* code = "invalid_value";
+  switch (e.problem()) {
+    case FieldProblem::kSyntax:
+      code = "invalid_json";
+      break;
+    case FieldProblem::kWrongType:
+      code = "invalid_type";
+      break;
+    case FieldProblem::kUnknown:
+      code = "unknown_parameter";
+      break;
+    case FieldProblem::kUnsupported:
+      code = "unsupported_parameter";
+      break;
+    case FieldProblem::kMissing:
+    case FieldProblem::kOutOfRange:
+    case FieldProblem::kInvalid:
+      break;
+  }
+  return bad_request(e.path(),
+                     e.path().empty() ? str_cat("the request body: ", e.what()) : e.what(), code);
 }
 
-bool get_bool(const Json& v, const std::string& param) {
-  if (!v.is_boolean()) wrong_type(param, "a boolean");
-  return v.get<bool>();
+// An element checked under its parameter's name (`stop`, `prompt`), as OpenAI reports it.
+JsonField as_param(const Json& value, const JsonField& param) {
+  return JsonField(value, param.path(), param.options());
 }
 
-const std::string& get_string(const Json& v, const std::string& param) {
-  if (!v.is_string()) wrong_type(param, "a string");
-  return v.get_ref<const std::string&>();
-}
-
-int64_t get_int(const Json& v, const std::string& param, int64_t lo, int64_t hi) {
-  const auto out_of_range = [&] {
-    return bad_request(
-        param, str_cat("'", param, "' must be between ", lo, " and ", hi, "; got ", v.dump()));
-  };
-  int64_t x = 0;
-  if (v.is_number_unsigned()) {
-    const uint64_t u = v.get<uint64_t>();
-    if (hi < 0 || u > static_cast<uint64_t>(hi)) throw out_of_range();
-    x = static_cast<int64_t>(u);
-  } else if (v.is_number_integer()) {
-    x = v.get<int64_t>();
-  } else if (v.is_number_float() && std::isfinite(v.get<double>()) &&
-             v.get<double>() == std::floor(v.get<double>()) && std::fabs(v.get<double>()) < 1e15) {
-    x = static_cast<int64_t>(v.get<double>());  // 16.0 is an integer in JSON's number model
-  } else {
-    wrong_type(param, "an integer");
-  }
-  if (x < lo || x > hi) throw out_of_range();
-  return x;
-}
-
-double get_number(const Json& v, const std::string& param, double lo, double hi) {
-  if (!v.is_number()) wrong_type(param, "a number");
-  const double x = v.get<double>();
-  if (!(x >= lo && x <= hi))
-    throw bad_request(
-        param, str_cat("'", param, "' must be between ", lo, " and ", hi, "; got ", v.dump()));
-  return x;
-}
-
-void check_model(Fields& f, const RequestLimits& limits) {
-  const Json* model = f.take("model");
+void check_model(const JsonObject& f, const RequestLimits& limits) {
+  const std::optional<JsonField> model = f.get("model");
   if (!model) return;
-  const std::string& name = get_string(*model, "model");
+  const std::string& name = model->string();
   for (const std::string& ok : limits.model_names)
     if (name == ok) return;
   std::string served;
@@ -139,18 +95,16 @@ void check_model(Fields& f, const RequestLimits& limits) {
 }
 
 // Fields both endpoints share. `default_max` applies when no max is given.
-GenerationParams parse_generation(Fields& f, const RequestLimits& limits, int default_max,
+GenerationParams parse_generation(const JsonObject& f, const RequestLimits& limits, int default_max,
                                   int min_max_tokens) {
   GenerationParams g;
-  if (const Json* v = f.take("stream")) g.stream = get_bool(*v, "stream");
-  if (const Json* v = f.take("stream_options")) {
+  g.stream = f.boolean_or("stream", false);
+  if (const std::optional<JsonField> v = f.get("stream_options")) {
     if (!g.stream)
       throw bad_request("stream_options", "'stream_options' is only allowed when 'stream' is true");
-    Fields o(*v, "stream_options");
-    if (const Json* u = o.take("include_usage"))
-      g.include_usage = get_bool(*u, "stream_options.include_usage");
-    if (const Json* u = o.take("include_obfuscation");
-        u && get_bool(*u, "stream_options.include_obfuscation"))
+    const JsonObject o = v->object();
+    g.include_usage = o.boolean_or("include_usage", false);
+    if (o.boolean_or("include_obfuscation", false))
       throw bad_request("stream_options.include_obfuscation",
                         "stream obfuscation is not supported; set it to false or leave it out",
                         "unsupported_parameter");
@@ -158,9 +112,9 @@ GenerationParams parse_generation(Fields& f, const RequestLimits& limits, int de
   }
   std::optional<int64_t> max_tokens;
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
-    const Json* v = f.take(key);
+    const std::optional<JsonField> v = f.get(key);
     if (!v) continue;
-    const int64_t n = get_int(*v, key, min_max_tokens, std::numeric_limits<int32_t>::max());
+    const int64_t n = v->integer(min_max_tokens, std::numeric_limits<int32_t>::max());
     if (max_tokens && *max_tokens != n)
       throw bad_request(key, "'max_tokens' and 'max_completion_tokens' disagree; give one");
     max_tokens = n;
@@ -172,49 +126,51 @@ GenerationParams parse_generation(Fields& f, const RequestLimits& limits, int de
   g.max_tokens =
       static_cast<int>(max_tokens.value_or(std::min(default_max, limits.max_tokens_limit)));
   g.max_tokens_given = max_tokens.has_value();
-  if (const Json* v = f.take("temperature")) g.temperature = get_number(*v, "temperature", 0, 2);
-  if (const Json* v = f.take("top_p")) g.top_p = get_number(*v, "top_p", 0, 1);
-  if (const Json* v = f.take("top_k")) {
-    const int64_t k = get_int(*v, "top_k", -1, std::numeric_limits<int32_t>::max());
+  if (const std::optional<JsonField> v = f.get("temperature")) g.temperature = v->number(0, 2);
+  if (const std::optional<JsonField> v = f.get("top_p")) g.top_p = v->number(0, 1);
+  if (const std::optional<JsonField> v = f.get("top_k")) {
+    const int64_t k = v->integer(-1, std::numeric_limits<int32_t>::max());
     g.top_k = k < 0 ? 0 : static_cast<int>(k);  // -1 means "no cut", as in vLLM
   }
-  if (const Json* v = f.take("seed")) {
-    if (v->is_number_unsigned())
-      g.seed = v->get<uint64_t>();
+  if (const std::optional<JsonField> v = f.get("seed")) {
+    if (v->json().is_number_unsigned())
+      g.seed = v->json().get<uint64_t>();
     else
-      g.seed = static_cast<uint64_t>(get_int(*v, "seed", std::numeric_limits<int64_t>::min(),
-                                             std::numeric_limits<int64_t>::max()));
+      g.seed = static_cast<uint64_t>(
+          v->integer(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
   }
-  if (const Json* v = f.take("stop")) {
+  if (const std::optional<JsonField> v = f.get("stop")) {
     std::vector<const Json*> items;
-    if (v->is_string()) {
-      items.push_back(v);
-    } else if (v->is_array()) {
-      if (v->size() > kMaxStopStrings)
+    if (v->json().is_string()) {
+      items.push_back(&v->json());
+    } else if (v->json().is_array()) {
+      if (v->json().size() > kMaxStopStrings)
         throw bad_request("stop", str_cat("'stop' takes at most ", kMaxStopStrings, " strings"));
-      for (const Json& s : *v) items.push_back(&s);
+      for (const Json& s : v->json()) items.push_back(&s);
     } else {
-      wrong_type("stop", "a string or an array of strings");
+      v->fail(FieldProblem::kWrongType, "expected a string or an array of strings, got ",
+              describe_json(v->json()));
     }
     for (const Json* s : items) {
-      const std::string& text = get_string(*s, "stop");
+      const std::string& text = as_param(*s, *v).string();
       if (text.empty()) throw bad_request("stop", "stop strings must not be empty");
       if (text.size() > kMaxStopBytes)
         throw bad_request("stop", str_cat("stop strings are limited to ", kMaxStopBytes, " bytes"));
       g.stop.push_back(text);
     }
   }
-  if (const Json* v = f.take("n"); v && get_int(*v, "n", 1, 128) != 1)
+  if (const std::optional<JsonField> v = f.get("n"); v && v->integer(1, 128) != 1)
     throw bad_request("n", "only n = 1 is supported (one choice per request)", "unsupported_value");
   // Accepted at their neutral values only.
   for (const char* key : {"frequency_penalty", "presence_penalty"})
-    if (const Json* v = f.take(key); v && get_number(*v, key, -2, 2) != 0.0)
+    if (const std::optional<JsonField> v = f.get(key); v && v->number(-2, 2) != 0.0)
       throw bad_request(key, unsupported().at(key), "unsupported_parameter");
-  if (const Json* v = f.take("logit_bias"); v && !(v->is_object() && v->empty()))
+  if (const std::optional<JsonField> v = f.get("logit_bias");
+      v && !(v->json().is_object() && v->json().empty()))
     throw bad_request("logit_bias", unsupported().at("logit_bias"), "unsupported_parameter");
-  if (const Json* v = f.take("user")) get_string(*v, "user");  // metadata; nothing to do
-  if (const Json* v = f.take("service_tier");
-      v && get_string(*v, "service_tier") != "auto" && *v != "default")
+  if (const std::optional<JsonField> v = f.get("user")) v->string();  // metadata; nothing to do
+  if (const std::optional<JsonField> v = f.get("service_tier");
+      v && v->string() != "auto" && v->json() != "default")
     throw bad_request("service_tier", "only service_tier 'auto' or 'default' is supported",
                       "unsupported_value");
   check_model(f, limits);
@@ -222,91 +178,83 @@ GenerationParams parse_generation(Fields& f, const RequestLimits& limits, int de
 }
 
 // Text of a content value: a string, or an array of {"type": "text", "text": ...} parts.
-void check_content(const Json& content, const std::string& param, bool allow_null) {
-  if (content.is_null()) {
-    if (!allow_null) throw bad_request(param, str_cat("'", param, "' is required"));
-    return;
+void check_content(const JsonField& content) {
+  if (content.json().is_string()) return;
+  if (!content.json().is_array()) {
+    content.fail(FieldProblem::kWrongType, "expected a string or an array of content parts, got ",
+                 describe_json(content.json()));
   }
-  if (content.is_string()) return;
-  if (!content.is_array()) wrong_type(param, "a string or an array of content parts");
-  for (size_t i = 0; i < content.size(); ++i) {
-    const std::string where = str_cat(param, "[", i, "]");
-    Fields part(content[i], where);
-    const Json* type = part.take("type");
-    if (!type) throw bad_request(where + ".type", str_cat("'", where, ".type' is required"));
-    if (get_string(*type, where + ".type") != "text")
-      throw bad_request(where + ".type",
-                        str_cat("content parts of type '", type->get<std::string>(),
+  const size_t n = content.array_size();
+  for (size_t i = 0; i < n; ++i) {
+    const JsonObject part = content.element(i).object();
+    const JsonField type = part.at("type");
+    if (type.string() != "text")
+      throw bad_request(type.path(),
+                        str_cat("content parts of type '", type.string(),
                                 "' are not supported: this server takes text only"),
                         "unsupported_value");
-    const Json* text = part.take("text");
-    if (!text) throw bad_request(where + ".text", str_cat("'", where, ".text' is required"));
-    get_string(*text, where + ".text");
+    part.string("text");
     part.finish();
   }
 }
 
-Json check_tool_calls(const Json& calls, const std::string& param) {
-  if (!calls.is_array()) wrong_type(param, "an array");
-  for (size_t i = 0; i < calls.size(); ++i) {
-    const std::string where = str_cat(param, "[", i, "]");
-    Fields c(calls[i], where);
-    if (const Json* id = c.take("id")) get_string(*id, where + ".id");
-    if (const Json* type = c.take("type"); type && get_string(*type, where + ".type") != "function")
-      throw bad_request(where + ".type", "only tool calls of type 'function' are supported");
-    const Json* fn = c.take("function");
-    if (!fn) throw bad_request(where + ".function", str_cat("'", where, ".function' is required"));
-    Fields f(*fn, where + ".function");
-    const Json* name = f.take("name");
-    if (!name) throw bad_request(where + ".function.name", "a tool call needs a function name");
-    get_string(*name, where + ".function.name");
-    if (const Json* args = f.take("arguments")) get_string(*args, where + ".function.arguments");
+Json check_tool_calls(const JsonField& calls) {
+  const size_t n = calls.array_size();
+  for (size_t i = 0; i < n; ++i) {
+    const JsonObject c = calls.element(i).object();
+    if (const std::optional<JsonField> id = c.get("id")) id->string();
+    if (const std::optional<JsonField> type = c.get("type"); type && type->string() != "function")
+      throw bad_request(type->path(), "only tool calls of type 'function' are supported");
+    const JsonObject f = c.object("function");
+    const std::optional<JsonField> name = f.get("name");
+    if (!name) throw bad_request(f.path("name"), "a tool call needs a function name");
+    name->string();
+    if (const std::optional<JsonField> args = f.get("arguments")) args->string();
     f.finish();
     c.finish();
   }
-  return calls;
+  return calls.json();
 }
 
 // One message, checked and copied with only the fields the renderer reads.
-Json check_message(const Json& message, size_t index) {
-  const std::string where = str_cat("messages[", index, "]");
-  Fields m(message, where);
-  const Json* role_value = m.take("role");
-  if (!role_value) throw bad_request(where + ".role", str_cat("'", where, ".role' is required"));
-  std::string role = get_string(*role_value, where + ".role");
+Json check_message(const JsonField& message) {
+  const JsonObject m = message.object();
+  std::string role = m.string("role");
   if (role == "developer") role = "system";  // OpenAI's newer name for the system role
   Json out = Json::object();
   out["role"] = role;
-  if (const Json* name = m.take("name")) out["name"] = get_string(*name, where + ".name");
-  const Json* content = m.take("content");
+  if (const std::optional<JsonField> name = m.get("name")) out["name"] = name->string();
   if (role == "system" || role == "user" || role == "tool") {
-    check_content(content ? *content : Json(), where + ".content", false);
-    out["content"] = *content;
+    const JsonField content = m.at("content");
+    check_content(content);
+    out["content"] = content.json();
     if (role == "tool") {
-      const Json* id = m.take("tool_call_id");
-      if (id) out["tool_call_id"] = get_string(*id, where + ".tool_call_id");
+      const std::optional<JsonField> id = m.get("tool_call_id");
+      if (id) out["tool_call_id"] = id->string();
       if (!id && !out.contains("name"))
-        throw bad_request(where + ".tool_call_id",
+        throw bad_request(m.path("tool_call_id"),
                           "a tool message needs 'tool_call_id' (or the tool's 'name')");
     }
   } else if (role == "assistant") {
-    check_content(content ? *content : Json(), where + ".content", true);
-    out["content"] = content ? *content : Json("");
+    const std::optional<JsonField> content = m.get("content");
+    if (content) check_content(*content);
+    out["content"] = content ? content->json() : Json("");
     for (const char* key : {"reasoning_content", "reasoning"})
-      if (const Json* r = m.take(key)) out[key] = get_string(*r, where + "." + key);
-    if (const Json* calls = m.take("tool_calls"))
-      out["tool_calls"] = check_tool_calls(*calls, where + ".tool_calls");
+      if (const std::optional<JsonField> r = m.get(key)) out[key] = r->string();
+    if (const std::optional<JsonField> calls = m.get("tool_calls"))
+      out["tool_calls"] = check_tool_calls(*calls);
     // Fields an SDK echoes back from a previous response; only their empty values are fine.
     for (const char* key : {"refusal", "audio", "function_call"})
-      if (m.take(key))
-        throw bad_request(where + "." + key, str_cat("'", key, "' in a message is not supported"),
+      if (m.get(key))
+        throw bad_request(m.path(key), str_cat("'", key, "' in a message is not supported"),
                           "unsupported_parameter");
-    if (const Json* a = m.take("annotations"); a && !(a->is_array() && a->empty()))
-      throw bad_request(where + ".annotations", "message annotations are not supported",
+    if (const std::optional<JsonField> a = m.get("annotations");
+        a && !(a->json().is_array() && a->json().empty()))
+      throw bad_request(a->path(), "message annotations are not supported",
                         "unsupported_parameter");
   } else {
     throw bad_request(
-        where + ".role",
+        m.path("role"),
         str_cat("unsupported role '", role, "'; use system, developer, user, assistant or tool"),
         "unsupported_value");
   }
@@ -314,33 +262,31 @@ Json check_message(const Json& message, size_t index) {
   return out;
 }
 
-Json check_tools(const Json& tools) {
-  if (!tools.is_array()) wrong_type("tools", "an array");
-  for (size_t i = 0; i < tools.size(); ++i) {
-    const std::string where = str_cat("tools[", i, "]");
-    Fields t(tools[i], where);
-    const Json* type = t.take("type");
-    if (!type || get_string(*type, where + ".type") != "function")
-      throw bad_request(where + ".type", "only tools of type 'function' are supported",
+Json check_tools(const JsonField& tools) {
+  const size_t n = tools.array_size();
+  for (size_t i = 0; i < n; ++i) {
+    const JsonObject t = tools.element(i).object();
+    const std::optional<JsonField> type = t.get("type");
+    if (!type || type->string() != "function")
+      throw bad_request(t.path("type"), "only tools of type 'function' are supported",
                         "unsupported_value");
-    const Json* fn = t.take("function");
-    if (!fn) throw bad_request(where + ".function", str_cat("'", where, ".function' is required"));
-    Fields f(*fn, where + ".function");
-    const Json* name = f.take("name");
-    if (!name || get_string(*name, where + ".function.name").empty())
-      throw bad_request(where + ".function.name", "a tool needs a non-empty function name");
-    if (const Json* d = f.take("description")) get_string(*d, where + ".function.description");
-    if (const Json* p = f.take("parameters"); p && !p->is_object())
-      wrong_type(where + ".function.parameters", "a JSON Schema object");
-    if (const Json* s = f.take("strict"); s && get_bool(*s, where + ".function.strict"))
-      throw bad_request(where + ".function.strict",
+    const JsonObject f = t.object("function");
+    const std::optional<JsonField> name = f.get("name");
+    if (!name || name->string().empty())
+      throw bad_request(f.path("name"), "a tool needs a non-empty function name");
+    if (const std::optional<JsonField> d = f.get("description")) d->string();
+    if (const std::optional<JsonField> p = f.get("parameters"); p && !p->json().is_object())
+      p->fail(FieldProblem::kWrongType, "expected a JSON Schema object, got ",
+              describe_json(p->json()));
+    if (const std::optional<JsonField> s = f.get("strict"); s && s->boolean())
+      throw bad_request(s->path(),
                         "strict tool schemas need constrained decoding, which this server does "
                         "not do",
                         "unsupported_value");
     f.finish();
     t.finish();
   }
-  return tools;
+  return tools.json();
 }
 
 // Nesting depth of a JSON text, counted without parsing it, so that deep nesting is refused
@@ -371,63 +317,55 @@ Json parse_body(std::string_view body) {
   if (json_depth(body) > kMaxJsonDepth)
     throw bad_request("", str_cat("the request body nests deeper than ", kMaxJsonDepth, " levels"),
                       "invalid_json");
-  try {
-    return Json::parse(body);
-  } catch (const nlohmann::json::exception& e) {
-    throw bad_request("", str_cat("the request body is not valid JSON: ", e.what()),
-                      "invalid_json");
-  }
+  return base::parse_json(body, kReadOptions);
 }
 
-}  // namespace
-
-ChatRequest parse_chat_request(std::string_view body, const RequestLimits& limits) {
+ChatRequest read_chat_request(std::string_view body, const RequestLimits& limits) {
   const Json json = parse_body(body);
-  Fields f(json, "");
+  const JsonObject f(JsonField(json, "", kReadOptions));
   ChatRequest r;
   r.gen = parse_generation(f, limits, limits.max_tokens_limit, 1);
 
-  const Json* messages = f.take("messages");
-  if (!messages) throw bad_request("messages", "'messages' is required");
-  if (!messages->is_array() || messages->empty())
+  const JsonField messages = f.at("messages");
+  if (!messages.json().is_array() || messages.json().empty())
     throw bad_request("messages", "'messages' must be a non-empty array");
   Json rendered_messages = Json::array();
-  for (size_t i = 0; i < messages->size(); ++i)
-    rendered_messages.push_back(check_message((*messages)[i], i));
+  for (size_t i = 0; i < messages.array_size(); ++i)
+    rendered_messages.push_back(check_message(messages.element(i)));
   r.render_input["messages"] = std::move(rendered_messages);
 
-  if (const Json* tools = f.take("tools"); tools && !tools->empty()) {
+  if (const std::optional<JsonField> tools = f.get("tools"); tools && !tools->json().empty()) {
     r.render_input["tools"] = check_tools(*tools);
     r.has_tools = true;
   }
-  if (const Json* choice = f.take("tool_choice")) {
+  if (const std::optional<JsonField> choice = f.get("tool_choice")) {
     if (!r.has_tools)
       throw bad_request("tool_choice", "'tool_choice' is only allowed when 'tools' are given");
-    if (choice->is_object())
+    if (choice->json().is_object())
       throw bad_request("tool_choice",
                         "forcing a named tool is not supported (the K3 chat format has no way to "
                         "say it); use 'auto', 'required' or 'none'",
                         "unsupported_value");
-    const std::string& c = get_string(*choice, "tool_choice");
+    const std::string& c = choice->string();
     if (c != "auto" && c != "required" && c != "none")
       throw bad_request("tool_choice", "'tool_choice' must be 'auto', 'required' or 'none'");
     r.render_input["tool_choice"] = c;
   }
-  if (const Json* p = f.take("parallel_tool_calls")) {
-    r.parallel_tool_calls = get_bool(*p, "parallel_tool_calls");
+  if (const std::optional<JsonField> p = f.get("parallel_tool_calls")) {
+    r.parallel_tool_calls = p->boolean();
     if (!r.has_tools)
       throw bad_request("parallel_tool_calls",
                         "'parallel_tool_calls' is only allowed when 'tools' are given");
   }
 
   // Thinking: on by default; Moonshot's {"type": "enabled" | "disabled"} or a boolean.
-  if (const Json* t = f.take("thinking")) {
-    if (t->is_boolean()) {
-      r.thinking = t->get<bool>();
+  if (const std::optional<JsonField> t = f.get("thinking")) {
+    if (t->json().is_boolean()) {
+      r.thinking = t->boolean();
     } else {
-      Fields tf(*t, "thinking");
-      const Json* type = tf.take("type");
-      const std::string kind = type ? get_string(*type, "thinking.type") : "";
+      const JsonObject tf = t->object();
+      const std::optional<JsonField> type = tf.get("type");
+      const std::string kind = type ? type->string() : "";
       if (kind != "enabled" && kind != "disabled")
         throw bad_request("thinking.type", "'thinking.type' must be 'enabled' or 'disabled'");
       r.thinking = kind == "enabled";
@@ -435,8 +373,8 @@ ChatRequest parse_chat_request(std::string_view body, const RequestLimits& limit
     }
   }
   r.render_input["thinking"] = r.thinking;
-  if (const Json* e = f.take("reasoning_effort")) {
-    const std::string& effort = get_string(*e, "reasoning_effort");
+  if (const std::optional<JsonField> e = f.get("reasoning_effort")) {
+    const std::string& effort = e->string();
     if (effort != "low" && effort != "high" && effort != "max")
       throw bad_request(
           "reasoning_effort",
@@ -446,26 +384,24 @@ ChatRequest parse_chat_request(std::string_view body, const RequestLimits& limit
       throw bad_request("reasoning_effort", "'reasoning_effort' needs thinking enabled");
     r.render_input["thinking_effort"] = effort;
   }
-  if (const Json* rf = f.take("response_format")) {
-    Fields ff(*rf, "response_format");
-    const Json* type = ff.take("type");
-    const std::string kind = type ? get_string(*type, "response_format.type") : "";
+  if (const std::optional<JsonField> rf = f.get("response_format")) {
+    const JsonObject ff = rf->object();
+    const std::optional<JsonField> type = ff.get("type");
+    const std::string kind = type ? type->string() : "";
     if (kind == "json_schema") {
-      const Json* schema = ff.take("json_schema");
-      if (!schema || !schema->is_object())
+      const std::optional<JsonField> schema = ff.get("json_schema");
+      if (!schema || !schema->json().is_object())
         throw bad_request("response_format.json_schema",
                           "'response_format.json_schema' must be an object");
-      Fields sf(*schema, "response_format.json_schema");
-      if (const Json* n = sf.take("name")) get_string(*n, "response_format.json_schema.name");
-      if (const Json* d = sf.take("description"))
-        get_string(*d, "response_format.json_schema.description");
-      if (const Json* s = sf.take("strict");
-          s && get_bool(*s, "response_format.json_schema.strict"))
+      const JsonObject sf = schema->object();
+      if (const std::optional<JsonField> n = sf.get("name")) n->string();
+      if (const std::optional<JsonField> d = sf.get("description")) d->string();
+      if (const std::optional<JsonField> s = sf.get("strict"); s && s->boolean())
         throw bad_request("response_format.json_schema.strict",
                           "strict schemas need constrained decoding, which this server does not do",
                           "unsupported_value");
-      const Json* s = sf.take("schema");
-      if (!s || !s->is_object())
+      const std::optional<JsonField> s = sf.get("schema");
+      if (!s || !s->json().is_object())
         throw bad_request("response_format.json_schema.schema",
                           "'response_format.json_schema.schema' must be a JSON Schema object");
       sf.finish();
@@ -474,29 +410,28 @@ ChatRequest parse_chat_request(std::string_view body, const RequestLimits& limit
                         "'response_format.type' must be 'text', 'json_object' or 'json_schema'");
     }
     ff.finish();
-    if (kind != "text") r.render_input["response_format"] = *rf;
+    if (kind != "text") r.render_input["response_format"] = rf->json();
   }
-  if (const Json* m = f.take("modalities")) {
-    if (!m->is_array() || *m != Json::array({"text"}))
+  if (const std::optional<JsonField> m = f.get("modalities")) {
+    if (!m->json().is_array() || m->json() != Json::array({"text"}))
       throw bad_request("modalities", "only the 'text' modality is supported", "unsupported_value");
   }
   // Request metadata without effect on the output.
-  if (const Json* m = f.take("metadata"); m && !m->is_object()) wrong_type("metadata", "an object");
+  if (const std::optional<JsonField> m = f.get("metadata")) m->object();
   for (const char* key : {"safety_identifier", "prompt_cache_key"})
-    if (const Json* v = f.take(key)) get_string(*v, key);
-  f.finish();
+    if (const std::optional<JsonField> v = f.get(key)) v->string();
+  f.finish(unsupported());
   return r;
 }
 
-CompletionRequest parse_completion_request(std::string_view body, const RequestLimits& limits) {
+CompletionRequest read_completion_request(std::string_view body, const RequestLimits& limits) {
   const Json json = parse_body(body);
-  Fields f(json, "");
+  const JsonObject f(JsonField(json, "", kReadOptions));
   CompletionRequest r;
   // max_tokens 0 is allowed here: it runs the prompt only, leaving it as reusable state.
   r.gen = parse_generation(f, limits, kCompletionDefaultMaxTokens, 0);
-  const Json* prompt = f.take("prompt");
-  if (!prompt) throw bad_request("prompt", "'prompt' is required");
-  const Json* p = prompt;
+  const JsonField prompt = f.at("prompt");
+  const Json* p = &prompt.json();
   // A batch of one is fine; more would need n > 1 choices.
   if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
   if (p->is_string()) {
@@ -506,19 +441,38 @@ CompletionRequest parse_completion_request(std::string_view body, const RequestL
   } else if (p->is_array() && !p->empty() && (*p)[0].is_number()) {
     r.prompt_ids.reserve(p->size());
     for (const Json& id : *p)
-      r.prompt_ids.push_back(static_cast<int32_t>(get_int(id, "prompt", 0, limits.vocab_size - 1)));
+      r.prompt_ids.push_back(
+          static_cast<int32_t>(as_param(id, prompt).integer(0, limits.vocab_size - 1)));
   } else {
     throw bad_request("prompt",
                       "'prompt' must be a non-empty string or array of token ids (one prompt per "
                       "request)");
   }
-  if (const Json* e = f.take("echo")) r.echo = get_bool(*e, "echo");
-  if (const Json* b = f.take("best_of"); b && get_int(*b, "best_of", 1, 128) != 1)
+  r.echo = f.boolean_or("echo", false);
+  if (const std::optional<JsonField> b = f.get("best_of"); b && b->integer(1, 128) != 1)
     throw bad_request("best_of", unsupported().at("best_of"), "unsupported_value");
-  if (const Json* s = f.take("suffix"); s && !get_string(*s, "suffix").empty())
+  if (const std::optional<JsonField> s = f.get("suffix"); s && !s->string().empty())
     throw bad_request("suffix", unsupported().at("suffix"), "unsupported_parameter");
-  f.finish();
+  f.finish(unsupported());
   return r;
+}
+
+}  // namespace
+
+ChatRequest parse_chat_request(std::string_view body, const RequestLimits& limits) {
+  try {
+    return read_chat_request(body, limits);
+  } catch (const base::FieldError& e) {
+    throw api_error(e);
+  }
+}
+
+CompletionRequest parse_completion_request(std::string_view body, const RequestLimits& limits) {
+  try {
+    return read_completion_request(body, limits);
+  } catch (const base::FieldError& e) {
+    throw api_error(e);
+  }
 }
 
 }  // namespace deltafin::server

@@ -162,6 +162,35 @@ TEST(ChatRequest, ChecksMessages) {
   EXPECT_EQ(r.render_input["messages"][0]["role"], "system");
 }
 
+// The refusal's message: it names the full field path and what was expected.
+std::string chat_message(const std::string& body) {
+  try {
+    parse_chat_request(body, limits());
+    return "ok";
+  } catch (const ApiError& e) {
+    return e.message;
+  }
+}
+
+TEST(ChatRequest, MessagesNameTheFieldAndWhatWasExpected) {
+  EXPECT_EQ(chat_message(with(R"("max_tokens":"5")")),
+            "field max_tokens: expected an integer in [1, 2147483647], got \"5\"");
+  EXPECT_EQ(chat_message(with(R"("temperature":2.5)")),
+            "field temperature: expected a number in [0, 2], got 2.5");
+  EXPECT_EQ(chat_message(R"({"messages":[{"role":"user","content":"x"},{"role":"user"}]})"),
+            "field messages[1].content: missing");
+  EXPECT_EQ(chat_message(R"({"messages":[{"role":"user","content":[{"type":"text","text":1}]}]})"),
+            "field messages[0].content[0].text: expected a string, got 1");
+  EXPECT_EQ(chat_message(with(R"("stream":true,"stream_options":{"x":1})")),
+            "field stream_options.x: unknown field");
+  EXPECT_EQ(chat_message(with(R"("store":true)")),
+            "field store: stored completions are not supported");
+  EXPECT_EQ(chat_message("[]"), "the request body: expected an object, got []");
+  const std::string invalid = chat_message("{");
+  EXPECT_EQ(invalid.rfind("the request body: invalid JSON: parse error at line 1, column 2", 0), 0u)
+      << invalid;
+}
+
 TEST(ChatRequest, RefusesDeepNestingBeforeParsing) {
   std::string deep = with(R"("metadata":)" + std::string(100000, '[') + std::string(100000, ']'));
   EXPECT_EQ(chat_verdict(deep), "400  invalid_json");
