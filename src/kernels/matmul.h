@@ -14,8 +14,6 @@ namespace deltafin::kernels {
 
 // MXFP4 matrix, compressed-tensors layout. packed: [rows, cols/2] bytes (element c of a row in
 // byte c/2, low nibble for even c); scales: [rows, cols/32] E8M0 bytes. cols % 32 == 0.
-// gpt-oss *_blocks [rows, cols/32, 16] / *_scales [rows, cols/32] hold the same bytes per row, so
-// they use this too (see mxfp4_from_gpt_oss).
 struct Mxfp4Matrix {
   const uint8_t* packed;
   const uint8_t* scales;
@@ -34,13 +32,6 @@ struct F32Matrix {
   int64_t rows;
   int64_t cols;
 };
-
-// One expert's gpt-oss MXFP4 tensors viewed as an Mxfp4Matrix: blocks [rows, blocks_per_row, 16],
-// scales [rows, blocks_per_row].
-inline Mxfp4Matrix mxfp4_from_gpt_oss(const uint8_t* blocks, const uint8_t* scales, int64_t rows,
-                                      int64_t blocks_per_row) {
-  return {blocks, scales, rows, blocks_per_row * 32};
-}
 
 // Largest number of activation rows one pass over the weight serves; larger n runs in tiles.
 inline constexpr int64_t kMatmulMaxBatch = 16;

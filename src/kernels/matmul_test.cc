@@ -288,23 +288,6 @@ TEST(Matmul, CheckScalesNamesTensorRowAndBlock) {
   }
 }
 
-TEST(Matmul, GptOssLayoutMatchesItsOwnDecoder) {
-  // gpt-oss blocks [rows, nb, 16] viewed as an Mxfp4Matrix give the product of the matrix that the
-  // gpt-oss indexing decodes.
-  std::mt19937 rng(8);
-  const int64_t rows = 9, nb = 5, cols = nb * 32;
-  std::vector<uint8_t> blocks(rows * nb * 16), scales(rows * nb);
-  for (auto& b : blocks) b = static_cast<uint8_t>(rng());
-  for (auto& s : scales) s = static_cast<uint8_t>(120 + rng() % 10);
-  std::vector<float> wd(rows * cols);
-  quant::dequant_mxfp4_gpt_oss(blocks.data(), scales.data(), rows, nb, wd.data());
-  const F32Matrix decoded{wd.data(), rows, cols};
-  RandomX x(3, cols, rng);
-  std::vector<float> y(3 * rows);
-  matmul(mxfp4_from_gpt_oss(blocks.data(), scales.data(), rows, nb), x.x, 3, y.data());
-  expect_close_to_f64(decoded, x.x, 3, y, "gpt-oss");
-}
-
 TEST(Matmul, PublicEntryPointsUseTheSelectedVariant) {
   std::mt19937 rng(9);
   RandomMxfp4 w(33, 256, rng);

@@ -32,21 +32,6 @@ void dequant_mxfp4_rows(const uint8_t* packed, const uint8_t* scales, int64_t co
   }
 }
 
-void dequant_mxfp4_gpt_oss(const uint8_t* blocks, const uint8_t* scales, int64_t rows,
-                           int64_t n_blocks, float* out) {
-  const int64_t cols = n_blocks * kMxfp4BlockElems;
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      const float scale = e8m0_to_f32(scales[r * n_blocks + b]);
-      const uint8_t* block = blocks + (r * n_blocks + b) * kMxfp4BlockBytes;
-      for (int64_t i = 0; i < kMxfp4BlockBytes; ++i) {
-        out[r * cols + 32 * b + 2 * i] = e2m1_to_f32(block[i] & 0x0f) * scale;
-        out[r * cols + 32 * b + 2 * i + 1] = e2m1_to_f32(block[i] >> 4) * scale;
-      }
-    }
-  }
-}
-
 int64_t find_e8m0_nan(const uint8_t* scales, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     if (scales[i] == kE8m0Nan) return i;

@@ -16,14 +16,6 @@ inline constexpr int64_t kMxfp4BlockBytes = 16;  // packed bytes of one block
 void dequant_mxfp4_rows(const uint8_t* packed, const uint8_t* scales, int64_t cols,
                         int64_t row_begin, int64_t row_end, float* out);
 
-// gpt-oss: *_blocks [rows, n_blocks, 16] U8, *_scales [rows, n_blocks] U8 (one expert's slice of
-// the leading [E, ...] dimension). Byte i of block b holds element 32b+2i in its LOW nibble and
-// 32b+2i+1 in its high nibble (transformers convert_moe_packed_tensors), so each row has exactly
-// the bytes of a compressed-tensors row; this decoder is written from the gpt-oss indexing so that
-// tests can show the two agree. out: [rows, 32 * n_blocks].
-void dequant_mxfp4_gpt_oss(const uint8_t* blocks, const uint8_t* scales, int64_t rows,
-                           int64_t n_blocks, float* out);
-
 // Index of the first E8M0 NaN byte (255) in scales[0, n), or -1 when there is none.
 int64_t find_e8m0_nan(const uint8_t* scales, int64_t n);
 

@@ -123,20 +123,6 @@ TEST(Mxfp4, RowRangeAndScalesPerBlock) {
                 std::ldexp(1.0f, 120 + static_cast<int>(r * 3 + c / 32) - 127));
 }
 
-TEST(Mxfp4, GptOssLayoutEqualsCompressedTensors) {
-  // The same bytes read through the gpt-oss [rows, blocks, 16] indexing and the compressed-tensors
-  // [rows, cols/2] indexing must decode to the same matrix.
-  std::mt19937 rng(7);
-  const int64_t rows = 5, n_blocks = 7, cols = n_blocks * 32;
-  std::vector<uint8_t> bytes(rows * cols / 2), scales(rows * n_blocks);
-  for (auto& b : bytes) b = static_cast<uint8_t>(rng());
-  for (auto& s : scales) s = static_cast<uint8_t>(100 + rng() % 50);
-  std::vector<float> a(rows * cols), b(rows * cols);
-  dequant_mxfp4_rows(bytes.data(), scales.data(), cols, 0, rows, a.data());
-  dequant_mxfp4_gpt_oss(bytes.data(), scales.data(), rows, n_blocks, b.data());
-  for (int64_t i = 0; i < rows * cols; ++i) ASSERT_EQ(bits_of(a[i]), bits_of(b[i])) << i;
-}
-
 TEST(Mxfp4, NanScaleDecodesToNan) {
   std::vector<uint8_t> packed(16, 0x11);
   const uint8_t scale = kE8m0Nan;
