@@ -9,15 +9,10 @@
 #include <random>
 #include <vector>
 
+#include "kernels/test_random.h"
+
 namespace deltafin::kernels {
 namespace {
-
-std::vector<float> normal(std::mt19937& rng, int64_t n, float scale) {
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
 
 TEST(Elementwise, DotWithinRoundingOfFloat64) {
   std::mt19937 rng(1);

@@ -9,6 +9,8 @@
 #include <random>
 #include <vector>
 
+#include "kernels/test_random.h"
+
 namespace deltafin::kernels {
 namespace {
 
@@ -25,13 +27,6 @@ double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
     den = std::max(den, std::abs(static_cast<double>(b[i])));
   }
   return num / den;
-}
-
-std::vector<float> normal(std::mt19937& rng, int64_t n, float mean, float scale) {
-  std::normal_distribution<float> d(mean, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
 }
 
 // l2-normalized q (pre-scaled) and k, log decays in (lo, 0), beta in (0, 1).
@@ -66,7 +61,7 @@ TEST(KdaChunked, MatchesRecurrence) {
       for (float lo : {-5.0f, -60.0f}) {  // K3's bound, and a steep softplus-style decay
         const int64_t dim = 16;
         HeadInputs in = make_inputs(rng, n, dim, lo);
-        std::vector<float> s_rec = normal(rng, dim * dim, 0.0f, 0.5f);
+        std::vector<float> s_rec = normal(rng, dim * dim, 0.5f);
         std::vector<float> s_chk = s_rec, o_rec(n * dim), o_chk(n * dim);
         // NaN-filled scratch: every value the kernels read from it they wrote first.
         std::vector<float> rec_scratch(kda_recurrent_scratch_floats(dim), NAN);
