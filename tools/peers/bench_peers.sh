@@ -51,7 +51,10 @@ mkdir -p "$OUT"
 # llama.cpp reads GGUF only: convert once (exact repack, k3_to_gguf.py) and install the pinned
 # node-llama-cpp (its CPU build alone) before the first round, so neither is in any timed run.
 if [[ " $ENGINES " == *" lcpp "* ]]; then
-  [[ -d $HERE/node_modules/node-llama-cpp ]] || (cd "$HERE" && npm ci --omit=optional --no-audit --no-fund)
+  # npm install, not npm ci: the lock holds only the packages the registry resolved (no other
+  # platforms' optional builds), which npm ci refuses as out of sync; install keeps its versions.
+  [[ -d $HERE/node_modules/node-llama-cpp ]] ||
+    (cd "$HERE" && npm install --omit=optional --no-audit --no-fund --loglevel=error)
   [[ -s $LCPP_GGUF ]] || python3 "$HERE/k3_to_gguf.py" "$MODEL" "$LCPP_GGUF"
 fi
 
