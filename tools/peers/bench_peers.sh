@@ -46,6 +46,8 @@ COLI=$PEERS/colibri/c/kimi_k3
 HERE=$(dirname "$(realpath "$0")")
 LCPP_GGUF=${LCPP_GGUF:-${MODEL%/}.gguf}
 LCPP_THREADS=${LCPP_THREADS:-}
+# Debian's python3, which has numpy (python3-numpy); a python3 earlier in PATH may not.
+PY=${PYTHON:-/usr/bin/python3}
 mkdir -p "$OUT"
 
 # llama.cpp reads GGUF only: convert once (exact repack, k3_to_gguf.py) and install the pinned
@@ -55,7 +57,7 @@ if [[ " $ENGINES " == *" lcpp "* ]]; then
   # platforms' optional builds), which npm ci refuses as out of sync; install keeps its versions.
   [[ -d $HERE/node_modules/node-llama-cpp ]] ||
     (cd "$HERE" && npm install --omit=optional --no-audit --no-fund --loglevel=error)
-  [[ -s $LCPP_GGUF ]] || python3 "$HERE/k3_to_gguf.py" "$MODEL" "$LCPP_GGUF"
+  [[ -s $LCPP_GGUF ]] || "$PY" "$HERE/k3_to_gguf.py" "$MODEL" "$LCPP_GGUF"
 fi
 
 # Cold start for every run: the shards must come from the disk, not from the previous engine's
@@ -63,7 +65,7 @@ fi
 drop_cache() {
   sync
   if ! { echo 3 >/proc/sys/vm/drop_caches; } 2>/dev/null; then
-    python3 - "$MODEL" "$LCPP_GGUF" <<'EOF'
+    "$PY" - "$MODEL" "$LCPP_GGUF" <<'EOF'
 import os, sys, glob
 for p in glob.glob(os.path.join(sys.argv[1], "*.safetensors")) + [q for q in sys.argv[2:] if os.path.exists(q)]:
     fd = os.open(p, os.O_RDONLY)
@@ -153,7 +155,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
   for e in $ENGINES; do engine "$e" "$r"; done
 done
 
-python3 - "$OUT" "$ROUNDS" "$TOKENS" "$ENGINES" <<'EOF'
+"$PY" - "$OUT" "$ROUNDS" "$TOKENS" "$ENGINES" <<'EOF'
 import json, os, re, statistics, sys
 out, rounds, tokens, engines = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4].split()
 
