@@ -416,6 +416,12 @@ ChatRequest read_chat_request(std::string_view body, const RequestLimits& limits
     if (!m->json().is_array() || m->json() != Json::array({"text"}))
       throw bad_request("modalities", "only the 'text' modality is supported", "unsupported_value");
   }
+  // Accepted at their neutral values only, which SDKs send explicitly (false, 0, false).
+  for (const char* key : {"logprobs", "store"})
+    if (const std::optional<JsonField> v = f.get(key); v && v->boolean())
+      v->fail(FieldProblem::kUnsupported, unsupported().at(key));
+  if (const std::optional<JsonField> v = f.get("top_logprobs"); v && v->integer(0, 20) != 0)
+    v->fail(FieldProblem::kUnsupported, unsupported().at("top_logprobs"));
   // Request metadata without effect on the output.
   if (const std::optional<JsonField> m = f.get("metadata")) m->object();
   for (const char* key : {"safety_identifier", "prompt_cache_key"})

@@ -82,6 +82,18 @@ TEST(ChatRequest, AcceptsWhatItHonours) {
   EXPECT_EQ(parse_chat_request(with(R"("max_tokens":16.0)"), limits()).gen.max_tokens, 16);
 }
 
+// SDKs send the neutral values of fields the server does not implement; they change nothing.
+TEST(ChatRequest, AcceptsNeutralValuesOfUnsupportedFields) {
+  EXPECT_EQ(chat_verdict(with(R"("logprobs":false)")), "ok");
+  EXPECT_EQ(chat_verdict(with(R"("top_logprobs":0)")), "ok");
+  EXPECT_EQ(chat_verdict(with(R"("store":false)")), "ok");
+  EXPECT_EQ(chat_verdict(with(R"("logprobs":false,"top_logprobs":0,"store":false)")), "ok");
+  EXPECT_EQ(chat_verdict(with(R"("logprobs":"no")")), "400 logprobs invalid_type");
+  EXPECT_EQ(chat_verdict(with(R"("store":0)")), "400 store invalid_type");
+  EXPECT_EQ(chat_verdict(with(R"("top_logprobs":21)")), "400 top_logprobs invalid_value");
+  EXPECT_EQ(chat_verdict(with(R"("top_logprobs":-1)")), "400 top_logprobs invalid_value");
+}
+
 TEST(ChatRequest, RefusesWhatItCannotHonour) {
   EXPECT_EQ(chat_verdict("{"), "400  invalid_json");
   EXPECT_EQ(chat_verdict("[]"), "400  invalid_type");
