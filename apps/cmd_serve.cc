@@ -26,9 +26,20 @@ int run_serve(Args& args) {
   o.port = static_cast<int>(args.get_int("port", o.port));
   if (o.port < 0 || o.port > 65535) base::fail("deltafin serve: --port must be 0..65535");
   const std::string model_flag = args.get("model");
-  o.service.api_key = args.get("api-key");
-  if (o.service.api_key.empty())
-    if (const char* env = std::getenv("DELTAFIN_API_KEY")) o.service.api_key = env;
+  // An empty key given on purpose is a mistake (an unset shell variable), not "no key".
+  if (args.has("api-key")) {
+    o.service.api_key = args.get("api-key");
+    if (o.service.api_key.empty())
+      base::fail(
+          "deltafin serve: --api-key is empty; give a key, or leave the flag out to serve "
+          "without one");
+  } else if (const char* env = std::getenv("DELTAFIN_API_KEY")) {
+    o.service.api_key = env;
+    if (o.service.api_key.empty())
+      base::fail(
+          "deltafin serve: DELTAFIN_API_KEY is set but empty; give a key, or unset it to "
+          "serve without one");
+  }
   o.http.max_body_bytes =
       static_cast<uint64_t>(positive(args, "max-request-bytes", 8 << 20, 1LL << 34));
   o.service.max_tokens_limit = static_cast<int>(positive(args, "max-tokens-limit", 8192, INT_MAX));

@@ -3,6 +3,7 @@
 #include "server/service.h"
 
 #include <algorithm>
+#include <cctype>
 #include <ctime>
 #include <random>
 #include <span>
@@ -36,6 +37,18 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
   unsigned char diff = a.size() == b.size() ? 0 : 1;
   for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ (i < b.size() ? b[i] : 0);
   return diff == 0;
+}
+
+// The token of "Bearer TOKEN"; the scheme is case-insensitive and followed by one or more spaces
+// (RFC 9110 11.4). Another scheme, or none, gives "", which never matches a key.
+std::string_view bearer_token(std::string_view auth) {
+  constexpr std::string_view kScheme = "bearer";
+  if (auth.size() <= kScheme.size() || auth[kScheme.size()] != ' ') return {};
+  for (size_t i = 0; i < kScheme.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(auth[i])) != kScheme[i]) return {};
+  auth.remove_prefix(kScheme.size());
+  while (!auth.empty() && auth.front() == ' ') auth.remove_prefix(1);
+  return auth;
 }
 
 void send_error(HttpConnection& conn, const ApiError& error,
@@ -133,14 +146,17 @@ void Service::handle(const HttpRequest& request, HttpConnection& conn) {
       return;
     }
     if (!options_.api_key.empty()) {
+      size_t n_auth = 0;
+      for (const auto& [name, value] : request.headers) n_auth += name == "authorization";
+      if (n_auth > 1)  // which one would count is ambiguous between proxies and servers
+        throw ApiError{400, "Send one Authorization header, not several.", "invalid_request_error",
+                       "", ""};
       const std::string* auth = request.header("authorization");
       if (!auth)
         throw ApiError{401,
                        "You didn't provide an API key. Send it as 'Authorization: Bearer KEY'.",
                        "invalid_request_error", "", ""};
-      const std::string_view given = std::string_view(*auth).substr(
-          std::min<size_t>(auth->size(), auth->rfind("Bearer ", 0) == 0 ? 7 : auth->size()));
-      if (auth->rfind("Bearer ", 0) != 0 || !constant_time_equal(given, options_.api_key))
+      if (!constant_time_equal(bearer_token(*auth), options_.api_key))
         throw ApiError{401, "Incorrect API key provided.", "invalid_request_error", "",
                        "invalid_api_key"};
     }

@@ -182,6 +182,22 @@ TEST_F(ServiceTest, RoutesAndAuthenticates) {
   EXPECT_EQ(
       call("GET", "/v1/models", "", "Authorization: Bearer wrong\r\n").json()["error"]["code"],
       "invalid_api_key");
+  // The scheme is case-insensitive (RFC 9110); the key is not.
+  EXPECT_EQ(call("GET", "/v1/models", "", "Authorization: bearer sekret\r\n").status, 200);
+  EXPECT_EQ(call("GET", "/v1/models", "", "Authorization: BEARER sekret\r\n").status, 200);
+  EXPECT_EQ(call("GET", "/v1/models", "", "Authorization: Bearer SEKRET\r\n").status, 401);
+  EXPECT_EQ(call("GET", "/v1/models", "", "Authorization: Basic sekret\r\n").status, 401);
+  EXPECT_EQ(call("GET", "/v1/models", "", "Authorization: Bearersekret\r\n").status, 401);
+  EXPECT_EQ(call("GET", "/v1/models", "", "Authorization: Bearer\r\n").status, 401);
+  // Two Authorization headers are ambiguous, whichever of them holds the key.
+  r = call("GET", "/v1/models", "",
+           "Authorization: Bearer sekret\r\nAuthorization: Bearer wrong\r\n");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.json()["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(call("GET", "/v1/models", "",
+                 "Authorization: Bearer sekret\r\nAuthorization: Bearer sekret\r\n")
+                .status,
+            400);
   const std::string auth = "Authorization: Bearer sekret\r\n";
   r = call("GET", "/v1/models", "", auth);
   ASSERT_EQ(r.status, 200);

@@ -25,6 +25,16 @@ json() {  # json FILE EXPR: a Python expression over the parsed file, bound to d
 }
 
 "$deltafin" synth --out "$tmp/demo" --preset demo >/dev/null
+# An empty key is refused at startup, not taken as "no key" (bounded: it must not start serving).
+for empty in flag env; do
+  if [[ $empty == env ]]; then
+    DELTAFIN_API_KEY= timeout 20 "$deltafin" serve --model "$tmp/demo" --port 0 2>"$tmp/err" && rc=0 || rc=$?
+  else
+    timeout 20 "$deltafin" serve --model "$tmp/demo" --port 0 --api-key "" 2>"$tmp/err" && rc=0 || rc=$?
+  fi
+  [[ $rc != 0 && $rc != 124 ]] && grep -q "empty" "$tmp/err" ||
+    fail "empty API key ($empty): exit $rc, $(head -c 300 "$tmp/err")"
+done
 start_server main --model "$tmp/demo" --api-key k --max-request-bytes 100000 \
   --max-tokens-limit 1000000
 base="http://127.0.0.1:$port"
