@@ -75,8 +75,14 @@ int64_t JsonField::integer(int64_t min, int64_t max) const {
   } else if (options_.integral_floats && v.is_number_float() && std::isfinite(v.get<double>()) &&
              v.get<double>() == std::floor(v.get<double>()) && std::fabs(v.get<double>()) < 1e15) {
     x = static_cast<int64_t>(v.get<double>());
+  } else if (v.is_number_float() && std::isfinite(v.get<double>()) &&
+             v.get<double>() == std::floor(v.get<double>()) &&
+             std::fabs(v.get<double>()) >= 9223372036854775808.0) {
+    // An integer literal past 64 bits, which the library holds as a float: the user wrote an
+    // integer, so the problem is its size, not its type.
+    fail(FieldProblem::kOutOfRange, "out of range: ", describe_json(v),
+         " is beyond 64-bit integers; expected an integer in [", min, ", ", max, "]");
   } else {
-    // Including integers past 64 bits, which the library holds as floats.
     refuse(FieldProblem::kWrongType);
   }
   if (x < min || x > max) refuse(FieldProblem::kOutOfRange);

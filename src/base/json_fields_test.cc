@@ -57,9 +57,17 @@ TEST(JsonFields, ErrorsNameThePathAndWhatWasExpected) {
             "3 i: f.json: field i: expected an integer in [8, 10], got 7");
   EXPECT_EQ(error_of([&] { r.integer("f", 0, 100); }),
             "2 f: f.json: field f: expected an integer in [0, 100], got 16.0");
-  // Past 64 bits the library holds a float: not an integer, whatever the options.
-  EXPECT_EQ(error_of([&] { root(true).integer("big", 0, 1); }),
-            "2 big: f.json: field big: expected an integer in [0, 1], got 1e+20");
+  // Past 64 bits the library holds a float; the user wrote an integer too large, whatever the
+  // options, and the message says so rather than "expected an integer".
+  for (bool integral_floats : {false, true})
+    EXPECT_EQ(error_of([&] { root(integral_floats).integer("big", 0, 1); }),
+              "3 big: f.json: field big: out of range: 1e+20 is beyond 64-bit integers; expected "
+              "an integer in [0, 1]");
+  const Json huge = Json::parse(R"({"p": 99999999999999999999, "n": -9223372036854775809})");
+  const JsonObject h(JsonField(huge, "", {"", true}));
+  EXPECT_EQ(error_of([&] { h.integer("p", 0, 10); }).substr(0, 22), "3 p: field p: out of r");
+  EXPECT_EQ(error_of([&] { h.integer("n", std::numeric_limits<int64_t>::min(), 0); }).substr(0, 22),
+            "3 n: field n: out of r");
   EXPECT_EQ(error_of([&] { r.integer("u", 0, std::numeric_limits<int64_t>::max()); }).substr(0, 4),
             "3 u:");
   EXPECT_EQ(error_of([&] { r.boolean("i"); }),

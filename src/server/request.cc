@@ -334,8 +334,9 @@ ChatRequest read_chat_request(std::string_view body, const RequestLimits& limits
     rendered_messages.push_back(check_message(messages.element(i)));
   r.render_input["messages"] = std::move(rendered_messages);
 
-  if (const std::optional<JsonField> tools = f.get("tools"); tools && !tools->json().empty()) {
-    r.render_input["tools"] = check_tools(*tools);
+  if (const std::optional<JsonField> tools = f.get("tools");
+      tools && (!tools->json().is_array() || !tools->json().empty())) {
+    r.render_input["tools"] = check_tools(*tools);  // an object ({}) is refused there, named
     r.has_tools = true;
   }
   if (const std::optional<JsonField> choice = f.get("tool_choice")) {

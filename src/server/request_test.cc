@@ -82,6 +82,33 @@ TEST(ChatRequest, AcceptsWhatItHonours) {
   EXPECT_EQ(parse_chat_request(with(R"("max_tokens":16.0)"), limits()).gen.max_tokens, 16);
 }
 
+// Refusals in the user's terms: the field, and what is wrong with it, not the JSON library's.
+TEST(ChatRequest, RefusesInTheUsersTerms) {
+  EXPECT_EQ(chat_verdict(with(R"("tools":{})")), "400 tools invalid_type");
+  EXPECT_EQ(chat_verdict(with(R"("tools":{"type":"function"})")), "400 tools invalid_type");
+  EXPECT_EQ(chat_verdict(with(R"("tools":"f")")), "400 tools invalid_type");
+  EXPECT_EQ(chat_verdict(with(R"("tools":[])")), "ok");
+  // Integers past 64 bits (held by the JSON library as floats) are out of range, not "not an
+  // integer".
+  EXPECT_EQ(chat_verdict(with(R"("max_tokens":100000000000000000000)")),
+            "400 max_tokens invalid_value");
+  EXPECT_EQ(chat_verdict(with(R"("seed":-99999999999999999999)")), "400 seed invalid_value");
+  EXPECT_EQ(chat_verdict(with(R"("seed":18446744073709551616)")), "400 seed invalid_value");
+  EXPECT_EQ(chat_verdict(with(R"("seed":18446744073709551615)")), "ok");
+  try {
+    parse_chat_request(with(R"("max_tokens":100000000000000000000)"), limits());
+    ADD_FAILURE() << "accepted";
+  } catch (const ApiError& e) {
+    EXPECT_NE(e.message.find("out of range"), std::string::npos) << e.message;
+  }
+  try {
+    parse_chat_request(with(R"("tools":{})"), limits());
+    ADD_FAILURE() << "accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.message, "field tools: expected an array, got {}");
+  }
+}
+
 // SDKs send the neutral values of fields the server does not implement; they change nothing.
 TEST(ChatRequest, AcceptsNeutralValuesOfUnsupportedFields) {
   EXPECT_EQ(chat_verdict(with(R"("logprobs":false)")), "ok");
