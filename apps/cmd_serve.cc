@@ -15,9 +15,7 @@ namespace deltafin::apps {
 namespace {
 
 long long positive(Args& args, const char* name, long long fallback, long long max) {
-  const long long v = args.get_int(name, fallback);
-  if (v < 1 || v > max) base::fail("deltafin serve: --", name, " must be between 1 and ", max);
-  return v;
+  return read_positive_flag(args, "serve", name, fallback, max);
 }
 
 int run_serve(Args& args) {
@@ -36,8 +34,7 @@ int run_serve(Args& args) {
   o.service.reuse = !args.flag("no-reuse");
   o.service.model_id = args.get("model-id");
   EngineOptions engine;
-  engine.attention_chunk_tokens =
-      static_cast<int>(positive(args, "chunk", engine.attention_chunk_tokens, 1 << 16));
+  read_chunk_flag(args, "serve", &engine);
   read_stream_flags(args, &engine);
   args.check_done();
 

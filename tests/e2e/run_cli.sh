@@ -44,6 +44,21 @@ if "$deltafin" run --model "$tmp/demo" --prompt x --effort high 2>/dev/null; the
   fail "--effort without --chat was accepted"
 fi
 
+# Sampling and chunk flags are checked as serve checks them, before the model loads: NaN, infinities
+# and negatives are refused, naming the flag (issue #22).
+for bad in "--temperature nan" "--temperature inf" "--temperature -1" "--temperature 1e999" \
+  "--top-p nan" "--chunk 0" "--chunk -4"; do
+  # shellcheck disable=SC2086  # $bad is a flag and its value
+  if "$deltafin" run --model "$tmp/demo" --prompt x --max-new 1 $bad >/dev/null 2>"$tmp/flag.err"; then
+    fail "run $bad was accepted"
+  fi
+  grep -q -- "deltafin run: ${bad%% *} must be" "$tmp/flag.err" ||
+    fail "run $bad: $(cat "$tmp/flag.err")"
+done
+if "$deltafin" generate --model "$tmp/demo" --ids 1 --chunk 0 >/dev/null 2>&1; then
+  fail "generate --chunk 0 was accepted"
+fi
+
 # Ctrl-C: stops after the current token, keeps what was printed, exits 130.
 "$deltafin" run --model "$tmp/demo" --prompt "Go on" --max-new 100000 >"$tmp/int" 2>"$tmp/int.err" &
 bg=$!
