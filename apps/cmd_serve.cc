@@ -42,6 +42,16 @@ int run_serve(Args& args) {
   setup::warn_if_streaming(engine.model_dir);
   std::unique_ptr<Engine> loaded = load_engine(engine);
   log_model_plan(*loaded, server::model_id(engine.model_dir), engine.model_dir);
+  // A chat format whose special tokens the tokenizer lacks would answer every chat request with
+  // 500: make its response parser once now, as `run --chat` does, and refuse the folder.
+  if (const ChatFormat* format = loaded->text().chat()) {
+    try {
+      format->response({});
+    } catch (const std::exception& e) {
+      base::fail("deltafin serve: ", engine.model_dir,
+                 ": the tokenizer cannot serve the chat format (", e.what(), ")");
+    }
+  }
   if (o.host != "127.0.0.1" && o.host != "localhost" && o.host != "::1" &&
       o.service.api_key.empty())
     base::log_warn("serve: listening on ", o.host,

@@ -59,6 +59,39 @@ if "$deltafin" generate --model "$tmp/demo" --ids 1 --chunk 0 >/dev/null 2>&1; t
   fail "generate --chunk 0 was accepted"
 fi
 
+# A folder whose tokenizer lacks a chat special token: `run --chat` and `serve` both refuse it at
+# startup (serve used to listen and answer every chat request with 500); an eos_token_id outside
+# the vocabulary is refused by the loader, naming the field and vocab_size (issue #22).
+cp -r "$tmp/demo" "$tmp/nochat"
+python3 - "$tmp/nochat/tokenizer_config.json" <<'PY'
+import json, sys
+path = sys.argv[1]
+c = json.load(open(path))
+c["added_tokens_decoder"] = {k: v for k, v in c["added_tokens_decoder"].items() if v["content"] != "<|open|>"}
+json.dump(c, open(path, "w"), indent=2)
+PY
+if "$deltafin" run --model "$tmp/nochat" --chat --prompt hi --max-new 1 >/dev/null 2>"$tmp/nochat.err"; then
+  fail "run --chat accepted a tokenizer without <|open|>"
+fi
+status=0
+timeout 30 "$deltafin" serve --model "$tmp/nochat" --port 0 >/dev/null 2>"$tmp/nochat.err" || status=$?
+[[ $status == 1 ]] || fail "serve on a tokenizer without <|open|>: status $status, want 1"
+grep -q "cannot serve the chat format.*no special token <|open|>" "$tmp/nochat.err" ||
+  fail "serve's refusal: $(tail -1 "$tmp/nochat.err")"
+cp -r "$tmp/demo" "$tmp/badeos"
+python3 - "$tmp/badeos/config.json" <<'PY'
+import json, sys
+path = sys.argv[1]
+c = json.load(open(path))
+c["text_config"]["eos_token_id"] = c["eos_token_id"] = c["text_config"]["vocab_size"] + 5
+json.dump(c, open(path, "w"), indent=2)
+PY
+if "$deltafin" run --model "$tmp/badeos" --prompt hi --max-new 1 >/dev/null 2>"$tmp/badeos.err"; then
+  fail "an eos_token_id outside the vocabulary was accepted"
+fi
+grep -q "eos_token_id: 1029 is outside the vocabulary (vocab_size 1024)" "$tmp/badeos.err" ||
+  fail "eos refusal: $(tail -1 "$tmp/badeos.err")"
+
 # Ctrl-C: stops after the current token, keeps what was printed, exits 130.
 "$deltafin" run --model "$tmp/demo" --prompt "Go on" --max-new 100000 >"$tmp/int" 2>"$tmp/int.err" &
 bg=$!
