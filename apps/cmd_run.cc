@@ -148,6 +148,9 @@ int run_run(Args& args) {
   StreamStats last_stats = loaded->stream_stats();
   base::Stopwatch token_time;
   std::unique_ptr<Session> session = loaded->new_session();
+  // Ctrl-C during the prompt: polled between layers, so a long prefill stops within a second.
+  gen.cancel = [] { return g_interrupted.load(); };
+  gen.cancel_between_layers = true;
   const GenerateResult result = session->generate(ids, gen, [&](int32_t id) {
     const double ms = token_time.elapsed_ms();
     token_time.restart();

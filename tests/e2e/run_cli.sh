@@ -104,6 +104,32 @@ bg=""
 grep -q "interrupted after [0-9]* tokens" "$tmp/int.err" || fail "no interruption note: $(cat "$tmp/int.err")"
 [[ -s $tmp/int ]] || fail "nothing printed before Ctrl-C"
 
+# Ctrl-C during a long prompt's prefill (about 23k ids, tens of seconds on the demo model) takes
+# effect within a second or two: the prefill polls between layers, not only between passes.
+long_prompt=$(python3 -c "
+import random
+random.seed(1)
+w = ['alpha', 'beta', 'gamma', 'delta', 'river', 'stone', 'light', 'cloud', 'seven', 'north']
+print(' '.join(random.choice(w) + str(random.randint(0, 99)) for _ in range(5000)))")
+"$deltafin" run --model "$tmp/demo" --prompt "$long_prompt" --prefill-group 8192 --max-new 4 --stats >"$tmp/pint" 2>"$tmp/pint.err" &
+bg=$!
+for _ in $(seq 1 200); do grep -q "kernels:" "$tmp/pint.err" && break; sleep 0.05; done
+sleep 0.5  # into the prefill
+kill -INT "$bg"
+t0=$(date +%s%N)
+for _ in $(seq 1 100); do kill -0 "$bg" 2>/dev/null || break; sleep 0.05; done
+elapsed_ms=$((($(date +%s%N) - t0) / 1000000))
+if kill -0 "$bg" 2>/dev/null; then
+  kill -KILL "$bg"
+  fail "Ctrl-C during prefill: still running ${elapsed_ms} ms later"
+fi
+status=0
+wait "$bg" || status=$?
+bg=""
+[[ $status == 130 ]] || fail "Ctrl-C during prefill: exit status $status, want 130"
+grep -q "interrupted after 0 tokens" "$tmp/pint.err" || fail "prefill interruption: $(tail -2 "$tmp/pint.err")"
+((elapsed_ms < 2000)) || fail "Ctrl-C during prefill took ${elapsed_ms} ms"
+
 # The demo makes its model once, in $DELTAFIN_HOME/demo, then reuses it.
 "$deltafin" demo --max-new 8 >"$tmp/demo1" 2>"$tmp/demo1.err"
 grep -q "making the demo model" "$tmp/demo1.err" || fail "the first demo did not make its model"
