@@ -21,8 +21,7 @@ int run_generate(Args& args) {
   GenerateOptions gen;
   gen.max_new_tokens = static_cast<int>(args.get_int("max-new", 16));
   gen.stop_at_eos = !args.flag("ignore-eos");
-  options.attention_chunk_tokens =
-      static_cast<int>(args.get_int("chunk", options.attention_chunk_tokens));
+  read_chunk_flag(args, "generate", &options);
   read_stream_flags(args, &options);
   const bool stats = args.flag("stats");
   args.check_done();

@@ -2,7 +2,10 @@
 // and experts, the expert read size) and whether it is complete and consistent with its config.
 // A streaming install is checked as one: its spine shards, its expert manifest against the
 // config, and the state of its expert pool (local and remote counts and bytes).
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -150,6 +153,77 @@ std::vector<std::string> check_streaming(const std::string& dir, const ModelConf
   return problems;
 }
 
+// NaN and Inf among a tensor's elements, found on their bits: all-ones exponent, then a
+// non-zero mantissa for NaN.
+struct BadValues {
+  uint64_t nan = 0, inf = 0;
+  int64_t first = -1;  // index of the first NaN or Inf element
+};
+
+template <typename Bits>
+void count_bad(const uint8_t* data, size_t n, int64_t base_index, Bits exponent, Bits mantissa,
+               BadValues& bad) {
+  for (size_t i = 0; i < n; ++i) {
+    Bits v;
+    std::memcpy(&v, data + i * sizeof(Bits), sizeof(Bits));
+    if ((v & exponent) != exponent) continue;
+    ((v & mantissa) != 0 ? bad.nan : bad.inf) += 1;
+    if (bad.first < 0) bad.first = base_index + static_cast<int64_t>(i);
+  }
+}
+
+// With --values: reads every floating-point tensor's bytes (plain reads, 4 MiB at a time, so that
+// routed experts are not mapped) and returns one problem per tensor holding NaN or Inf.
+std::vector<std::string> check_values(const Checkpoint& ckpt, uint64_t* n_tensors,
+                                      uint64_t* n_bytes) {
+  std::vector<std::string> problems;
+  std::vector<uint8_t> buffer(4 << 20);
+  for (const format::TensorInfo& t : ckpt.tensors()) {
+    const size_t width = format::dtype_size(t.dtype);
+    if (t.dtype != format::DType::kBF16 && t.dtype != format::DType::kF16 &&
+        t.dtype != format::DType::kF32 && t.dtype != format::DType::kF64)
+      continue;
+    std::ifstream in(t.file, std::ios::binary);
+    in.seekg(static_cast<std::streamoff>(t.offset));
+    BadValues bad;
+    for (uint64_t done = 0; done < t.nbytes;) {
+      const size_t want = static_cast<size_t>(
+          std::min<uint64_t>(t.nbytes - done, buffer.size() - buffer.size() % width));
+      if (!in.read(reinterpret_cast<char*>(buffer.data()), static_cast<std::streamsize>(want))) {
+        problems.push_back(
+            base::str_cat("tensor ", t.name, ": cannot read its bytes from ", t.file));
+        break;
+      }
+      const int64_t index = static_cast<int64_t>(done / width);
+      const size_t n = want / width;
+      switch (t.dtype) {
+        case format::DType::kBF16:
+          count_bad<uint16_t>(buffer.data(), n, index, 0x7f80, 0x007f, bad);
+          break;
+        case format::DType::kF16:
+          count_bad<uint16_t>(buffer.data(), n, index, 0x7c00, 0x03ff, bad);
+          break;
+        case format::DType::kF32:
+          count_bad<uint32_t>(buffer.data(), n, index, 0x7f800000u, 0x007fffffu, bad);
+          break;
+        default:
+          count_bad<uint64_t>(buffer.data(), n, index, 0x7ff0000000000000ull, 0x000fffffffffffffull,
+                              bad);
+          break;
+      }
+      done += want;
+    }
+    *n_tensors += 1;
+    *n_bytes += t.nbytes;
+    if (bad.first >= 0) {
+      problems.push_back(base::str_cat("tensor ", t.name, " (", format::dtype_name(t.dtype),
+                                       ") holds ", bad.nan, " NaN and ", bad.inf,
+                                       " Inf values, the first at element ", bad.first));
+    }
+  }
+  return problems;
+}
+
 void print_report(const ModelConfig& c, const format::InventoryReport& r, bool streaming) {
   uint64_t spine = r.global_spine_bytes;
   for (uint64_t b : r.spine_bytes_by_layer) spine += b;
@@ -188,6 +262,7 @@ void print_report(const ModelConfig& c, const format::InventoryReport& r, bool s
 int run_inspect(Args& args) {
   const std::string dir = args.required("model");
   const long long max_problems = args.get_int("max-problems", 50);
+  const bool values = args.flag("values");
   args.check_done();
 
   std::vector<std::string> problems;
@@ -233,8 +308,20 @@ int run_inspect(Args& args) {
     for (const auto& p : report.problems) problems.push_back(p.message);
     print_report(*config, report, streaming);
   }
-  std::printf("\ntime         config %.3f s, headers and index %.3f s, inventory %.3f s\n",
+  double values_seconds = 0;
+  if (values && ckpt) {
+    step_time.restart();
+    uint64_t n_tensors = 0, n_bytes = 0;
+    const std::vector<std::string> bad = check_values(*ckpt, &n_tensors, &n_bytes);
+    values_seconds = step_time.lap_seconds();
+    std::printf("values       %s floating-point tensors read (%s): %zu hold NaN or Inf\n",
+                with_commas(n_tensors).c_str(), bytes(n_bytes).c_str(), bad.size());
+    for (const std::string& p : bad) problems.push_back(p);
+  }
+  std::printf("\ntime         config %.3f s, headers and index %.3f s, inventory %.3f s",
               config_seconds, open_seconds, inventory_seconds);
+  if (values) std::printf(", values %.3f s", values_seconds);
+  std::printf("\n");
 
   if (problems.empty() && streaming) {
     std::printf(
@@ -266,7 +353,8 @@ int run_inspect(Args& args) {
 
 DELTAFIN_COMMAND(
     inspect, "inspect",
-    "check a model folder (config, shards, every tensor, expert layout) and print its make-up",
+    "check a model folder (config, shards, every tensor, expert layout) and print its make-up; "
+    "--values also reads every floating-point tensor and reports NaN/Inf [--max-problems N]",
     run_inspect);
 
 }  // namespace deltafin::apps

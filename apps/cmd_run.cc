@@ -89,13 +89,13 @@ int run_run(Args& args) {
   const bool stats = args.flag("stats");
   GenerateOptions gen;
   gen.max_new_tokens = static_cast<int>(args.get_int("max-new", chat ? 2048 : 256));
-  gen.temperature = static_cast<float>(args.get_double("temperature", 0.0));
-  gen.top_p = static_cast<float>(args.get_double("top-p", 1.0));
+  // The ranges of the server's request fields (temperature 0..2, top_p in (0, 1]).
+  gen.temperature = static_cast<float>(read_number_flag(args, "run", "temperature", 0.0, 0, 2));
+  gen.top_p = static_cast<float>(read_number_flag(args, "run", "top-p", 1.0, 0, 1));
   gen.top_k = static_cast<int>(args.get_int("top-k", 0));
   gen.seed = static_cast<uint64_t>(args.get_int("seed", 0));
   EngineOptions engine;
-  engine.attention_chunk_tokens =
-      static_cast<int>(args.get_int("chunk", engine.attention_chunk_tokens));
+  read_chunk_flag(args, "run", &engine);
   read_stream_flags(args, &engine);
   args.check_done();
   if (gen.max_new_tokens < 1) base::fail("deltafin run: --max-new must be at least 1");
@@ -148,6 +148,9 @@ int run_run(Args& args) {
   StreamStats last_stats = loaded->stream_stats();
   base::Stopwatch token_time;
   std::unique_ptr<Session> session = loaded->new_session();
+  // Ctrl-C during the prompt: polled between layers, so a long prefill stops within a second.
+  gen.cancel = [] { return g_interrupted.load(); };
+  gen.cancel_between_layers = true;
   const GenerateResult result = session->generate(ids, gen, [&](int32_t id) {
     const double ms = token_time.elapsed_ms();
     token_time.restart();

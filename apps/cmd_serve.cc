@@ -15,9 +15,7 @@ namespace deltafin::apps {
 namespace {
 
 long long positive(Args& args, const char* name, long long fallback, long long max) {
-  const long long v = args.get_int(name, fallback);
-  if (v < 1 || v > max) base::fail("deltafin serve: --", name, " must be between 1 and ", max);
-  return v;
+  return read_positive_flag(args, "serve", name, fallback, max);
 }
 
 int run_serve(Args& args) {
@@ -47,8 +45,7 @@ int run_serve(Args& args) {
   o.service.reuse = !args.flag("no-reuse");
   o.service.model_id = args.get("model-id");
   EngineOptions engine;
-  engine.attention_chunk_tokens =
-      static_cast<int>(positive(args, "chunk", engine.attention_chunk_tokens, 1 << 16));
+  read_chunk_flag(args, "serve", &engine);
   read_stream_flags(args, &engine);
   args.check_done();
 
@@ -56,6 +53,16 @@ int run_serve(Args& args) {
   setup::warn_if_streaming(engine.model_dir);
   std::unique_ptr<Engine> loaded = load_engine(engine);
   log_model_plan(*loaded, server::model_id(engine.model_dir), engine.model_dir);
+  // A chat format whose special tokens the tokenizer lacks would answer every chat request with
+  // 500: make its response parser once now, as `run --chat` does, and refuse the folder.
+  if (const ChatFormat* format = loaded->text().chat()) {
+    try {
+      format->response({});
+    } catch (const std::exception& e) {
+      base::fail("deltafin serve: ", engine.model_dir,
+                 ": the tokenizer cannot serve the chat format (", e.what(), ")");
+    }
+  }
   if (o.host != "127.0.0.1" && o.host != "localhost" && o.host != "::1" &&
       o.service.api_key.empty())
     base::log_warn("serve: listening on ", o.host,

@@ -1,6 +1,7 @@
 // Streaming flags and per-pass statistics for the inference commands.
 #include "stream_flags.h"
 
+#include <cmath>
 #include <cstdio>
 
 #include "base/error.h"
@@ -83,6 +84,28 @@ void read_stream_flags(Args& args, EngineOptions* options) {
   const long long context = args.get_int("max-context", 0);
   if (context < 0) base::fail("--max-context must be positive (0: the default), got ", context);
   options->max_context_tokens = context;
+}
+
+long long read_positive_flag(Args& args, const char* command, const char* name, long long fallback,
+                             long long max) {
+  const long long v = args.get_int(name, fallback);
+  if (v < 1 || v > max)
+    base::fail("deltafin ", command, ": --", name, " must be between 1 and ", max);
+  return v;
+}
+
+void read_chunk_flag(Args& args, const char* command, EngineOptions* options) {
+  options->attention_chunk_tokens = static_cast<int>(
+      read_positive_flag(args, command, "chunk", options->attention_chunk_tokens, 1 << 16));
+}
+
+double read_number_flag(Args& args, const char* command, const char* name, double fallback,
+                        double min, double max) {
+  const double v = args.get_double(name, fallback);
+  if (!std::isfinite(v) || v < min || v > max)
+    base::fail("deltafin ", command, ": --", name, " must be a number from ", min, " to ", max,
+               ", got '", args.get(name), "'");
+  return v;
 }
 
 PassFigures pass_figures(const StreamStats& a, const StreamStats& b, double wall_seconds) {

@@ -15,6 +15,16 @@ namespace deltafin::apps {
 // Reads the flags above into `options` (leaving defaults where absent).
 void read_stream_flags(Args& args, EngineOptions* options);
 
+// --NAME as an integer in 1..max (else a user error naming `command`): serve, run and generate
+// share it, so that --chunk 0 or a negative count is refused alike.
+long long read_positive_flag(Args& args, const char* command, const char* name, long long fallback,
+                             long long max);
+// --chunk N: the attention chunk, 1..65536, into options->attention_chunk_tokens.
+void read_chunk_flag(Args& args, const char* command, EngineOptions* options);
+// --NAME as a finite number in min..max (NaN and infinities are refused, naming `command`).
+double read_number_flag(Args& args, const char* command, const char* name, double fallback,
+                        double min, double max);
+
 // Per-pass figures between two snapshots of an engine's counters.
 struct PassFigures {
   double wall_seconds = 0, io_wait_seconds = 0, expert_wait_seconds = 0, spine_wait_seconds = 0,

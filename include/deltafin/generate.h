@@ -21,6 +21,11 @@ struct GenerateOptions {
   // there with StopReason::kCancelled and no new ids. The ids already run stay in the session
   // (position() counts them). Per generated id, the TokenCallback is the way to stop.
   std::function<bool()> cancel;
+  // Also poll `cancel` between the layers of each prompt pass, so that a long prompt's prefill
+  // stops within about one layer's time, not one pass's (`deltafin run`'s Ctrl-C). A cancel seen
+  // mid-pass leaves the session empty (reset: position() 0), since a part-run pass leaves no
+  // state an id list describes. Outputs are the same bit for bit when nothing is cancelled.
+  bool cancel_between_layers = false;
 };
 
 // kContextFull: the session holds max_context_tokens positions and cannot run another id (the

@@ -278,6 +278,12 @@ ModelConfig parse_config_json(const std::string& json_text, const std::string& f
   c.tie_word_embeddings = tie_fields.boolean_or("tie_word_embeddings", false);
   c.bos_token_id = token_id(text, top, "bos_token_id");
   c.eos_token_id = token_id(text, top, "eos_token_id");
+  // Generation stops at this id, and the sampler only ever produces ids below vocab_size: an id
+  // beyond it would never end a generation.
+  if (c.eos_token_id >= c.vocab_size) {
+    fail_field(text.has("eos_token_id") ? text : top, "eos_token_id", c.eos_token_id,
+               " is outside the vocabulary (vocab_size ", c.vocab_size, ")");
+  }
   c.pad_token_id = token_id(text, top, "pad_token_id");
 
   // The quantization_config sits in text_config in the K3 release, at the top level in others.

@@ -273,6 +273,12 @@ TEST(Config, ErrorsNameTheFieldAndWhatWasExpected) {
        "eos_token_id: expected an integer in [0, 2147483647]"},
       {[](json& j) { j["text_config"]["eos_token_id"] = json::array(); },
        "eos_token_id: expected a token id"},
+      {[](json& j) { j["text_config"]["eos_token_id"] = j["text_config"]["vocab_size"]; },
+       "text_config.eos_token_id: 512 is outside the vocabulary (vocab_size 512)"},
+      {[](json& j) {
+         j["text_config"]["eos_token_id"] = json::array({5000, 1});
+       },
+       "eos_token_id: 5000 is outside the vocabulary (vocab_size 512)"},
   };
   for (size_t i = 0; i < std::size(cases); ++i) {
     const std::string msg = error_after(cases[i].edit);

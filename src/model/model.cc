@@ -229,7 +229,11 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
     const int layer_threads = layer_threads_ ? layer_threads_->for_pass(n) : pool.size();
     const base::ActiveThreads layer_scope(pool, layer_threads);
     last_layer_threads_.store(layer_threads, std::memory_order_relaxed);
-    for (int64_t l = 0; l < c.num_hidden_layers; ++l) layer(l, state, n, options);
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      if (l > 0 && options.cancel_between_layers && (*options.cancel_between_layers)())
+        throw PassCancelled{};
+      layer(l, state, n, options);
+    }
     state.n_positions += n;
   }  // the lm_head has no read to share the memory with: every thread again
   head(n, all_rows, logits);

@@ -38,7 +38,14 @@ struct ForwardOptions {
   // rows then equals, bit for bit, forwards of this many rows each, while every weight (and every
   // routed expert) is read once for all of them.
   int64_t attention_chunk_tokens = 0;
+  // Non-null: polled before each layer after the first; when it returns true, forward() stops
+  // there by throwing PassCancelled, leaving `state` part-run (the caller must reset it). The poll
+  // reads nothing the pass computes, so a pass that is not cancelled is the same bit for bit.
+  const std::function<bool()>* cancel_between_layers = nullptr;
 };
+
+// Thrown by forward() when options.cancel_between_layers asked it to stop mid-pass.
+struct PassCancelled {};
 
 // What a model serves its weights from besides the checkpoint's mapping, made once the plan and
 // checkpoint are open and checked (they outlive these parts, which the model owns). A part left

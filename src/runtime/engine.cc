@@ -64,9 +64,11 @@ class SessionImpl : public Session {
  private:
   // Runs ids (after any pending id) in passes of prefill_group_ rows whose attention runs
   // attention_chunk_ rows at a time; returns all rows' logits or the last row's. With `cancel`
-  // (last row only), polls it between passes and stops early, setting *cancelled.
+  // (last row only), polls it between passes and stops early, setting *cancelled; with
+  // `between_layers` also between layers, where a cancel resets the session (empty result).
   std::vector<float> run(std::vector<int32_t> ids, bool all_rows,
-                         const std::function<bool()>* cancel = nullptr, bool* cancelled = nullptr);
+                         const std::function<bool()>* cancel = nullptr, bool* cancelled = nullptr,
+                         bool between_layers = false);
 
   model::Model* model_;
   std::mutex* mu_;
@@ -125,7 +127,8 @@ class EngineImpl : public Engine {
 };
 
 std::vector<float> SessionImpl::run(std::vector<int32_t> ids, bool all_rows,
-                                    const std::function<bool()>* cancel, bool* cancelled) {
+                                    const std::function<bool()>* cancel, bool* cancelled,
+                                    bool between_layers) {
   const bool had_pending = pending_ >= 0;
   if (had_pending) ids.insert(ids.begin(), pending_);
   const int64_t vocab = model_->config().vocab_size, n = static_cast<int64_t>(ids.size());
@@ -145,6 +148,7 @@ std::vector<float> SessionImpl::run(std::vector<int32_t> ids, bool all_rows,
   int64_t done = 0;
   model::ForwardOptions options;
   options.attention_chunk_tokens = attention_chunk_;
+  if (between_layers && !all_rows && cancel && *cancel) options.cancel_between_layers = cancel;
   for (int64_t begin = 0; begin < n; begin += prefill_group_) {
     if (begin > 0 && !all_rows && cancel && *cancel && (*cancel)()) {
       *cancelled = true;  // the state holds ids[0, begin); `out` has the last row's logits
@@ -157,6 +161,10 @@ std::vector<float> SessionImpl::run(std::vector<int32_t> ids, bool all_rows,
     try {
       model_->forward(state_, std::span(ids).subspan(begin, len), all_rows,
                       all_rows ? out.data() + begin * vocab : out.data(), options);
+    } catch (const model::PassCancelled&) {
+      reset();  // the pass stopped between two layers: no id list describes the state
+      *cancelled = true;
+      return {};
     } catch (...) {
       reset();  // a pass that failed part-way leaves a state no id list describes
       throw;
@@ -191,7 +199,8 @@ GenerateResult SessionImpl::generate(std::span<const int32_t> prompt,
   GenerateResult result;
   if (!prompt.empty()) {
     bool cancelled = false;
-    run(std::vector<int32_t>(prompt.begin(), prompt.end()), false, &options.cancel, &cancelled);
+    run(std::vector<int32_t>(prompt.begin(), prompt.end()), false, &options.cancel, &cancelled,
+        options.cancel_between_layers);
     if (cancelled) {
       result.stop = StopReason::kCancelled;
       return result;

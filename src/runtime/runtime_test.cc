@@ -202,5 +202,39 @@ TEST(Session, CancelBetweenPrefillPassesKeepsWhatRan) {
   EXPECT_EQ(r.ids, kGreedy);
 }
 
+TEST(Session, CancelBetweenLayersStopsMidPassAndResets) {
+  EngineOptions options{kModel, 5};
+  std::unique_ptr<Engine> engine = Engine::load(options);
+  const int64_t n_layers = engine->info().n_layers;
+  std::unique_ptr<Session> s = engine->new_session();
+  GenerateOptions opt;
+  opt.max_new_tokens = 16;
+  opt.stop_at_eos = false;
+  opt.cancel_between_layers = true;
+  // Polled but never true: the same ids bit for bit, and polled between layers (more than once
+  // per pass).
+  int polls = 0;
+  opt.cancel = [&polls] {
+    ++polls;
+    return false;
+  };
+  GenerateResult r = s->generate(kPrompt, opt);
+  EXPECT_EQ(r.ids, kGreedy);
+  EXPECT_GE(polls, n_layers - 1);
+  // True at the second layer of the first pass: nothing generated, and the part-run session is
+  // reset; it runs the prompt again exactly.
+  s->reset();
+  polls = 0;
+  opt.cancel = [&polls] { return ++polls == 2; };
+  r = s->generate(kPrompt, opt);
+  EXPECT_EQ(r.stop, StopReason::kCancelled);
+  EXPECT_TRUE(r.ids.empty());
+  EXPECT_EQ(polls, 2);
+  EXPECT_EQ(s->position(), 0);
+  opt.cancel = nullptr;
+  r = s->generate(kPrompt, opt);
+  EXPECT_EQ(r.ids, kGreedy);
+}
+
 }  // namespace
 }  // namespace deltafin

@@ -166,6 +166,43 @@ d=$(fresh overlap)
 edit_header "$d/$shard1" "h['${p}w1.weight_scale']['data_offsets'] = h['${p}w1.weight_packed']['data_offsets'][:1] + [h['${p}w1.weight_packed']['data_offsets'][0] + 32]"
 expect_refused "overlapping ranges" "$d" "$shard1" "overlap"
 
+# --values reads every floating-point tensor and names each that holds NaN or Inf, with counts and
+# the first element; the report is bounded by --max-problems; without --values only headers are
+# read (issue #22).
+out=$("$deltafin" inspect --model "$fixture" --values 2>&1) && grep -q "^values .*: 0 hold NaN or Inf" <<<"$out" &&
+  echo "ok: --values on a clean checkpoint" || fail "--values on the fixture: $(tail -5 <<<"$out")"
+d=$(fresh bad_values)
+python3 - "$d/$shard1" <<'PY'
+import json, struct, sys
+path = sys.argv[1]
+data = bytearray(open(path, "rb").read())
+n = struct.unpack("<Q", data[:8])[0]
+h = json.loads(data[8:8 + n])
+def at(name, element, width):
+    return 8 + n + h[name]["data_offsets"][0] + element * width
+# BF16: a NaN at element 5 and an Inf at 9; F32 norm: +Inf at element 0; a third BF16 tensor: -Inf.
+bf16 = [k for k, v in h.items() if k != "__metadata__" and v["dtype"] == "BF16"]
+f32 = [k for k, v in h.items() if k != "__metadata__" and v["dtype"] == "F32"]
+data[at(bf16[0], 5, 2):at(bf16[0], 5, 2) + 2] = struct.pack("<H", 0x7fc1)
+data[at(bf16[0], 9, 2):at(bf16[0], 9, 2) + 2] = struct.pack("<H", 0x7f80)
+data[at(f32[0], 0, 4):at(f32[0], 0, 4) + 4] = struct.pack("<I", 0x7f800000)
+data[at(bf16[1], 3, 2):at(bf16[1], 3, 2) + 2] = struct.pack("<H", 0xff80)
+open(path, "wb").write(data)
+print(bf16[0], f32[0], bf16[1], file=open(path + ".names", "w"))
+PY
+read -r bad_bf16 bad_f32 bad_bf16b <"$d/$shard1.names"
+rm "$d/$shard1.names"
+expect_ok "bad values without --values (headers only)" "$d"
+out=$("$deltafin" inspect --model "$d" --values 2>&1) && fail "--values accepted NaN/Inf weights"
+grep -qF "tensor $bad_bf16 (BF16) holds 1 NaN and 1 Inf values, the first at element 5" <<<"$out" &&
+  grep -qF "tensor $bad_f32 (F32) holds 0 NaN and 1 Inf values, the first at element 0" <<<"$out" &&
+  grep -qF "tensor $bad_bf16b (BF16) holds 0 NaN and 1 Inf values, the first at element 3" <<<"$out" &&
+  grep -q "^values .*: 3 hold NaN or Inf" <<<"$out" && echo "ok: --values names each bad tensor" ||
+  fail "--values report: $(grep -E 'values|NaN' <<<"$out")"
+out=$("$deltafin" inspect --model "$d" --values --max-problems 2 2>&1)
+[[ $(grep -c "NaN and" <<<"$out") == 2 ]] && grep -q "and 1 more (--max-problems" <<<"$out" &&
+  echo "ok: --values output is bounded" || fail "--values --max-problems 2: $(tail -5 <<<"$out")"
+
 expect_refused "no such folder" "$work/absent" "not a directory"
 out=$("$deltafin" inspect 2>&1)
 [[ $? != 0 ]] && grep -qF "missing required option --model" <<<"$out" && echo "ok: no --model" || fail "no --model: $out"
