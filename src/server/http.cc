@@ -60,14 +60,25 @@ bool lists_token(const std::string* value, std::string_view token) {
   return false;
 }
 
+// Any number of digits: a value past 64 bits saturates, so that it is refused as too large (413)
+// rather than as malformed.
 bool parse_decimal(std::string_view s, uint64_t& out) {
-  if (s.empty() || s.size() > 18) return false;
+  if (s.empty()) return false;
   out = 0;
   for (char c : s) {
     if (c < '0' || c > '9') return false;
-    out = out * 10 + static_cast<uint64_t>(c - '0');
+    const uint64_t d = static_cast<uint64_t>(c - '0');
+    out = out > (UINT64_MAX - d) / 10 ? UINT64_MAX : out * 10 + d;
   }
   return true;
+}
+
+// The bytes of blank lines (CRLF) before a request line, which RFC 9112 section 2.2 says a server
+// should ignore: some clients send an extra CRLF after a body.
+size_t leading_blank_lines(std::string_view data) {
+  size_t n = 0;
+  while (data.substr(n, 2) == "\r\n") n += 2;
+  return n;
 }
 
 }  // namespace
@@ -79,9 +90,11 @@ const std::string* HttpRequest::header(std::string_view name) const {
 }
 
 HeadParse parse_request_head(std::string_view data, HttpRequest& out, size_t& head_bytes) {
+  const size_t skipped = leading_blank_lines(data);
+  data.remove_prefix(skipped);
   const size_t end = data.find("\r\n\r\n");
   if (end == std::string_view::npos) return HeadParse::kIncomplete;
-  head_bytes = end + 4;
+  head_bytes = skipped + end + 4;
   std::string_view head = data.substr(0, end + 2);  // every line keeps its CRLF
   const size_t line_end = head.find("\r\n");
   const std::string_view line = head.substr(0, line_end);
@@ -92,22 +105,40 @@ HeadParse parse_request_head(std::string_view data, HttpRequest& out, size_t& he
   if (sp2 == std::string_view::npos || line.find(' ', sp2 + 1) != std::string_view::npos)
     throw HttpError{400, "malformed request line"};
   const std::string_view method = line.substr(0, sp1);
-  const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  // The absolute form ("http://host:port/path"), which a server must accept (RFC 9112 section
+  // 3.2.2): its authority stands in for Host, the rest is the origin form.
+  std::string_view authority;
+  for (std::string_view scheme : {"http://", "https://"}) {
+    if (target.size() > scheme.size() && lower(target.substr(0, scheme.size())) == scheme) {
+      target.remove_prefix(scheme.size());
+      const size_t path_at = std::min(target.find('/'), target.find('?'));
+      authority = target.substr(0, path_at);
+      if (authority.empty()) throw HttpError{400, "the request target has no host"};
+      target = path_at == std::string_view::npos ? "/" : target.substr(path_at);
+      break;
+    }
+  }
   const std::string_view version = line.substr(sp2 + 1);
   if (method.empty() || method.size() > 16 || !std::all_of(method.begin(), method.end(), is_tchar))
     throw HttpError{400, "malformed request method"};
   if (target.empty() || target.front() != '/' || target.size() > 8192)
     throw HttpError{400, "the request target must be an absolute path"};
-  for (char c : target)
-    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f)
-      throw HttpError{400, "control character in the request target"};
+  for (std::string_view part : {authority, target})
+    for (char c : part)
+      if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f)
+        throw HttpError{400, "control character in the request target"};
   if (version.size() != 8 || version.substr(0, 7) != "HTTP/1.")
     throw HttpError{version.substr(0, 5) == "HTTP/" ? 505 : 400, "unsupported HTTP version"};
   if (version[7] != '0' && version[7] != '1') throw HttpError{505, "unsupported HTTP version"};
 
   out.method = std::string(method);
-  out.target = std::string(target);
-  out.path = std::string(target.substr(0, target.find('?')));
+  out.target.clear();
+  if (target.front() == '?') out.target.push_back('/');  // "http://host?q"
+  out.target.append(target);
+  out.authority = std::string(authority);
+  const std::string_view path = target.substr(0, target.find('?'));
+  out.path = path.empty() ? std::string_view("/") : path;  // "http://host?q" has no path
   out.version_minor = version[7] - '0';
   out.headers.clear();
   out.body.clear();
@@ -133,10 +164,27 @@ HeadParse parse_request_head(std::string_view data, HttpRequest& out, size_t& he
 BodyFraming body_framing(const HttpRequest& head, uint64_t max_body_bytes) {
   BodyFraming f;
   bool have_length = false, have_coding = false;
+  int n_chunked = 0;
+  bool other_coding = false;
   for (const auto& [name, value] : head.headers) {
     if (name == "transfer-encoding") {
-      if (have_coding || lower(value) != "chunked")
-        throw HttpError{501, "only the chunked transfer coding is supported"};
+      // A list, possibly over several header lines; empty elements do not count (RFC 9110 5.6.1).
+      std::string_view rest = value;
+      bool any = false;
+      while (true) {
+        const size_t comma = rest.find(',');
+        const std::string coding = lower(trim(rest.substr(0, comma)));
+        if (!coding.empty()) {
+          any = true;
+          if (coding == "chunked")
+            ++n_chunked;
+          else
+            other_coding = true;
+        }
+        if (comma == std::string_view::npos) break;
+        rest.remove_prefix(comma + 1);
+      }
+      if (!any) throw HttpError{400, "empty Transfer-Encoding"};
       have_coding = true;
     } else if (name == "content-length") {
       uint64_t n = 0;
@@ -146,6 +194,9 @@ BodyFraming body_framing(const HttpRequest& head, uint64_t max_body_bytes) {
       f.content_length = n;
     }
   }
+  // Chunked twice would need the body decoded twice (RFC 9112 section 6.1 forbids it).
+  if (n_chunked > 1) throw HttpError{400, "the chunked transfer coding is applied more than once"};
+  if (other_coding) throw HttpError{501, "only the chunked transfer coding is supported"};
   if (have_length && have_coding)
     throw HttpError{400, "both Content-Length and Transfer-Encoding given"};
   f.chunked = have_coding;
@@ -294,7 +345,7 @@ std::optional<HttpRequest> HttpConnection::read_request() {
   while (parse_request_head(buffer_, req, head_bytes) == HeadParse::kIncomplete) {
     if (buffer_.size() > limits_.max_head_bytes)
       throw HttpError{431, "the request head is larger than the server accepts"};
-    const bool started = !buffer_.empty();
+    const bool started = buffer_.size() > leading_blank_lines(buffer_);
     if (!fill(started ? limits_.read_timeout_ms : limits_.idle_timeout_ms)) {
       if (started && !broken_ && !eof_ && !stopping_->load())
         throw HttpError{408, "the request head did not arrive in time"};

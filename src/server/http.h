@@ -19,10 +19,11 @@
 namespace deltafin::server {
 
 struct HttpRequest {
-  std::string method;                                        // "GET", "POST", ...
-  std::string target;                                        // as sent: path and query
-  std::string path;                                          // target without the query
-  int version_minor = 1;                                     // HTTP/1.0 or HTTP/1.1
+  std::string method;     // "GET", "POST", ...
+  std::string target;     // path and query (origin form)
+  std::string authority;  // "host:port" of an absolute-form target ("http://host/..."), else empty
+  std::string path;       // target without the query
+  int version_minor = 1;  // HTTP/1.0 or HTTP/1.1
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased, values trimmed
   std::string body;
 

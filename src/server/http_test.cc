@@ -70,7 +70,7 @@ TEST(HttpParse, RefusesMalformedHeads) {
 TEST(HttpParse, BodyFraming) {
   EXPECT_EQ(status_of("POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\n"), 0);
   EXPECT_EQ(status_of("POST / HTTP/1.1\r\nContent-Length: 1001\r\n\r\n"), 413);
-  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n"), 400);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n"), 413);
   EXPECT_EQ(status_of("POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n"), 400);
   EXPECT_EQ(status_of("POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"), 400);
   EXPECT_EQ(status_of("POST / HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n"), 0);
@@ -80,6 +80,44 @@ TEST(HttpParse, BodyFraming) {
   const BodyFraming f =
       body_framing(head_of("POST / HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n"), 10);
   EXPECT_TRUE(f.chunked);
+}
+
+TEST(HttpParse, Http11Details) {
+  // Blank lines before the request line are skipped and counted as head bytes.
+  HttpRequest r;
+  size_t n = 0;
+  const std::string text = "\r\n\r\nGET /a HTTP/1.1\r\nHost: h\r\n\r\n";
+  ASSERT_EQ(parse_request_head(text, r, n), HeadParse::kDone);
+  EXPECT_EQ(n, text.size());
+  EXPECT_EQ(r.path, "/a");
+  EXPECT_EQ(parse_request_head("\r\n", r, n), HeadParse::kIncomplete);
+
+  // The absolute form.
+  r = head_of("POST http://127.0.0.1:8000/v1/chat/completions?x=1 HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(r.path, "/v1/chat/completions");
+  EXPECT_EQ(r.target, "/v1/chat/completions?x=1");
+  EXPECT_EQ(r.authority, "127.0.0.1:8000");
+  r = head_of("GET HTTP://localhost HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(r.path, "/");
+  EXPECT_EQ(r.authority, "localhost");
+  EXPECT_EQ(head_of("GET /x HTTP/1.1\r\n\r\n").authority, "");
+  EXPECT_EQ(status_of("GET http:///x HTTP/1.1\r\n\r\n"), 400);
+  EXPECT_EQ(status_of("GET ftp://h/x HTTP/1.1\r\n\r\n"), 400);
+
+  // A Content-Length past the limit is 413 however many digits it has.
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nContent-Length: 18446744073709551616\r\n\r\n"), 413);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nContent-Length: " + std::string(200, '9') + "\r\n\r\n"),
+            413);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nContent-Length: 0001000\r\n\r\n"), 0);
+
+  // Chunked applied twice is 400, in one header or two; other codings stay 501.
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nTransfer-Encoding: chunked, chunked\r\n\r\n"), 400);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n"
+                      "Transfer-Encoding: chunked\r\n\r\n"),
+            400);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"), 501);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nTransfer-Encoding: \r\n\r\n"), 400);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nTransfer-Encoding: chunked,\r\n\r\n"), 0);
 }
 
 TEST(HttpParse, ChunkedBodies) {
@@ -160,6 +198,23 @@ TEST(HttpConnection, ReadsRequestsAndKeepsAlive) {
   EXPECT_NE(wire.find("Content-Length: 2\r\n\r\nok"), std::string::npos);
   EXPECT_NE(wire.find("HTTP/1.1 404 Not Found\r\n"), std::string::npos);
   EXPECT_NE(wire.find("Connection: close\r\n"), std::string::npos);
+}
+
+TEST(HttpConnection, IgnoresAnExtraCrlfAfterABody) {
+  Pair p;
+  HttpLimits limits;
+  limits.read_timeout_ms = 50;
+  limits.idle_timeout_ms = 100;
+  HttpConnection conn(p.server_fd, limits, &p.stopping);
+  p.send("POST /a HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc\r\nGET /b HTTP/1.1\r\n\r\n\r\n");
+  std::optional<HttpRequest> r = conn.read_request();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "abc");
+  r = conn.read_request();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->path, "/b");
+  // The trailing CRLF is not the start of a request: the connection goes idle, not 408.
+  EXPECT_FALSE(conn.read_request());
 }
 
 TEST(HttpConnection, RefusesLargeBodyBeforeReadingIt) {
