@@ -217,6 +217,21 @@ TEST(HttpConnection, IgnoresAnExtraCrlfAfterABody) {
   EXPECT_FALSE(conn.read_request());
 }
 
+TEST(HttpConnection, HandsOverExactlyTheDeclaredBody) {
+  // A NUL byte is body like any other: the request parser sees all Content-Length bytes.
+  Pair p;
+  HttpLimits limits;
+  HttpConnection conn(p.server_fd, limits, &p.stopping);
+  const std::string body("{}\0anything", 11);
+  p.send("POST / HTTP/1.1\r\nContent-Length: 11\r\n\r\n" + body + "GET /b HTTP/1.1\r\n\r\n");
+  std::optional<HttpRequest> r = conn.read_request();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, body);
+  r = conn.read_request();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->path, "/b");
+}
+
 TEST(HttpConnection, RefusesLargeBodyBeforeReadingIt) {
   Pair p;
   HttpLimits limits;

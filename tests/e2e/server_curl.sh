@@ -60,6 +60,9 @@ expect "models" 200 - - -- "${auth[@]}" "$base/v1/models"
 expect "unknown path" 404 unknown_url - -- "${auth[@]}" "$base/v1/embeddings" -d '{}'
 expect "wrong method" 405 method_not_allowed - -- "${auth[@]}" -X DELETE "$base/v1/models"
 expect "malformed json" 400 invalid_json - -- "${auth[@]}" "$base/v1/chat/completions" -d '{"messages":'
+printf '{"messages":[{"role":"user","content":"hi"}]}\0anything' >"$tmp/nul.json"
+expect "NUL then bytes" 400 invalid_json - -- "${auth[@]}" "$base/v1/chat/completions" \
+  -H "Content-Type: application/json" --data-binary "@$tmp/nul.json"
 post_chat "unknown model" 404 model_not_found model ',"model":"gpt-4o"'
 post_chat "n" 400 unsupported_value n ',"n":3'
 post_chat "logprobs" 400 unsupported_parameter logprobs ',"logprobs":true'
