@@ -31,6 +31,8 @@ int run_serve(Args& args) {
     if (const char* env = std::getenv("DELTAFIN_API_KEY")) o.service.api_key = env;
   o.http.max_body_bytes =
       static_cast<uint64_t>(positive(args, "max-request-bytes", 8 << 20, 1LL << 34));
+  o.http.read_timeout_ms =
+      static_cast<int>(positive(args, "request-timeout-ms", o.http.read_timeout_ms, 3'600'000));
   o.service.max_tokens_limit = static_cast<int>(positive(args, "max-tokens-limit", 8192, INT_MAX));
   o.service.memo = !args.flag("no-memo");
   o.service.reuse = !args.flag("no-reuse");
@@ -57,7 +59,8 @@ int run_serve(Args& args) {
 
 DELTAFIN_COMMAND(serve, "serve",
                  "OpenAI-compatible HTTP API: [--host 127.0.0.1] [--port 8000] [--model DIR] "
-                 "[--api-key KEY] [--max-request-bytes N] [--max-tokens-limit N] [--no-memo] "
+                 "[--api-key KEY] [--max-request-bytes N] [--request-timeout-ms N] "
+                 "[--max-tokens-limit N] [--no-memo] "
                  "[--no-reuse] [--model-id NAME] [--memory-budget SIZE --experts ...] "
                  "(docs/SERVER.md)",
                  run_serve);

@@ -315,8 +315,7 @@ void HttpConnection::linger() {
   }
 }
 
-bool HttpConnection::fill(int timeout_ms) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+bool HttpConnection::fill(std::chrono::steady_clock::time_point deadline) {
   while (!stopping_->load()) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                           deadline - std::chrono::steady_clock::now())
@@ -340,18 +339,31 @@ bool HttpConnection::fill(int timeout_ms) {
 }
 
 std::optional<HttpRequest> HttpConnection::read_request() {
+  using Clock = std::chrono::steady_clock;
+  // Both deadlines are totals, not per byte: a client that sends a byte now and then must not
+  // hold its connection (and its thread) for longer than they say.
+  const Clock::time_point idle_deadline =
+      Clock::now() + std::chrono::milliseconds(limits_.idle_timeout_ms);
+  std::optional<Clock::time_point> deadline;  // from the request's first byte
+  const auto note_start = [&] {
+    if (!deadline && buffer_.size() > leading_blank_lines(buffer_))
+      deadline = Clock::now() + std::chrono::milliseconds(limits_.read_timeout_ms);
+  };
+  note_start();
   HttpRequest req;
   size_t head_bytes = 0;
   while (parse_request_head(buffer_, req, head_bytes) == HeadParse::kIncomplete) {
     if (buffer_.size() > limits_.max_head_bytes)
       throw HttpError{431, "the request head is larger than the server accepts"};
-    const bool started = buffer_.size() > leading_blank_lines(buffer_);
-    if (!fill(started ? limits_.read_timeout_ms : limits_.idle_timeout_ms)) {
+    const bool started = deadline.has_value();
+    if (!fill(started ? *deadline : idle_deadline)) {
       if (started && !broken_ && !eof_ && !stopping_->load())
         throw HttpError{408, "the request head did not arrive in time"};
       return std::nullopt;
     }
+    note_start();
   }
+  note_start();  // a head parsed at once (pipelined) starts now
   if (head_bytes > limits_.max_head_bytes)
     throw HttpError{431, "the request head is larger than the server accepts"};
   buffer_.erase(0, head_bytes);
@@ -373,14 +385,14 @@ std::optional<HttpRequest> HttpConnection::read_request() {
     while (true) {
       buffer_.erase(0, decoder.feed(buffer_, req.body));
       if (decoder.done()) break;
-      if (!fill(limits_.read_timeout_ms)) {
+      if (!fill(*deadline)) {
         if (broken_ || eof_ || stopping_->load()) return std::nullopt;
         throw HttpError{408, "the request body did not arrive in time"};
       }
     }
   } else {
     while (buffer_.size() < framing.content_length) {
-      if (!fill(limits_.read_timeout_ms)) {
+      if (!fill(*deadline)) {
         if (broken_ || eof_ || stopping_->load()) return std::nullopt;
         throw HttpError{408, "the request body did not arrive in time"};
       }

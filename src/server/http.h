@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -76,8 +77,8 @@ std::string_view status_reason(int status);
 struct HttpLimits {
   size_t max_head_bytes = 64 * 1024;
   uint64_t max_body_bytes = 8 * 1024 * 1024;
-  int read_timeout_ms = 30'000;  // for the rest of a request once its first byte has arrived
-  int idle_timeout_ms = 60'000;  // between requests on a kept-alive connection
+  int read_timeout_ms = 30'000;  // for a whole request (head and body) from its first byte
+  int idle_timeout_ms = 60'000;  // in all, between requests on a kept-alive connection
   int max_connections = 64;      // further connections get 503 and are closed
 };
 
@@ -118,8 +119,8 @@ class HttpConnection {
 
  private:
   bool write_all(std::string_view data);
-  // Appends at least one byte to buffer_ within timeout_ms; false on EOF, timeout or stop.
-  bool fill(int timeout_ms);
+  // Appends at least one byte to buffer_ before the deadline; false on EOF, timeout or stop.
+  bool fill(std::chrono::steady_clock::time_point deadline);
   std::string head(int status, std::string_view content_type,
                    const std::vector<std::pair<std::string, std::string>>& extra, bool streamed,
                    size_t content_length);

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <string>
 #include <thread>
 
@@ -230,6 +231,43 @@ TEST(HttpConnection, HandsOverExactlyTheDeclaredBody) {
   r = conn.read_request();
   ASSERT_TRUE(r);
   EXPECT_EQ(r->path, "/b");
+}
+
+// A client that sends one byte every 20 ms, each well within the timeout, gets 408 when the
+// total deadline from its first byte passes, not after its last byte.
+void expect_total_deadline(const std::string& prefix, const std::string& drip) {
+  Pair p;
+  HttpLimits limits;
+  limits.read_timeout_ms = 300;
+  HttpConnection conn(p.server_fd, limits, &p.stopping);
+  std::atomic<bool> answered{false};
+  p.send(prefix);
+  std::thread client([&] {
+    for (size_t i = 0; i < drip.size() && !answered; ++i) {
+      if (::write(p.client, &drip[i], 1) != 1) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the slow client's pace
+    }
+  });
+  const auto start = std::chrono::steady_clock::now();
+  int status = 0;
+  try {
+    conn.read_request();
+  } catch (const HttpError& e) {
+    status = e.status;
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  answered = true;
+  client.join();
+  EXPECT_EQ(status, 408) << prefix;
+  // The drip lasts 4 s; a per-byte timeout would only fire after it.
+  EXPECT_LT(took, std::chrono::milliseconds(2000)) << prefix;
+}
+
+TEST(HttpConnection, HeadAndBodyDeadlinesAreTotals) {
+  expect_total_deadline("", "GET / HTTP/1.1\r\nX-Slow: " + std::string(200, 'a'));
+  expect_total_deadline("POST / HTTP/1.1\r\nContent-Length: 1000\r\n\r\n", std::string(200, 'a'));
+  expect_total_deadline("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nc8\r\n",
+                        std::string(200, 'a'));
 }
 
 TEST(HttpConnection, RefusesLargeBodyBeforeReadingIt) {
