@@ -30,6 +30,10 @@ constexpr int kPollSliceMs = 200;        // how often blocked reads and writes s
 constexpr int kWriteTimeoutMs = 30'000;  // a client that stops reading is dropped
 constexpr int kLingerMs = 2'000;         // reading (and discarding) after an early error reply
 constexpr uint64_t kLingerBytes = 64 << 20;
+std::string too_many_connections() {
+  return error_json(ApiError{
+      503, "too many open connections; try again shortly (--max-connections)", "server_error"});
+}
 
 bool is_tchar(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("!#$%&'*+-.^_`|~", c);
@@ -547,29 +551,40 @@ void HttpServer::run() {
     const int one = 1;  // SSE events are small and must leave at once
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     std::unique_lock<std::mutex> lock(mu_);
+    bool reserved = false;
     if (n_active_ >= limits_.max_connections) {
-      lock.unlock();
-      const std::string body =
-          error_json(ApiError{503, "too many open connections", "server_error"});
-      const std::string reply =
-          base::str_cat("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n",
-                        "Content-Length: ", body.size(), "\r\nConnection: close\r\n\r\n", body);
-      [[maybe_unused]] ssize_t n =
-          ::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-      ::close(fd);
-      continue;
+      if (n_reserved_ >= limits_.reserved_connections) {
+        lock.unlock();
+        const std::string body = too_many_connections();
+        const std::string reply =
+            base::str_cat("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n",
+                          "Content-Length: ", body.size(),
+                          "\r\nRetry-After: 1\r\nConnection: close\r\n\r\n", body);
+        [[maybe_unused]] ssize_t n =
+            ::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        ::close(fd);
+        continue;
+      }
+      reserved = true;
+      ++n_reserved_;
+    } else {
+      ++n_active_;
     }
-    ++n_active_;
     lock.unlock();
-    std::thread([this, fd] { serve_connection(fd); }).detach();
+    std::thread([this, fd, reserved] { serve_connection(fd, reserved); }).detach();
   }
   std::unique_lock<std::mutex> lock(mu_);
-  idle_.wait(lock, [&] { return n_active_ == 0; });
+  idle_.wait(lock, [&] { return n_active_ == 0 && n_reserved_ == 0; });
 }
 
-void HttpServer::serve_connection(int fd) {
+void HttpServer::serve_connection(int fd, bool reserved) {
   {
-    HttpConnection conn(fd, limits_, &stopping_);
+    HttpLimits limits = limits_;
+    if (reserved) {
+      limits.read_timeout_ms = std::min(limits.read_timeout_ms, limits.reserved_timeout_ms);
+      limits.idle_timeout_ms = std::min(limits.idle_timeout_ms, limits.reserved_timeout_ms);
+    }
+    HttpConnection conn(fd, limits, &stopping_);
     while (true) {
       std::optional<HttpRequest> req;
       try {
@@ -584,6 +599,15 @@ void HttpServer::serve_connection(int fd) {
         break;
       }
       if (!req) break;
+      if (reserved) {
+        // The probes stay answerable when the connection limit is reached; nothing else is.
+        conn.set_keep_alive(false);
+        if (req->method != "GET" || (req->path != "/health" && req->path != "/v1/models")) {
+          conn.send(503, "application/json", too_many_connections(), {{"Retry-After", "1"}});
+          conn.linger();
+          break;
+        }
+      }
       try {
         handler_(*req, conn);
       } catch (const std::exception& e) {
@@ -599,7 +623,8 @@ void HttpServer::serve_connection(int fd) {
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
-  if (--n_active_ == 0) idle_.notify_all();
+  --(reserved ? n_reserved_ : n_active_);
+  if (n_active_ == 0 && n_reserved_ == 0) idle_.notify_all();
 }
 
 }  // namespace deltafin::server

@@ -79,7 +79,12 @@ struct HttpLimits {
   uint64_t max_body_bytes = 8 * 1024 * 1024;
   int read_timeout_ms = 30'000;  // for a whole request (head and body) from its first byte
   int idle_timeout_ms = 60'000;  // in all, between requests on a kept-alive connection
-  int max_connections = 64;      // further connections get 503 and are closed
+  int max_connections = 64;      // connections served at once (--max-connections)
+  // Past max_connections, this many more are read for one request each, which is answered only
+  // when it is GET /health or GET /v1/models (else 503), within reserved_timeout_ms. Past those
+  // too, a connection gets 503 at once.
+  int reserved_connections = 8;
+  int reserved_timeout_ms = 2'000;
 };
 
 // One accepted socket. Used by one thread at a time (its connection thread); client_gone() only
@@ -155,7 +160,8 @@ class HttpServer {
   const std::atomic<bool>& stopping() const { return stopping_; }
 
  private:
-  void serve_connection(int fd);
+  // `reserved`: over max_connections, so only /health and /v1/models are served, once.
+  void serve_connection(int fd, bool reserved);
 
   HttpLimits limits_;
   Handler handler_;
@@ -166,6 +172,7 @@ class HttpServer {
   std::mutex mu_;
   std::condition_variable idle_;
   int n_active_ = 0;
+  int n_reserved_ = 0;
 };
 
 }  // namespace deltafin::server

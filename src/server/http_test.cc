@@ -369,5 +369,71 @@ TEST(HttpServer, ServesOnLoopbackAndStops) {
   loop.join();
 }
 
+int connect_to(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  return fd;
+}
+
+// Sends `request` (if any) and reads until the server closes.
+std::string exchange(int fd, const std::string& request) {
+  if (!request.empty()) {
+    EXPECT_EQ(::write(fd, request.data(), request.size()), (ssize_t)request.size());
+  }
+  std::string got;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) got.append(buf, n);
+  ::close(fd);
+  return got;
+}
+
+TEST(HttpServer, KeepsRoomForProbesAtTheConnectionLimit) {
+  HttpLimits limits;
+  limits.max_connections = 1;
+  limits.reserved_connections = 1;
+  HttpServer server(
+      limits, [](const HttpRequest& r, HttpConnection& c) { c.send(200, "text/plain", r.path); });
+  server.bind("127.0.0.1", 0);
+  std::thread loop([&] { server.run(); });
+  // The listen queue is accepted in order: `idle` takes the one connection, `probe` the reserve,
+  // and `over` finds both taken.
+  const int idle = connect_to(server.port());
+  const int probe = connect_to(server.port());
+  const std::string over = exchange(connect_to(server.port()), "GET /health HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(over.rfind("HTTP/1.1 503 ", 0), 0u) << over;
+  EXPECT_NE(over.find("Retry-After: 1\r\n"), std::string::npos);
+  EXPECT_NE(over.find("too many open connections"), std::string::npos);
+  const std::string health = exchange(probe, "GET /health HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(health.rfind("HTTP/1.1 200 ", 0), 0u) << health;
+  EXPECT_NE(health.find("Connection: close\r\n"), std::string::npos);
+  // The reserve is free again once the probe is answered (the server closed it; its thread
+  // ends just after, so allow a few tries for the slot to be handed back).
+  std::string models;
+  for (int i = 0; i < 100; ++i) {
+    models = exchange(connect_to(server.port()), "GET /v1/models HTTP/1.1\r\n\r\n");
+    if (models.rfind("HTTP/1.1 200 ", 0) == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_NE(models.find("\r\n\r\n/v1/models"), std::string::npos) << models;
+  std::string chat;
+  for (int i = 0; i < 100; ++i) {
+    chat = exchange(connect_to(server.port()),
+                    "POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}");
+    if (chat.rfind("HTTP/1.1 503 ", 0) == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(chat.rfind("HTTP/1.1 503 ", 0), 0u) << chat;
+  EXPECT_NE(chat.find("Retry-After: 1\r\n"), std::string::npos) << chat;
+  // The one real connection still works.
+  EXPECT_NE(exchange(idle, "GET /a HTTP/1.1\r\nConnection: close\r\n\r\n").find("\r\n\r\n/a"),
+            std::string::npos);
+  server.request_stop();
+  loop.join();
+}
+
 }  // namespace
 }  // namespace deltafin::server
