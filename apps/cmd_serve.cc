@@ -40,6 +40,10 @@ int run_serve(Args& args) {
   }
   o.http.max_body_bytes =
       static_cast<uint64_t>(positive(args, "max-request-bytes", 8 << 20, 1LL << 34));
+  o.http.read_timeout_ms =
+      static_cast<int>(positive(args, "request-timeout-ms", o.http.read_timeout_ms, 3'600'000));
+  o.http.max_connections =
+      static_cast<int>(positive(args, "max-connections", o.http.max_connections, 10'000));
   o.service.max_tokens_limit = static_cast<int>(positive(args, "max-tokens-limit", 8192, INT_MAX));
   o.service.memo = !args.flag("no-memo");
   o.service.reuse = !args.flag("no-reuse");
@@ -75,7 +79,9 @@ int run_serve(Args& args) {
 
 DELTAFIN_COMMAND(serve, "serve",
                  "OpenAI-compatible HTTP API: [--host 127.0.0.1] [--port 8000] [--model DIR] "
-                 "[--api-key KEY] [--max-request-bytes N] [--max-tokens-limit N] [--no-memo] "
+                 "[--api-key KEY] [--max-request-bytes N] [--request-timeout-ms N] "
+                 "[--max-connections N] "
+                 "[--max-tokens-limit N] [--no-memo] "
                  "[--no-reuse] [--model-id NAME] [--memory-budget SIZE --experts ...] "
                  "(docs/SERVER.md)",
                  run_serve);

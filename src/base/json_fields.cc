@@ -34,6 +34,11 @@ FieldError::FieldError(const std::string& context, std::string path, FieldProble
       detail_(std::move(detail)) {}
 
 Json parse_json(std::string_view text, const JsonReadOptions& options) {
+  // The library takes a NUL byte for the end of its input, so "{}\0anything" would parse as "{}".
+  // JSON text never holds a raw NUL (not even in a string, where it must be escaped).
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos)
+    throw FieldError(options.context, "", FieldProblem::kSyntax,
+                     str_cat("invalid JSON: a raw NUL byte at byte ", nul, " of ", text.size()));
   try {
     return Json::parse(text);
   } catch (const Json::exception& e) {  // parse_error, and out_of_range for a number like 1e999

@@ -106,5 +106,17 @@ TEST(JsonFields, ParseErrorsSayWhereWithoutTheLibrarysTag) {
   EXPECT_EQ(big.find("json.exception"), std::string::npos) << big;
 }
 
+TEST(JsonFields, ANulByteDoesNotEndTheText) {
+  // The whole text is parsed: bytes after a NUL are not ignored, and a NUL is never JSON.
+  using namespace std::string_literals;
+  const std::string trailing = error_of([] { parse_json("{}\0anything"s, {"body"}); });
+  EXPECT_NE(trailing.find("body: invalid JSON: a raw NUL byte at byte 2 of 11"), std::string::npos)
+      << trailing;
+  EXPECT_NE(error_of([] { parse_json("{\"a\": \"x\0y\"}"s, {"body"}); }).find("NUL"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_json("{} x", {"body"}); }).find("invalid JSON"), std::string::npos);
+  EXPECT_EQ(parse_json("{\"a\": \"x\\u0000y\"}", {"body"})["a"].get<std::string>(), "x\0y"s);
+}
+
 }  // namespace
 }  // namespace deltafin::base

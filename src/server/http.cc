@@ -30,6 +30,10 @@ constexpr int kPollSliceMs = 200;        // how often blocked reads and writes s
 constexpr int kWriteTimeoutMs = 30'000;  // a client that stops reading is dropped
 constexpr int kLingerMs = 2'000;         // reading (and discarding) after an early error reply
 constexpr uint64_t kLingerBytes = 64 << 20;
+std::string too_many_connections() {
+  return error_json(ApiError{
+      503, "too many open connections; try again shortly (--max-connections)", "server_error"});
+}
 
 bool is_tchar(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("!#$%&'*+-.^_`|~", c);
@@ -60,14 +64,25 @@ bool lists_token(const std::string* value, std::string_view token) {
   return false;
 }
 
+// Any number of digits: a value past 64 bits saturates, so that it is refused as too large (413)
+// rather than as malformed.
 bool parse_decimal(std::string_view s, uint64_t& out) {
-  if (s.empty() || s.size() > 18) return false;
+  if (s.empty()) return false;
   out = 0;
   for (char c : s) {
     if (c < '0' || c > '9') return false;
-    out = out * 10 + static_cast<uint64_t>(c - '0');
+    const uint64_t d = static_cast<uint64_t>(c - '0');
+    out = out > (UINT64_MAX - d) / 10 ? UINT64_MAX : out * 10 + d;
   }
   return true;
+}
+
+// The bytes of blank lines (CRLF) before a request line, which RFC 9112 section 2.2 says a server
+// should ignore: some clients send an extra CRLF after a body.
+size_t leading_blank_lines(std::string_view data) {
+  size_t n = 0;
+  while (data.substr(n, 2) == "\r\n") n += 2;
+  return n;
 }
 
 }  // namespace
@@ -79,9 +94,11 @@ const std::string* HttpRequest::header(std::string_view name) const {
 }
 
 HeadParse parse_request_head(std::string_view data, HttpRequest& out, size_t& head_bytes) {
+  const size_t skipped = leading_blank_lines(data);
+  data.remove_prefix(skipped);
   const size_t end = data.find("\r\n\r\n");
   if (end == std::string_view::npos) return HeadParse::kIncomplete;
-  head_bytes = end + 4;
+  head_bytes = skipped + end + 4;
   std::string_view head = data.substr(0, end + 2);  // every line keeps its CRLF
   const size_t line_end = head.find("\r\n");
   const std::string_view line = head.substr(0, line_end);
@@ -92,22 +109,40 @@ HeadParse parse_request_head(std::string_view data, HttpRequest& out, size_t& he
   if (sp2 == std::string_view::npos || line.find(' ', sp2 + 1) != std::string_view::npos)
     throw HttpError{400, "malformed request line"};
   const std::string_view method = line.substr(0, sp1);
-  const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  // The absolute form ("http://host:port/path"), which a server must accept (RFC 9112 section
+  // 3.2.2): its authority stands in for Host, the rest is the origin form.
+  std::string_view authority;
+  for (std::string_view scheme : {"http://", "https://"}) {
+    if (target.size() > scheme.size() && lower(target.substr(0, scheme.size())) == scheme) {
+      target.remove_prefix(scheme.size());
+      const size_t path_at = std::min(target.find('/'), target.find('?'));
+      authority = target.substr(0, path_at);
+      if (authority.empty()) throw HttpError{400, "the request target has no host"};
+      target = path_at == std::string_view::npos ? "/" : target.substr(path_at);
+      break;
+    }
+  }
   const std::string_view version = line.substr(sp2 + 1);
   if (method.empty() || method.size() > 16 || !std::all_of(method.begin(), method.end(), is_tchar))
     throw HttpError{400, "malformed request method"};
   if (target.empty() || target.front() != '/' || target.size() > 8192)
     throw HttpError{400, "the request target must be an absolute path"};
-  for (char c : target)
-    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f)
-      throw HttpError{400, "control character in the request target"};
+  for (std::string_view part : {authority, target})
+    for (char c : part)
+      if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f)
+        throw HttpError{400, "control character in the request target"};
   if (version.size() != 8 || version.substr(0, 7) != "HTTP/1.")
     throw HttpError{version.substr(0, 5) == "HTTP/" ? 505 : 400, "unsupported HTTP version"};
   if (version[7] != '0' && version[7] != '1') throw HttpError{505, "unsupported HTTP version"};
 
   out.method = std::string(method);
-  out.target = std::string(target);
-  out.path = std::string(target.substr(0, target.find('?')));
+  out.target.clear();
+  if (target.front() == '?') out.target.push_back('/');  // "http://host?q"
+  out.target.append(target);
+  out.authority = std::string(authority);
+  const std::string_view path = target.substr(0, target.find('?'));
+  out.path = path.empty() ? std::string_view("/") : path;  // "http://host?q" has no path
   out.version_minor = version[7] - '0';
   out.headers.clear();
   out.body.clear();
@@ -133,10 +168,27 @@ HeadParse parse_request_head(std::string_view data, HttpRequest& out, size_t& he
 BodyFraming body_framing(const HttpRequest& head, uint64_t max_body_bytes) {
   BodyFraming f;
   bool have_length = false, have_coding = false;
+  int n_chunked = 0;
+  bool other_coding = false;
   for (const auto& [name, value] : head.headers) {
     if (name == "transfer-encoding") {
-      if (have_coding || lower(value) != "chunked")
-        throw HttpError{501, "only the chunked transfer coding is supported"};
+      // A list, possibly over several header lines; empty elements do not count (RFC 9110 5.6.1).
+      std::string_view rest = value;
+      bool any = false;
+      while (true) {
+        const size_t comma = rest.find(',');
+        const std::string coding = lower(trim(rest.substr(0, comma)));
+        if (!coding.empty()) {
+          any = true;
+          if (coding == "chunked")
+            ++n_chunked;
+          else
+            other_coding = true;
+        }
+        if (comma == std::string_view::npos) break;
+        rest.remove_prefix(comma + 1);
+      }
+      if (!any) throw HttpError{400, "empty Transfer-Encoding"};
       have_coding = true;
     } else if (name == "content-length") {
       uint64_t n = 0;
@@ -146,6 +198,9 @@ BodyFraming body_framing(const HttpRequest& head, uint64_t max_body_bytes) {
       f.content_length = n;
     }
   }
+  // Chunked twice would need the body decoded twice (RFC 9112 section 6.1 forbids it).
+  if (n_chunked > 1) throw HttpError{400, "the chunked transfer coding is applied more than once"};
+  if (other_coding) throw HttpError{501, "only the chunked transfer coding is supported"};
   if (have_length && have_coding)
     throw HttpError{400, "both Content-Length and Transfer-Encoding given"};
   f.chunked = have_coding;
@@ -264,8 +319,7 @@ void HttpConnection::linger() {
   }
 }
 
-bool HttpConnection::fill(int timeout_ms) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+bool HttpConnection::fill(std::chrono::steady_clock::time_point deadline) {
   while (!stopping_->load()) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                           deadline - std::chrono::steady_clock::now())
@@ -289,18 +343,31 @@ bool HttpConnection::fill(int timeout_ms) {
 }
 
 std::optional<HttpRequest> HttpConnection::read_request() {
+  using Clock = std::chrono::steady_clock;
+  // Both deadlines are totals, not per byte: a client that sends a byte now and then must not
+  // hold its connection (and its thread) for longer than they say.
+  const Clock::time_point idle_deadline =
+      Clock::now() + std::chrono::milliseconds(limits_.idle_timeout_ms);
+  std::optional<Clock::time_point> deadline;  // from the request's first byte
+  const auto note_start = [&] {
+    if (!deadline && buffer_.size() > leading_blank_lines(buffer_))
+      deadline = Clock::now() + std::chrono::milliseconds(limits_.read_timeout_ms);
+  };
+  note_start();
   HttpRequest req;
   size_t head_bytes = 0;
   while (parse_request_head(buffer_, req, head_bytes) == HeadParse::kIncomplete) {
     if (buffer_.size() > limits_.max_head_bytes)
       throw HttpError{431, "the request head is larger than the server accepts"};
-    const bool started = !buffer_.empty();
-    if (!fill(started ? limits_.read_timeout_ms : limits_.idle_timeout_ms)) {
+    const bool started = deadline.has_value();
+    if (!fill(started ? *deadline : idle_deadline)) {
       if (started && !broken_ && !eof_ && !stopping_->load())
         throw HttpError{408, "the request head did not arrive in time"};
       return std::nullopt;
     }
+    note_start();
   }
+  note_start();  // a head parsed at once (pipelined) starts now
   if (head_bytes > limits_.max_head_bytes)
     throw HttpError{431, "the request head is larger than the server accepts"};
   buffer_.erase(0, head_bytes);
@@ -322,14 +389,14 @@ std::optional<HttpRequest> HttpConnection::read_request() {
     while (true) {
       buffer_.erase(0, decoder.feed(buffer_, req.body));
       if (decoder.done()) break;
-      if (!fill(limits_.read_timeout_ms)) {
+      if (!fill(*deadline)) {
         if (broken_ || eof_ || stopping_->load()) return std::nullopt;
         throw HttpError{408, "the request body did not arrive in time"};
       }
     }
   } else {
     while (buffer_.size() < framing.content_length) {
-      if (!fill(limits_.read_timeout_ms)) {
+      if (!fill(*deadline)) {
         if (broken_ || eof_ || stopping_->load()) return std::nullopt;
         throw HttpError{408, "the request body did not arrive in time"};
       }
@@ -484,29 +551,40 @@ void HttpServer::run() {
     const int one = 1;  // SSE events are small and must leave at once
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     std::unique_lock<std::mutex> lock(mu_);
+    bool reserved = false;
     if (n_active_ >= limits_.max_connections) {
-      lock.unlock();
-      const std::string body =
-          error_json(ApiError{503, "too many open connections", "server_error"});
-      const std::string reply =
-          base::str_cat("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n",
-                        "Content-Length: ", body.size(), "\r\nConnection: close\r\n\r\n", body);
-      [[maybe_unused]] ssize_t n =
-          ::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-      ::close(fd);
-      continue;
+      if (n_reserved_ >= limits_.reserved_connections) {
+        lock.unlock();
+        const std::string body = too_many_connections();
+        const std::string reply =
+            base::str_cat("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n",
+                          "Content-Length: ", body.size(),
+                          "\r\nRetry-After: 1\r\nConnection: close\r\n\r\n", body);
+        [[maybe_unused]] ssize_t n =
+            ::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        ::close(fd);
+        continue;
+      }
+      reserved = true;
+      ++n_reserved_;
+    } else {
+      ++n_active_;
     }
-    ++n_active_;
     lock.unlock();
-    std::thread([this, fd] { serve_connection(fd); }).detach();
+    std::thread([this, fd, reserved] { serve_connection(fd, reserved); }).detach();
   }
   std::unique_lock<std::mutex> lock(mu_);
-  idle_.wait(lock, [&] { return n_active_ == 0; });
+  idle_.wait(lock, [&] { return n_active_ == 0 && n_reserved_ == 0; });
 }
 
-void HttpServer::serve_connection(int fd) {
+void HttpServer::serve_connection(int fd, bool reserved) {
   {
-    HttpConnection conn(fd, limits_, &stopping_);
+    HttpLimits limits = limits_;
+    if (reserved) {
+      limits.read_timeout_ms = std::min(limits.read_timeout_ms, limits.reserved_timeout_ms);
+      limits.idle_timeout_ms = std::min(limits.idle_timeout_ms, limits.reserved_timeout_ms);
+    }
+    HttpConnection conn(fd, limits, &stopping_);
     while (true) {
       std::optional<HttpRequest> req;
       try {
@@ -521,6 +599,15 @@ void HttpServer::serve_connection(int fd) {
         break;
       }
       if (!req) break;
+      if (reserved) {
+        // The probes stay answerable when the connection limit is reached; nothing else is.
+        conn.set_keep_alive(false);
+        if (req->method != "GET" || (req->path != "/health" && req->path != "/v1/models")) {
+          conn.send(503, "application/json", too_many_connections(), {{"Retry-After", "1"}});
+          conn.linger();
+          break;
+        }
+      }
       try {
         handler_(*req, conn);
       } catch (const std::exception& e) {
@@ -536,7 +623,8 @@ void HttpServer::serve_connection(int fd) {
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
-  if (--n_active_ == 0) idle_.notify_all();
+  --(reserved ? n_reserved_ : n_active_);
+  if (n_active_ == 0 && n_reserved_ == 0) idle_.notify_all();
 }
 
 }  // namespace deltafin::server

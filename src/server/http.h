@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -19,10 +20,11 @@
 namespace deltafin::server {
 
 struct HttpRequest {
-  std::string method;                                        // "GET", "POST", ...
-  std::string target;                                        // as sent: path and query
-  std::string path;                                          // target without the query
-  int version_minor = 1;                                     // HTTP/1.0 or HTTP/1.1
+  std::string method;     // "GET", "POST", ...
+  std::string target;     // path and query (origin form)
+  std::string authority;  // "host:port" of an absolute-form target ("http://host/..."), else empty
+  std::string path;       // target without the query
+  int version_minor = 1;  // HTTP/1.0 or HTTP/1.1
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased, values trimmed
   std::string body;
 
@@ -75,9 +77,14 @@ std::string_view status_reason(int status);
 struct HttpLimits {
   size_t max_head_bytes = 64 * 1024;
   uint64_t max_body_bytes = 8 * 1024 * 1024;
-  int read_timeout_ms = 30'000;  // for the rest of a request once its first byte has arrived
-  int idle_timeout_ms = 60'000;  // between requests on a kept-alive connection
-  int max_connections = 64;      // further connections get 503 and are closed
+  int read_timeout_ms = 30'000;  // for a whole request (head and body) from its first byte
+  int idle_timeout_ms = 60'000;  // in all, between requests on a kept-alive connection
+  int max_connections = 64;      // connections served at once (--max-connections)
+  // Past max_connections, this many more are read for one request each, which is answered only
+  // when it is GET /health or GET /v1/models (else 503), within reserved_timeout_ms. Past those
+  // too, a connection gets 503 at once.
+  int reserved_connections = 8;
+  int reserved_timeout_ms = 2'000;
 };
 
 // One accepted socket. Used by one thread at a time (its connection thread); client_gone() only
@@ -117,8 +124,8 @@ class HttpConnection {
 
  private:
   bool write_all(std::string_view data);
-  // Appends at least one byte to buffer_ within timeout_ms; false on EOF, timeout or stop.
-  bool fill(int timeout_ms);
+  // Appends at least one byte to buffer_ before the deadline; false on EOF, timeout or stop.
+  bool fill(std::chrono::steady_clock::time_point deadline);
   std::string head(int status, std::string_view content_type,
                    const std::vector<std::pair<std::string, std::string>>& extra, bool streamed,
                    size_t content_length);
@@ -153,7 +160,8 @@ class HttpServer {
   const std::atomic<bool>& stopping() const { return stopping_; }
 
  private:
-  void serve_connection(int fd);
+  // `reserved`: over max_connections, so only /health and /v1/models are served, once.
+  void serve_connection(int fd, bool reserved);
 
   HttpLimits limits_;
   Handler handler_;
@@ -164,6 +172,7 @@ class HttpServer {
   std::mutex mu_;
   std::condition_variable idle_;
   int n_active_ = 0;
+  int n_reserved_ = 0;
 };
 
 }  // namespace deltafin::server

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <string>
 #include <thread>
 
@@ -70,7 +71,7 @@ TEST(HttpParse, RefusesMalformedHeads) {
 TEST(HttpParse, BodyFraming) {
   EXPECT_EQ(status_of("POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\n"), 0);
   EXPECT_EQ(status_of("POST / HTTP/1.1\r\nContent-Length: 1001\r\n\r\n"), 413);
-  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n"), 400);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n"), 413);
   EXPECT_EQ(status_of("POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n"), 400);
   EXPECT_EQ(status_of("POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"), 400);
   EXPECT_EQ(status_of("POST / HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n"), 0);
@@ -80,6 +81,44 @@ TEST(HttpParse, BodyFraming) {
   const BodyFraming f =
       body_framing(head_of("POST / HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n"), 10);
   EXPECT_TRUE(f.chunked);
+}
+
+TEST(HttpParse, Http11Details) {
+  // Blank lines before the request line are skipped and counted as head bytes.
+  HttpRequest r;
+  size_t n = 0;
+  const std::string text = "\r\n\r\nGET /a HTTP/1.1\r\nHost: h\r\n\r\n";
+  ASSERT_EQ(parse_request_head(text, r, n), HeadParse::kDone);
+  EXPECT_EQ(n, text.size());
+  EXPECT_EQ(r.path, "/a");
+  EXPECT_EQ(parse_request_head("\r\n", r, n), HeadParse::kIncomplete);
+
+  // The absolute form.
+  r = head_of("POST http://127.0.0.1:8000/v1/chat/completions?x=1 HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(r.path, "/v1/chat/completions");
+  EXPECT_EQ(r.target, "/v1/chat/completions?x=1");
+  EXPECT_EQ(r.authority, "127.0.0.1:8000");
+  r = head_of("GET HTTP://localhost HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(r.path, "/");
+  EXPECT_EQ(r.authority, "localhost");
+  EXPECT_EQ(head_of("GET /x HTTP/1.1\r\n\r\n").authority, "");
+  EXPECT_EQ(status_of("GET http:///x HTTP/1.1\r\n\r\n"), 400);
+  EXPECT_EQ(status_of("GET ftp://h/x HTTP/1.1\r\n\r\n"), 400);
+
+  // A Content-Length past the limit is 413 however many digits it has.
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nContent-Length: 18446744073709551616\r\n\r\n"), 413);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nContent-Length: " + std::string(200, '9') + "\r\n\r\n"),
+            413);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nContent-Length: 0001000\r\n\r\n"), 0);
+
+  // Chunked applied twice is 400, in one header or two; other codings stay 501.
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nTransfer-Encoding: chunked, chunked\r\n\r\n"), 400);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n"
+                      "Transfer-Encoding: chunked\r\n\r\n"),
+            400);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"), 501);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nTransfer-Encoding: \r\n\r\n"), 400);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nTransfer-Encoding: chunked,\r\n\r\n"), 0);
 }
 
 TEST(HttpParse, ChunkedBodies) {
@@ -160,6 +199,75 @@ TEST(HttpConnection, ReadsRequestsAndKeepsAlive) {
   EXPECT_NE(wire.find("Content-Length: 2\r\n\r\nok"), std::string::npos);
   EXPECT_NE(wire.find("HTTP/1.1 404 Not Found\r\n"), std::string::npos);
   EXPECT_NE(wire.find("Connection: close\r\n"), std::string::npos);
+}
+
+TEST(HttpConnection, IgnoresAnExtraCrlfAfterABody) {
+  Pair p;
+  HttpLimits limits;
+  limits.read_timeout_ms = 50;
+  limits.idle_timeout_ms = 100;
+  HttpConnection conn(p.server_fd, limits, &p.stopping);
+  p.send("POST /a HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc\r\nGET /b HTTP/1.1\r\n\r\n\r\n");
+  std::optional<HttpRequest> r = conn.read_request();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "abc");
+  r = conn.read_request();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->path, "/b");
+  // The trailing CRLF is not the start of a request: the connection goes idle, not 408.
+  EXPECT_FALSE(conn.read_request());
+}
+
+TEST(HttpConnection, HandsOverExactlyTheDeclaredBody) {
+  // A NUL byte is body like any other: the request parser sees all Content-Length bytes.
+  Pair p;
+  HttpLimits limits;
+  HttpConnection conn(p.server_fd, limits, &p.stopping);
+  const std::string body("{}\0anything", 11);
+  p.send("POST / HTTP/1.1\r\nContent-Length: 11\r\n\r\n" + body + "GET /b HTTP/1.1\r\n\r\n");
+  std::optional<HttpRequest> r = conn.read_request();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, body);
+  r = conn.read_request();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->path, "/b");
+}
+
+// A client that sends one byte every 20 ms, each well within the timeout, gets 408 when the
+// total deadline from its first byte passes, not after its last byte.
+void expect_total_deadline(const std::string& prefix, const std::string& drip) {
+  Pair p;
+  HttpLimits limits;
+  limits.read_timeout_ms = 300;
+  HttpConnection conn(p.server_fd, limits, &p.stopping);
+  std::atomic<bool> answered{false};
+  p.send(prefix);
+  std::thread client([&] {
+    for (size_t i = 0; i < drip.size() && !answered; ++i) {
+      if (::write(p.client, &drip[i], 1) != 1) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the slow client's pace
+    }
+  });
+  const auto start = std::chrono::steady_clock::now();
+  int status = 0;
+  try {
+    conn.read_request();
+  } catch (const HttpError& e) {
+    status = e.status;
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  answered = true;
+  client.join();
+  EXPECT_EQ(status, 408) << prefix;
+  // The drip lasts 4 s; a per-byte timeout would only fire after it.
+  EXPECT_LT(took, std::chrono::milliseconds(2000)) << prefix;
+}
+
+TEST(HttpConnection, HeadAndBodyDeadlinesAreTotals) {
+  expect_total_deadline("", "GET / HTTP/1.1\r\nX-Slow: " + std::string(200, 'a'));
+  expect_total_deadline("POST / HTTP/1.1\r\nContent-Length: 1000\r\n\r\n", std::string(200, 'a'));
+  expect_total_deadline("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nc8\r\n",
+                        std::string(200, 'a'));
 }
 
 TEST(HttpConnection, RefusesLargeBodyBeforeReadingIt) {
@@ -257,6 +365,72 @@ TEST(HttpServer, ServesOnLoopbackAndStops) {
   for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) got.append(buf, n);
   ::close(fd);
   EXPECT_NE(got.find("\r\n\r\n/hello"), std::string::npos);
+  server.request_stop();
+  loop.join();
+}
+
+int connect_to(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  return fd;
+}
+
+// Sends `request` (if any) and reads until the server closes.
+std::string exchange(int fd, const std::string& request) {
+  if (!request.empty()) {
+    EXPECT_EQ(::write(fd, request.data(), request.size()), (ssize_t)request.size());
+  }
+  std::string got;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) got.append(buf, n);
+  ::close(fd);
+  return got;
+}
+
+TEST(HttpServer, KeepsRoomForProbesAtTheConnectionLimit) {
+  HttpLimits limits;
+  limits.max_connections = 1;
+  limits.reserved_connections = 1;
+  HttpServer server(
+      limits, [](const HttpRequest& r, HttpConnection& c) { c.send(200, "text/plain", r.path); });
+  server.bind("127.0.0.1", 0);
+  std::thread loop([&] { server.run(); });
+  // The listen queue is accepted in order: `idle` takes the one connection, `probe` the reserve,
+  // and `over` finds both taken.
+  const int idle = connect_to(server.port());
+  const int probe = connect_to(server.port());
+  const std::string over = exchange(connect_to(server.port()), "GET /health HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(over.rfind("HTTP/1.1 503 ", 0), 0u) << over;
+  EXPECT_NE(over.find("Retry-After: 1\r\n"), std::string::npos);
+  EXPECT_NE(over.find("too many open connections"), std::string::npos);
+  const std::string health = exchange(probe, "GET /health HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(health.rfind("HTTP/1.1 200 ", 0), 0u) << health;
+  EXPECT_NE(health.find("Connection: close\r\n"), std::string::npos);
+  // The reserve is free again once the probe is answered (the server closed it; its thread
+  // ends just after, so allow a few tries for the slot to be handed back).
+  std::string models;
+  for (int i = 0; i < 100; ++i) {
+    models = exchange(connect_to(server.port()), "GET /v1/models HTTP/1.1\r\n\r\n");
+    if (models.rfind("HTTP/1.1 200 ", 0) == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_NE(models.find("\r\n\r\n/v1/models"), std::string::npos) << models;
+  std::string chat;
+  for (int i = 0; i < 100; ++i) {
+    chat = exchange(connect_to(server.port()),
+                    "POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}");
+    if (chat.rfind("HTTP/1.1 503 ", 0) == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(chat.rfind("HTTP/1.1 503 ", 0), 0u) << chat;
+  EXPECT_NE(chat.find("Retry-After: 1\r\n"), std::string::npos) << chat;
+  // The one real connection still works.
+  EXPECT_NE(exchange(idle, "GET /a HTTP/1.1\r\nConnection: close\r\n\r\n").find("\r\n\r\n/a"),
+            std::string::npos);
   server.request_stop();
   loop.join();
 }

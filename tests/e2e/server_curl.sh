@@ -70,6 +70,9 @@ expect "models" 200 - - -- "${auth[@]}" "$base/v1/models"
 expect "unknown path" 404 unknown_url - -- "${auth[@]}" "$base/v1/embeddings" -d '{}'
 expect "wrong method" 405 method_not_allowed - -- "${auth[@]}" -X DELETE "$base/v1/models"
 expect "malformed json" 400 invalid_json - -- "${auth[@]}" "$base/v1/chat/completions" -d '{"messages":'
+printf '{"messages":[{"role":"user","content":"hi"}]}\0anything' >"$tmp/nul.json"
+expect "NUL then bytes" 400 invalid_json - -- "${auth[@]}" "$base/v1/chat/completions" \
+  -H "Content-Type: application/json" --data-binary "@$tmp/nul.json"
 post_chat "unknown model" 404 model_not_found model ',"model":"gpt-4o"'
 post_chat "n" 400 unsupported_value n ',"n":3'
 post_chat "logprobs" 400 unsupported_parameter logprobs ',"logprobs":true'
@@ -154,6 +157,45 @@ curl -s -D "$tmp/h5" -o "$tmp/r5" "http://127.0.0.1:$nomemo/v1/completions" -d "
 grep -qi '^x-deltafin-memo' "$tmp/h5" && fail "--no-memo still memoizes"
 [[ "$(json "$tmp/r5" "d['choices']")" == "$(json "$tmp/r1" "d['choices']")" ]] ||
   fail "greedy output differs between servers"
+
+# --- slow and idle clients: a total request deadline, and room for the probes at the limit
+start_server limits --model "$tmp/demo" --request-timeout-ms 1000 --max-connections 1
+python3 - "$port" >"$tmp/limits.out" <<'PY' || fail "connection limits: $(cat "$tmp/limits.out")"
+import socket, subprocess, sys, time
+port = int(sys.argv[1])
+base = f"http://127.0.0.1:{port}"
+def status(*args):
+    return subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-m", "10", *args],
+                          capture_output=True, text=True).stdout
+# The one connection, held by a client that drips a head, a byte every 50 ms for 10 s.
+slow = socket.create_connection(("127.0.0.1", port))
+slow.settimeout(0.05)
+head = b"GET /v1/models HTTP/1.1\r\nX-Slow: " + b"a" * 200
+t0, got = time.time(), b""
+checked = False
+for i, c in enumerate(head):
+    try:
+        slow.send(bytes([c]))
+    except OSError:
+        break
+    if i == 3 and not checked:  # the slow client holds the only connection now
+        checked = True
+        assert status(f"{base}/health") == "200", "/health refused at the connection limit"
+        assert status(f"{base}/v1/models") == "200", "/v1/models refused at the connection limit"
+        s = status(f"{base}/v1/completions", "-d", '{"prompt":"x","max_tokens":1}')
+        assert s == "503", f"a completion at the connection limit got {s}, want 503"
+    try:
+        got = slow.recv(4096)
+        if got:
+            break
+    except socket.timeout:
+        pass
+took = time.time() - t0
+assert got.startswith(b"HTTP/1.1 408 "), f"the dripping client got {got[:60]!r}, want 408"
+assert took < 5, f"408 after {took:.1f} s: the deadline is per byte, not total"
+print(f"408 after {took:.2f} s")
+PY
+echo "server_curl: limits: $(cat "$tmp/limits.out")"
 
 if ((failures > 0)); then
   echo "--- server log (tail)" >&2
