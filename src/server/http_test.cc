@@ -12,6 +12,8 @@
 #include <string>
 #include <thread>
 
+#include "server/test_socket.h"
+
 namespace deltafin::server {
 namespace {
 
@@ -352,12 +354,8 @@ TEST(HttpServer, ServesOnLoopbackAndStops) {
   server.bind("127.0.0.1", 0);
   ASSERT_GT(server.port(), 0);
   std::thread loop([&] { server.run(); });
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(server.port()));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const int fd = connect_to(server.port());
+  ASSERT_GE(fd, 0);
   const std::string req = "GET /hello HTTP/1.1\r\nConnection: close\r\n\r\n";
   ASSERT_EQ(::write(fd, req.data(), req.size()), (ssize_t)req.size());
   std::string got;
@@ -367,16 +365,6 @@ TEST(HttpServer, ServesOnLoopbackAndStops) {
   EXPECT_NE(got.find("\r\n\r\n/hello"), std::string::npos);
   server.request_stop();
   loop.join();
-}
-
-int connect_to(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  return fd;
 }
 
 // Sends `request` (if any) and reads until the server closes.

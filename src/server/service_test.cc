@@ -13,6 +13,7 @@
 #include <map>
 #include <thread>
 
+#include "server/test_socket.h"
 #include "testing/text_model.h"
 
 namespace deltafin::server {
@@ -30,16 +31,6 @@ const std::vector<int32_t> kPrompt = {488, 250, 115, 269, 384, 67,  152, 153, 39
                                       485, 75,  449, 114, 323, 470, 200, 333, 180, 382, 244, 329};
 const std::vector<int32_t> kGreedy = {376, 232, 269, 171, 355, 346, 332, 163,
                                       13,  203, 67,  428, 204, 509, 508, 113};
-
-int connect_to(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  return fd;
-}
 
 void send_request(int fd, const std::string& method, const std::string& path,
                   const std::string& body, const std::string& extra_headers = "") {
