@@ -51,6 +51,7 @@ uint64_t NgramDrafter::key(std::span<const int32_t> ids) const {
 bool NgramDrafter::is_extension(std::span<const int32_t> history) const {
   const size_t seen = seen_.size();
   if (history.size() < seen) return false;
+  if (seen == 0) return true;
   const size_t head = std::min(seen, kCheckHead);
   if (std::memcmp(history.data(), seen_.data(), head * sizeof(int32_t)) != 0) return false;
   const size_t tail = std::min(seen, kCheckTail);
