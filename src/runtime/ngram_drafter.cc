@@ -92,8 +92,12 @@ Draft NgramDrafter::propose(std::span<const int32_t> history, int max_tokens) {
     // A hash collision would propose unrelated ids: confirm the match.
     if (!std::equal(tail.begin(), tail.end(), history.begin() + (p + 1 - n))) continue;
     const size_t start = p + 1;
-    const size_t count = std::min<size_t>(static_cast<size_t>(max_tokens), len - start);
-    draft.ids.assign(history.begin() + start, history.begin() + start + count);
+    const size_t period = len - start;  // ids from the match to the pending one, inclusive
+    const size_t count = options_.continue_repeats
+                             ? static_cast<size_t>(max_tokens)
+                             : std::min<size_t>(static_cast<size_t>(max_tokens), period);
+    draft.ids.reserve(count);
+    for (size_t i = 0; i < count; ++i) draft.ids.push_back(history[start + i % period]);
     draft.confidence.assign(count, acceptance(n));
     last_n_ = n;
     break;

@@ -14,6 +14,10 @@ namespace deltafin::runtime {
 struct NgramOptions {
   int n_min = 2;  // a 1-gram match is mostly noise on natural text; 1 is allowed
   int n_max = 4;
+  // When the match is closer than max_tokens, the history ends before max_tokens ids: off, the
+  // draft stops there; on, it continues the repeat (the ids between the match and the pending
+  // one, cyclically), which is what a looping output does next.
+  bool continue_repeats = false;
 };
 
 // Counters of the work done, so tests can bound it without timing anything.

@@ -27,6 +27,25 @@ TEST(NgramDrafter, ProposesWhatFollowedTheEarlierOccurrence) {
   EXPECT_EQ(propose(capped, {5, 1, 2, 3, 7, 8, 1, 2, 3}, 2), (Ids{7, 8}));
 }
 
+TEST(NgramDrafter, ContinuesARepeatOnlyWhenAsked) {
+  const Ids loop = {9, 1, 2, 3, 1, 2, 3};
+  const Ids run = {5, 7, 7, 7};
+  NgramDrafter stop({.n_min = 2, .n_max = 4});
+  EXPECT_EQ(propose(stop, loop, 7), (Ids{1, 2, 3}));
+  NgramDrafter stop_run({.n_min = 2, .n_max = 4});
+  EXPECT_EQ(propose(stop_run, run, 7), (Ids{7}));
+  NgramDrafter cont({.n_min = 2, .n_max = 4, .continue_repeats = true});
+  EXPECT_EQ(propose(cont, loop, 7), (Ids{1, 2, 3, 1, 2, 3, 1}));
+  EXPECT_EQ(cont.last_match_n(), 3);
+  NgramDrafter cont_run({.n_min = 2, .n_max = 4, .continue_repeats = true});
+  const Draft draft = cont_run.propose(run, 5);
+  EXPECT_EQ(draft.ids, (Ids{7, 7, 7, 7, 7}));
+  EXPECT_EQ(draft.confidence.size(), 5u);
+  // A match far enough back is not affected.
+  NgramDrafter cont_far({.n_min = 2, .n_max = 4, .continue_repeats = true});
+  EXPECT_EQ(propose(cont_far, {5, 1, 2, 3, 7, 8, 1, 2, 3}, 3), (Ids{7, 8, 1}));
+}
+
 TEST(NgramDrafter, PrefersTheMostRecentOccurrence) {
   NgramDrafter d({.n_min = 2, .n_max = 4});
   EXPECT_EQ(propose(d, {1, 2, 5, 1, 2, 6, 1, 2}), (Ids{6, 1, 2}));

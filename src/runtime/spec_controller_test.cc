@@ -257,8 +257,9 @@ struct TextRun {
   double tokens_per_pass = 0.0;
 };
 
-TextRun run_text(const std::vector<int32_t>& prompt, const std::vector<int32_t>& output) {
-  NgramDrafter drafter;
+TextRun run_text(const std::vector<int32_t>& prompt, const std::vector<int32_t>& output,
+                 NgramOptions options = {}) {
+  NgramDrafter drafter(options);
   SpecController c;
   std::vector<int32_t> history = prompt;
   history.push_back(output[0]);
@@ -307,13 +308,27 @@ TEST(SpecControllerWithNgram, RepeatingOutputSpeculatesWide) {
   EXPECT_LT(run.overhead, -0.55);
 }
 
+TEST(SpecControllerWithNgram, AShortLoopNeedsContinuedRepeats) {
+  const std::vector<int32_t> prompt = random_ids(300, 50000, 4);
+  std::vector<int32_t> output;
+  for (int i = 0; i < 600; ++i) output.push_back(prompt[50 + i % 3]);
+  // Stopping at the end of the history caps a draft at the loop's 3 ids.
+  const TextRun stop = run_text(prompt, output);
+  EXPECT_LE(stop.tokens_per_pass, 4.0);
+  const TextRun cont = run_text(prompt, output, {.continue_repeats = true});
+  EXPECT_GT(cont.tokens_per_pass, 7.0);
+}
+
 TEST(SpecControllerWithNgram, FailingDraftsOnRealTextShapesCostUnderThreePercent) {
   // Random ids over a small vocabulary: 2-gram matches everywhere, continuations that almost never
   // hold (the worst case for prompt lookup); over a large one: hardly any match at all.
   for (int vocab : {12, 40, 50000}) {
     for (size_t n : {200u, 1000u, 4000u}) {
-      const TextRun run = run_text(random_ids(200, vocab, 2), random_ids(n, vocab, 3));
-      EXPECT_LT(run.overhead, 0.03) << "vocab " << vocab << ", " << n << " tokens";
+      for (bool repeats : {false, true}) {
+        const TextRun run = run_text(random_ids(200, vocab, 2), random_ids(n, vocab, 3),
+                                     {.continue_repeats = repeats});
+        EXPECT_LT(run.overhead, 0.03) << "vocab " << vocab << ", " << n << " tokens";
+      }
     }
   }
 }
