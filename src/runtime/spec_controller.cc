@@ -71,7 +71,9 @@ void SpecController::begin_request() {
     a.misses *= keep;
   }
   cap_ = std::min(kInitialCap, options_.draft_max);
-  level_ /= 2;
+  // A new request may be other text: probe it at once, but a failing probe goes straight back to
+  // the wait the last request reached (short requests on failing text pay one probe each).
+  level_ = std::max(0, level_ - 1);
   skip_left_ = 0;
   probe_due_ = level_ > 0;
   last_was_probe_ = false;

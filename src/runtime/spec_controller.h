@@ -68,7 +68,8 @@ class SpecController {
   explicit SpecController(SpecOptions options = {});
 
   // A new request: clears the per-request stats, restarts the acceptance estimates from a prior
-  // that keeps a little of the last request's, and keeps the learned pass costs.
+  // that keeps a little of the last request's, probes at once if the last one was backing off,
+  // and keeps the learned pass costs.
   void begin_request();
 
   // Step protocol: draft_budget(); if > 0, propose up to that many ids and call choose_width();

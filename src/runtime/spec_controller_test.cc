@@ -127,6 +127,29 @@ TEST(SpecController, RecoversWhenDraftsStartToHold) {
   EXPECT_EQ(run.widths.back(), 7);
 }
 
+TEST(SpecController, ShortRequestsOnFailingTextPayOneProbeEach) {
+  SpecController c;
+  double seconds = 0.0;
+  long tokens = 0;
+  int verifies = 0;
+  constexpr int kRequests = 100;
+  for (int r = 0; r < kRequests; ++r) {
+    c.begin_request();
+    const SimRun run = simulate(c, 16, [](int, int) { return 0; });
+    seconds += run.seconds;
+    tokens += run.tokens;
+    verifies += run.verifies;
+  }
+  EXPECT_LT(seconds / (tokens * streamed_cost(1)) - 1.0, 0.03);
+  EXPECT_LE(verifies, kRequests + 10);
+
+  // The next request's text lets drafts hold: the opening probe finds it.
+  c.begin_request();
+  const SimRun run = simulate(c, 100, [](int, int k) { return k; });
+  EXPECT_EQ(c.steps()[0].reason, SpecReason::kProbe);
+  EXPECT_EQ(run.widths.back(), 7);
+}
+
 TEST(SpecController, AlternatingAcceptanceStillPays) {
   // Every other verify holds entirely, the rest fail at once. Per position that is a = 1/2 at the
   // narrowest width, where the controller settles (1.5 tokens per 1.22-cost pass): the per-position
