@@ -15,5 +15,7 @@ inline constexpr int64_t kShortConvMaxKernel = 8;
 // y must not alias x.
 void short_conv_silu(const float* x, int64_t n, int64_t p, int64_t kernel, const float* w,
                      float* hist, float* y);
+// Advances hist [kernel - 1, p] past n input rows x [n, p] as short_conv_silu does (a data move).
+void short_conv_push(const float* x, int64_t n, int64_t p, int64_t kernel, float* hist);
 
 }  // namespace deltafin::kernels

@@ -22,6 +22,11 @@ void short_conv_silu(const float* x, int64_t n, int64_t p, int64_t kernel, const
       yt[c] = silu(acc);
     }
   }
+  short_conv_push(x, n, p, kernel, hist);
+}
+
+void short_conv_push(const float* x, int64_t n, int64_t p, int64_t kernel, float* hist) {
+  const int64_t h = kernel - 1;
   if (n >= h) {
     std::memcpy(hist, x + (n - h) * p, h * p * sizeof(float));
   } else {

@@ -32,6 +32,8 @@ class ResidualStream {
   void enter_layer(int64_t layer);
   // partial sum += y[n, hidden] (or = y right after a boundary).
   void add(const float* y);
+  // The partial sum, [n, hidden]: the running sum of the current block.
+  const float* partial() const { return partial_.data(); }
 
  private:
   int64_t n_ = 0, hidden_ = 0, block_size_ = 0, n_blocks_ = 0;

@@ -45,12 +45,26 @@ struct KdaWeights {
   WeightMatrix o_proj;                        // [hidden, P]
 };
 
+// The rows of a verify pass that the state does not hold yet: the delta rule's inputs and the
+// short convolution's inputs per row, so that keeping a prefix of them replays exactly what decode
+// steps would have done (the same serial kernel on the same values, never a re-derivation).
+struct KdaTentative {
+  int64_t rows = 0;
+  std::vector<float> q, k, v, g;        // [rows, P]: after the convolution, norms and decay
+  std::vector<float> beta;              // [rows, n_heads]
+  std::vector<float> q_in, k_in, v_in;  // [rows, P]: the convolution's inputs
+};
+
 // One sequence's state for one KDA layer.
 struct KdaState {
   std::vector<float> s;     // [n_heads, head_dim (value), head_dim (key)]: Sᵀ per head
   std::vector<float> conv;  // [3 (q, k, v), kernel - 1, P]: the last pre-conv inputs, oldest first
+  KdaTentative tentative;   // a verify pass's rows, until kda_commit
   void reset(const KdaShape& shape);
 };
+
+// Bytes KdaTentative holds per row.
+uint64_t kda_tentative_bytes_per_row(const KdaShape& shape);
 
 // How the delta rule runs over a pass's rows.
 enum class KdaMode {
@@ -66,11 +80,19 @@ struct KdaWorkspace {
   Scratch<float> beta;              // [n, n_heads]
   Scratch<float> low;               // [n, head_dim]: the low-rank gates' inner products
   Scratch<float> o;                 // [n, P]
-  Scratch<float> heads;             // the delta rule's per-head scratch
+  Scratch<float> heads;             // the delta rule's per-head scratch (and state copies)
+  Scratch<float> conv;              // a tentative pass's copy of the convolution history
 };
 
-// out[n, hidden] = KDA(x[n, hidden]) for n consecutive tokens, advancing `state`.
+// out[n, hidden] = KDA(x[n, hidden]) for n consecutive tokens, advancing `state`. tentative:
+// the rows run on copies of the state (per head, in scratch) and are logged in state.tentative
+// instead; the state itself is unchanged until kda_commit. Needs kRecurrent (the decode form).
 void kda_forward(const KdaShape& shape, const KdaWeights& w, const float* x, int64_t n,
-                 KdaState& state, KdaMode mode, KdaWorkspace& ws, float* out);
+                 KdaState& state, KdaMode mode, KdaWorkspace& ws, float* out,
+                 bool tentative = false);
+
+// Advances `state` by the first `keep` tentative rows, as decode steps over them would have, and
+// drops the log.
+void kda_commit(const KdaShape& shape, KdaState& state, int64_t keep, KdaWorkspace& ws);
 
 }  // namespace deltafin::model

@@ -8,14 +8,14 @@ namespace deltafin::model {
 LayerThreads::LayerThreads(int pool_threads, int fixed)
     : pool_(std::max(1, pool_threads)), fixed_(std::clamp(fixed, 0, pool_)) {}
 
-int LayerThreads::for_pass(int64_t rows) const {
+int LayerThreads::for_pass(PassKind kind) const {
   if (fixed_ > 0) return fixed_;
-  if (rows > 1 || !reduced_) return pool_;
+  if (kind == PassKind::kPrefill || !reduced_) return pool_;
   return reduced_threads();
 }
 
-void LayerThreads::observe(int64_t rows, double wall_seconds, double wait_seconds) {
-  if (fixed_ > 0 || rows != 1 || wall_seconds <= 0) return;
+void LayerThreads::observe(PassKind kind, double wall_seconds, double wait_seconds) {
+  if (fixed_ > 0 || kind == PassKind::kPrefill || wall_seconds <= 0) return;
   const double share = wait_seconds / wall_seconds;
   if (!reduced_) {
     if (hold_ > 0) {

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "model/pass.h"
+
 namespace deltafin::model {
 
 class LayerThreads {
@@ -30,11 +32,11 @@ class LayerThreads {
   // pool).
   LayerThreads(int pool_threads, int fixed);
 
-  // Threads for the layers of a pass over `rows` prompt rows. Prefill (rows > 1) is compute-heavy
-  // and always gets every thread.
-  int for_pass(int64_t rows) const;
+  // Threads for the layers of a pass. Prefill is compute-heavy and always gets every thread;
+  // decode and verify passes (a few rows, bound by their reads alike) share the decision.
+  int for_pass(PassKind kind) const;
   // After a pass: its wall time and the time its compute waited on reads.
-  void observe(int64_t rows, double wall_seconds, double wait_seconds);
+  void observe(PassKind kind, double wall_seconds, double wait_seconds);
 
   // What auto runs a disk-bound token's layers on: half the pool, rounded up.
   int reduced_threads() const { return (pool_ + 1) / 2; }
@@ -43,8 +45,8 @@ class LayerThreads {
   int pool_;
   int fixed_;
   bool reduced_ = false;
-  int reduced_tokens_ = 0;  // decode tokens since the current reduction began
-  int hold_ = 0;            // decode tokens left before a reduction is allowed again
+  int reduced_tokens_ = 0;  // decode/verify passes since the current reduction began
+  int hold_ = 0;            // decode/verify passes left before a reduction is allowed again
   int next_hold_ = kFirstHoldTokens;
 };
 

@@ -10,58 +10,58 @@ namespace {
 
 TEST(LayerThreads, AutoHalvesAfterADiskBoundTokenAndRestoresAfterAComputeBoundOne) {
   LayerThreads t(16, 0);
-  EXPECT_EQ(t.for_pass(1), 16);  // nothing observed yet
-  t.observe(1, 0.200, 0.080);    // 40% of the token waiting on reads
-  EXPECT_EQ(t.for_pass(1), 8);
-  t.observe(1, 0.200, 0.030);  // 15%: inside the gap, no change
-  EXPECT_EQ(t.for_pass(1), 8);
-  t.observe(1, 0.200, 0.010);  // 5%: compute-bound
-  EXPECT_EQ(t.for_pass(1), 16);
-  t.observe(1, 0.200, 0.030);  // 15% again: still no change, from this side either
-  EXPECT_EQ(t.for_pass(1), 16);
+  EXPECT_EQ(t.for_pass(PassKind::kDecode), 16);  // nothing observed yet
+  t.observe(PassKind::kDecode, 0.200, 0.080);    // 40% of the token waiting on reads
+  EXPECT_EQ(t.for_pass(PassKind::kDecode), 8);
+  t.observe(PassKind::kDecode, 0.200, 0.030);  // 15%: inside the gap, no change
+  EXPECT_EQ(t.for_pass(PassKind::kDecode), 8);
+  t.observe(PassKind::kDecode, 0.200, 0.010);  // 5%: compute-bound
+  EXPECT_EQ(t.for_pass(PassKind::kDecode), 16);
+  t.observe(PassKind::kDecode, 0.200, 0.030);  // 15% again: still no change, from this side either
+  EXPECT_EQ(t.for_pass(PassKind::kDecode), 16);
 }
 
 TEST(LayerThreads, TheEdgesOfTheGapCount) {
   LayerThreads t(4, 0);
-  t.observe(1, 1.0, LayerThreads::kReduceAtWaitShare);
-  EXPECT_EQ(t.for_pass(1), 2);
-  t.observe(1, 1.0, LayerThreads::kRestoreAtWaitShare);
-  EXPECT_EQ(t.for_pass(1), 4);
+  t.observe(PassKind::kDecode, 1.0, LayerThreads::kReduceAtWaitShare);
+  EXPECT_EQ(t.for_pass(PassKind::kDecode), 2);
+  t.observe(PassKind::kDecode, 1.0, LayerThreads::kRestoreAtWaitShare);
+  EXPECT_EQ(t.for_pass(PassKind::kDecode), 4);
 }
 
 TEST(LayerThreads, PrefillAlwaysGetsEveryThreadAndIsNotObserved) {
   LayerThreads t(6, 0);
-  t.observe(1, 1.0, 0.9);
-  EXPECT_EQ(t.for_pass(1), 3);
-  EXPECT_EQ(t.for_pass(64), 6);
-  t.observe(64, 1.0, 0.0);  // a prefill pass says nothing about decode
-  EXPECT_EQ(t.for_pass(1), 3);
+  t.observe(PassKind::kDecode, 1.0, 0.9);
+  EXPECT_EQ(t.for_pass(PassKind::kDecode), 3);
+  EXPECT_EQ(t.for_pass(PassKind::kPrefill), 6);
+  t.observe(PassKind::kPrefill, 1.0, 0.0);  // a prefill pass says nothing about decode
+  EXPECT_EQ(t.for_pass(PassKind::kDecode), 3);
 }
 
 TEST(LayerThreads, OddPoolsRoundUpAndOneThreadStaysOne) {
   LayerThreads odd(5, 0);
-  odd.observe(1, 1.0, 1.0);
-  EXPECT_EQ(odd.for_pass(1), 3);
+  odd.observe(PassKind::kDecode, 1.0, 1.0);
+  EXPECT_EQ(odd.for_pass(PassKind::kDecode), 3);
   LayerThreads one(1, 0);
-  one.observe(1, 1.0, 1.0);
-  EXPECT_EQ(one.for_pass(1), 1);
+  one.observe(PassKind::kDecode, 1.0, 1.0);
+  EXPECT_EQ(one.for_pass(PassKind::kDecode), 1);
 }
 
 TEST(LayerThreads, AFixedCountIgnoresTheWaitsAndIsCappedToThePool) {
   LayerThreads fixed(8, 3);
-  fixed.observe(1, 1.0, 0.9);
-  EXPECT_EQ(fixed.for_pass(1), 3);
-  EXPECT_EQ(fixed.for_pass(100), 3);
+  fixed.observe(PassKind::kDecode, 1.0, 0.9);
+  EXPECT_EQ(fixed.for_pass(PassKind::kDecode), 3);
+  EXPECT_EQ(fixed.for_pass(PassKind::kPrefill), 3);
   LayerThreads capped(8, 64);
-  EXPECT_EQ(capped.for_pass(1), 8);
+  EXPECT_EQ(capped.for_pass(PassKind::kDecode), 8);
 }
 
 // Tokens at `share` until the count changes (at most `limit`); returns how many were observed.
 int tokens_until_change(LayerThreads& t, double share, int limit) {
-  const int before = t.for_pass(1);
+  const int before = t.for_pass(PassKind::kDecode);
   for (int i = 1; i <= limit; ++i) {
-    t.observe(1, 1.0, share);
-    if (t.for_pass(1) != before) return i;
+    t.observe(PassKind::kDecode, 1.0, share);
+    if (t.for_pass(PassKind::kDecode) != before) return i;
   }
   return limit + 1;
 }
@@ -80,9 +80,9 @@ TEST(LayerThreads, AHostThatFlipsEveryTokenSpendsFewTokensHalved) {
   LayerThreads t(16, 0);
   int halved = 0;
   for (int i = 0; i < 1000; ++i) {
-    const bool reduced = t.for_pass(1) == 8;
+    const bool reduced = t.for_pass(PassKind::kDecode) == 8;
     halved += reduced;
-    t.observe(1, 1.0, reduced ? 0.05 : 0.4);
+    t.observe(PassKind::kDecode, 1.0, reduced ? 0.05 : 0.4);
   }
   EXPECT_GE(halved, 3);   // it keeps trying
   EXPECT_LE(halved, 10);  // 4 + 8 + ... + 256 + 256 ... full tokens between tries
@@ -103,8 +103,8 @@ TEST(LayerThreads, AReductionThatLastedStartsTheHoldOver) {
 
 TEST(LayerThreads, AZeroLengthPassChangesNothing) {
   LayerThreads t(8, 0);
-  t.observe(1, 0.0, 0.0);
-  EXPECT_EQ(t.for_pass(1), 8);
+  t.observe(PassKind::kDecode, 0.0, 0.0);
+  EXPECT_EQ(t.for_pass(PassKind::kDecode), 8);
 }
 
 }  // namespace

@@ -17,10 +17,11 @@ struct LookaheadWorkspace {
   Route route;
 };
 
-// Routes the stream's one row as layer `next` would if its MLP input were the current state: the
+// Routes the stream's row `row` as layer `next` would if its MLP input were the current state: the
 // mix before its MLP (K3), its post-attention norm, its router. `next` must be an MoE layer of
 // `plan`. Returns top_k expert ids in rank order (valid until the next guess on `ws`).
 std::span<const int32_t> predict_route(const ModelPlan& plan, const LayerPlan& next,
-                                       const ResidualStream& stream, LookaheadWorkspace& ws);
+                                       const ResidualStream& stream, int64_t row,
+                                       LookaheadWorkspace& ws);
 
 }  // namespace deltafin::model

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "base/error.h"
 #include "kernels/activation.h"
 #include "kernels/elementwise.h"
 #include "kernels/mla_attention.h"
@@ -22,6 +23,23 @@ bool prefer_expanded(const MlaShape& sh, int64_t n, int64_t total) {
 
 kernels::MlaDims dims(const MlaShape& sh) {
   return {sh.n_heads, sh.kv_lora_rank, sh.nope_dim, sh.rope_dim, sh.v_dim};
+}
+
+// o[n, heads, v] for queries q[n] at the last n of the cache's first `total` positions.
+void attend(const MlaShape& sh, const MlaWeights& w, const MlaCache& cache, int64_t total,
+            const float* q, int64_t n, MlaMode mode, MlaWorkspace& ws, float* o) {
+  const kernels::LatentCache view{cache.latent.data(), cache.k_pe.data(), total};
+  const bool expanded =
+      mode == MlaMode::kExpanded || (mode == MlaMode::kAuto && prefer_expanded(sh, n, total));
+  if (expanded) {
+    float* scratch = ws.attend.get(kernels::mla_expanded_scratch_floats(dims(sh), total));
+    kernels::mla_attend_expanded(dims(sh), w.kv_b, view, q, n, scratch, o);
+  } else {
+    // Sized for the planned context (enough for every shorter one), not for each new length.
+    const int64_t plan = std::max(total, cache.max_positions);
+    float* scratch = ws.attend.get(kernels::mla_absorbed_scratch_floats(dims(sh), n, plan));
+    kernels::mla_attend_absorbed(dims(sh), w.kv_b, view, q, n, scratch, o);
+  }
 }
 
 }  // namespace
@@ -45,6 +63,13 @@ void MlaCache::extend(const MlaShape& shape, int64_t n) {
   }
   latent.resize(need * shape.kv_lora_rank);
   k_pe.resize(need * shape.rope_dim);
+}
+
+void MlaCache::truncate(const MlaShape& shape, int64_t n) {
+  DF_ASSERT(n >= 0 && n <= n_positions);
+  latent.resize(n * shape.kv_lora_rank);
+  k_pe.resize(n * shape.rope_dim);
+  n_positions = n;
 }
 
 uint64_t mla_cache_bytes_per_position(const MlaShape& sh) {
@@ -93,20 +118,15 @@ void mla_forward(const MlaShape& sh, const MlaWeights& w, const float* x, int64_
   cache.n_positions = first + n;
 
   const int64_t total = cache.n_positions;
-  const kernels::LatentCache view{cache.latent.data(), cache.k_pe.data(), total};
   float* o = ws.o.get(n * nh * sh.v_dim);
-  const bool expanded =
-      mode == MlaMode::kExpanded || (mode == MlaMode::kAuto && prefer_expanded(sh, n, total));
-  if (expanded) {
-    float* scratch = ws.attend.get(kernels::mla_expanded_scratch_floats(dims(sh), total));
-    kernels::mla_attend_expanded(dims(sh), w.kv_b, view, q, n, scratch, o);
+  if (mode == MlaMode::kDecodeRows) {
+    for (int64_t r = 0; r < n; ++r) {
+      attend(sh, w, cache, first + r + 1, q + r * nh * sh.qk_dim(), 1, MlaMode::kAuto, ws,
+             o + r * nh * sh.v_dim);
+    }
   } else {
-    // Sized for the planned context (enough for every shorter one), not for each new length.
-    const int64_t plan = std::max(total, cache.max_positions);
-    float* scratch = ws.attend.get(kernels::mla_absorbed_scratch_floats(dims(sh), n, plan));
-    kernels::mla_attend_absorbed(dims(sh), w.kv_b, view, q, n, scratch, o);
+    attend(sh, w, cache, total, q, n, mode, ws, o);
   }
-
   if (sh.output_gate) {
     float* gate = ws.gate.get(n * nh * sh.v_dim);
     kernels::matmul(w.g_proj, x, n, gate);

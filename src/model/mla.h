@@ -50,6 +50,8 @@ struct MlaCache {
   void reset(const MlaShape& shape, int64_t max_positions);
   // Positions [n_positions, n_positions + n) become addressable (n_positions is not advanced).
   void extend(const MlaShape& shape, int64_t n);
+  // Keeps positions [0, n) (n <= n_positions), keeping the storage: a verify pass's rejected rows.
+  void truncate(const MlaShape& shape, int64_t n);
 };
 
 // How attention runs over the cache.
@@ -57,6 +59,9 @@ enum class MlaMode {
   kAuto,      // whichever costs fewer multiplies for this (rows, cached positions)
   kExpanded,  // expand every cached position's keys and values through kv_b_proj (the definition)
   kAbsorbed,  // scores and mixing in latent space (the decode form)
+  // Each row attends on its own, as a one-row decode step at its position would under kAuto
+  // (verify passes: row i equals the i-th of as many decode steps, bit for bit).
+  kDecodeRows,
 };
 
 // The block's intermediates, reused from pass to pass (see scratch.h).

@@ -103,6 +103,13 @@ SequenceState Model::new_state(int64_t max_positions) const {
   return s;
 }
 
+uint64_t Model::tentative_bytes_per_row() const {
+  uint64_t bytes = 0;
+  for (const LayerPlan& lp : plan_.layers)
+    if (lp.kda() != nullptr) bytes += kda_tentative_bytes_per_row(plan_.kda_shape);
+  return bytes;
+}
+
 void Model::reset(SequenceState& s) const {
   for (size_t l = 0; l < plan_.layers.size(); ++l) {
     if (plan_.layers[l].kda() != nullptr) {
@@ -112,6 +119,7 @@ void Model::reset(SequenceState& s) const {
     }
   }
   s.n_positions = 0;
+  s.tentative_rows = 0;
 }
 
 void Model::embed(std::span<const int32_t> ids, float* h) {
@@ -129,16 +137,24 @@ void Model::embed(std::span<const int32_t> ids, float* h) {
 void Model::attention(const LayerPlan& lp, int64_t layer, SequenceState& state, const float* x,
                       int64_t n, const ForwardOptions& options, float* out) {
   base::timeline::Phase phase("attention", layer);
-  const int64_t step = options.attention_chunk_tokens > 0 ? options.attention_chunk_tokens : n;
+  const bool prefill = options.kind == PassKind::kPrefill;
+  const bool tentative = options.kind == PassKind::kVerify;
+  const int64_t step =
+      prefill && options.attention_chunk_tokens > 0 ? options.attention_chunk_tokens : n;
+  // Decode and verify rows take the decode numerics: recurrent KDA, MLA as for one row.
+  const KdaMode kda_mode =
+      !prefill && options.kda == KdaMode::kAuto ? KdaMode::kRecurrent : options.kda;
+  const MlaMode mla_mode =
+      tentative && options.mla == MlaMode::kAuto ? MlaMode::kDecodeRows : options.mla;
   const int64_t d = plan_.config.hidden_size;
   for (int64_t r = 0; r < n; r += step) {
     const int64_t rows = std::min(step, n - r);
     if (const KdaWeights* kda = lp.kda()) {
-      kda_forward(plan_.kda_shape, *kda, x + r * d, rows, state.kda[layer], options.kda, ws_.kda,
-                  out + r * d);
+      kda_forward(plan_.kda_shape, *kda, x + r * d, rows, state.kda[layer], kda_mode, ws_.kda,
+                  out + r * d, tentative);
     } else {
-      mla_forward(plan_.mla_shape, *lp.mla(), x + r * d, rows, state.mla[layer], options.mla,
-                  ws_.mla, out + r * d);
+      mla_forward(plan_.mla_shape, *lp.mla(), x + r * d, rows, state.mla[layer], mla_mode, ws_.mla,
+                  out + r * d);
     }
   }
 }
@@ -153,15 +169,35 @@ void Model::mlp(const LayerPlan& lp, int64_t layer, const float* x, int64_t n, f
   }
 }
 
-void Model::predict_next_moe(int64_t from, int64_t n) {
-  if (!lookahead_ || n != 1) return;
+void Model::predict_next_moe(int64_t from, int64_t n, PassKind kind) {
+  if (!lookahead_ || kind == PassKind::kPrefill) return;
   for (int64_t l = from; l < plan_.config.num_hidden_layers; ++l) {
     if (plan_.layers[l].moe() == nullptr) continue;
     base::timeline::Phase phase("lookahead", l);
-    store_->prefetch(static_cast<int>(l),
-                     predict_route(plan_, plan_.layers[l], ws_.stream, ws_.lookahead));
+    if (n == 1) {
+      store_->prefetch(static_cast<int>(l),
+                       predict_route(plan_, plan_.layers[l], ws_.stream, 0, ws_.lookahead));
+      return;
+    }
+    // A verify pass reads the union of its rows' routes: guess each row's, row 0's first.
+    predicted_union_.clear();
+    for (int64_t r = 0; r < n; ++r) {
+      for (const int32_t e : predict_route(plan_, plan_.layers[l], ws_.stream, r, ws_.lookahead))
+        if (std::find(predicted_union_.begin(), predicted_union_.end(), e) ==
+            predicted_union_.end())
+          predicted_union_.push_back(e);
+    }
+    store_->prefetch(static_cast<int>(l), predicted_union_);
     return;
   }
+}
+
+void Model::tap(int64_t l, int64_t n, const ForwardOptions& options) {
+  const auto& taps = options.tap_layers;
+  const auto it = std::find(taps.begin(), taps.end(), l);
+  if (it == taps.end()) return;
+  const int64_t d = plan_.config.hidden_size;
+  std::copy_n(ws_.stream.partial(), n * d, options.tap_out + (it - taps.begin()) * n * d);
 }
 
 void Model::layer(int64_t l, SequenceState& state, int64_t n, const ForwardOptions& options) {
@@ -191,7 +227,8 @@ void Model::layer(int64_t l, SequenceState& state, int64_t n, const ForwardOptio
   kernels::rmsnorm_rows(x, lp.post_norm.data(), n, d, eps, x);
   mlp(lp, l, x, n, y);
   stream.add(y);
-  predict_next_moe(l + 1, n);
+  tap(l, n, options);
+  predict_next_moe(l + 1, n, options.kind);
 }
 
 void Model::head(int64_t n, bool all_rows, float* logits) {
@@ -210,7 +247,11 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
   const format::ModelConfig& c = plan_.config;
   const int64_t n = static_cast<int64_t>(ids.size());
   DF_ASSERT(n > 0 && store_ != nullptr);
-  base::timeline::Phase pass(n == 1 ? "decode step" : "prefill pass");
+  DF_ASSERT(options.kind != PassKind::kDecode || n == 1);
+  DF_ASSERT(options.tap_layers.empty() || options.tap_out != nullptr);
+  if (state.tentative_rows > 0)
+    base::fail("a verify pass's rows are still tentative: commit them before the next pass");
+  base::timeline::Phase pass(pass_label(options.kind));
   const base::Stopwatch pass_time;
   // Time waited on reads so far (experts, streamed spine layers): the pass's share of it decides
   // the next pass's layer threads.
@@ -223,10 +264,10 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
                          static_cast<float>(c.rms_norm_eps)));
   store_->begin_pass(state.n_positions, n);
   if (layers_) layers_->begin_pass();
-  predict_next_moe(0, n);  // the disk would idle through a dense layer 0
+  predict_next_moe(0, n, options.kind);  // the disk would idle through a dense layer 0
   {
     base::ThreadPool& pool = base::default_pool();
-    const int layer_threads = layer_threads_ ? layer_threads_->for_pass(n) : pool.size();
+    const int layer_threads = layer_threads_ ? layer_threads_->for_pass(options.kind) : pool.size();
     const base::ActiveThreads layer_scope(pool, layer_threads);
     last_layer_threads_.store(layer_threads, std::memory_order_relaxed);
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
@@ -235,11 +276,27 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
       layer(l, state, n, options);
     }
     state.n_positions += n;
+    if (options.kind == PassKind::kVerify) state.tentative_rows = n;
   }  // the lm_head has no read to share the memory with: every thread again
   head(n, all_rows, logits);
   if (layer_threads_) {
-    layer_threads_->observe(n, pass_time.elapsed_seconds(), waited() - waited_before);
+    layer_threads_->observe(options.kind, pass_time.elapsed_seconds(), waited() - waited_before);
   }
+}
+
+void Model::commit(SequenceState& state, int64_t keep) {
+  DF_ASSERT(keep >= 0 && keep <= state.tentative_rows);
+  const int64_t drop = state.tentative_rows - keep;
+  base::timeline::Phase phase("commit");
+  for (size_t l = 0; l < plan_.layers.size(); ++l) {
+    if (plan_.layers[l].kda() != nullptr) {
+      kda_commit(plan_.kda_shape, state.kda[l], keep, ws_.kda);
+    } else {
+      state.mla[l].truncate(plan_.mla_shape, state.mla[l].n_positions - drop);
+    }
+  }
+  state.n_positions -= drop;
+  state.tentative_rows = 0;
 }
 
 }  // namespace deltafin::model

@@ -1,6 +1,6 @@
 // A loaded model: its plan (config, traits, weight views), its weight source and expert store,
 // and the multi-row forward pass over a sequence's state. Prefill chunks, decode steps and
-// (later) speculative verification are all calls of forward() with different row counts.
+// speculative verification (tentative rows, then commit) are all calls of forward().
 #pragma once
 
 #include <atomic>
@@ -16,6 +16,7 @@
 #include "format/checkpoint.h"
 #include "model/layer_source.h"
 #include "model/layer_threads.h"
+#include "model/pass.h"
 #include "model/plan.h"
 #include "model/streamed_spine.h"
 #include "model/workspace.h"
@@ -27,17 +28,26 @@ namespace deltafin::model {
 struct SequenceState {
   std::vector<KdaState> kda;
   std::vector<MlaCache> mla;
-  int64_t n_positions = 0;
+  int64_t n_positions = 0;  // tentative rows included
+  // Rows of the last verify pass not yet kept or dropped (Model::commit); no pass runs until then.
+  int64_t tentative_rows = 0;
 };
 
 struct ForwardOptions {
-  KdaMode kda = KdaMode::kAuto;  // auto: chunked for several rows, recurrent for one
-  MlaMode mla = MlaMode::kAuto;  // auto: fewer multiplies (decode on a cache: absorbed)
+  // Decode and verify passes use the decode numerics whatever kda and mla say in kAuto.
+  PassKind kind = PassKind::kPrefill;
+  KdaMode kda = KdaMode::kAuto;  // auto: chunked for a prefill of several rows, else recurrent
+  MlaMode mla = MlaMode::kAuto;  // auto: fewer multiplies; a verify pass: kDecodeRows
   // > 0: attention runs over the rows in consecutive passes of at most this many, carrying its
   // state from one to the next. Everything else in a layer is row by row, so one forward of many
   // rows then equals, bit for bit, forwards of this many rows each, while every weight (and every
-  // routed expert) is read once for all of them.
+  // routed expert) is read once for all of them. Prefill passes only.
   int64_t attention_chunk_tokens = 0;
+  // Hidden-state taps for a drafter: after each layer listed (ascending), every row's running sum
+  // of the residual stream (the attention-residual block's partial sum after that layer) is copied
+  // to tap_out + i · n · hidden for the i-th layer listed, [n, hidden] each.
+  std::span<const int64_t> tap_layers;
+  float* tap_out = nullptr;
   // Non-null: polled before each layer after the first; when it returns true, forward() stops
   // there by throwing PassCancelled, leaving `state` part-run (the caller must reset it). The poll
   // reads nothing the pass computes, so a pass that is not cancelled is the same bit for bit.
@@ -94,12 +104,18 @@ class Model {
   // grow as needed). reset() empties a state and keeps its reservation.
   SequenceState new_state(int64_t max_positions = 0) const;
   void reset(SequenceState& state) const;
+  // Memory a state holds per tentative row of a verify pass (the KDA layers' logged inputs).
+  uint64_t tentative_bytes_per_row() const;
 
   // Runs ids (n rows at positions state.n_positions ...) through every layer, advancing `state`.
   // Writes logits [n, vocab] when all_rows, else the last row's [vocab]. Passes on one model run
-  // one at a time: they share its workspace.
+  // one at a time: they share its workspace. A verify pass leaves its rows tentative: commit()
+  // must follow before the next pass.
   void forward(SequenceState& state, std::span<const int32_t> ids, bool all_rows, float* logits,
                const ForwardOptions& options = {});
+  // Keeps the first `keep` rows of the last verify pass and drops the rest: the state is then
+  // what `keep` decode passes over those ids would have left, bit for bit. keep 0 discards them.
+  void commit(SequenceState& state, int64_t keep);
 
  private:
   Model() = default;
@@ -116,9 +132,12 @@ class Model {
   void mlp(const LayerPlan& lp, int64_t layer, const float* x, int64_t n, float* out);
   // The output mix, final norm and lm_head for the last row, or all n.
   void head(int64_t n, bool all_rows, float* logits);
-  // With the lookahead on and one row: guesses the route of the first MoE layer at or after
-  // `from` from the current state and tells the store (see lookahead.h).
-  void predict_next_moe(int64_t from, int64_t n);
+  // With the lookahead on, in a decode or verify pass: guesses the route of the first MoE layer
+  // at or after `from` from the current state, the union over the pass's rows, and tells the
+  // store (see lookahead.h).
+  void predict_next_moe(int64_t from, int64_t n, PassKind kind);
+  // Copies the residual stream's running sum after layer `l` when it is tapped.
+  void tap(int64_t l, int64_t n, const ForwardOptions& options);
 
   std::unique_ptr<format::Checkpoint> checkpoint_;
   std::unique_ptr<WeightSource> source_;
@@ -129,7 +148,8 @@ class Model {
   bool lookahead_ = false;
   std::optional<LayerThreads> layer_threads_;
   std::atomic<int> last_layer_threads_{0};
-  Workspace ws_;  // every pass's intermediates (passes are serialized)
+  std::vector<int32_t> predicted_union_;  // the lookahead's guesses over a verify pass's rows
+  Workspace ws_;                          // every pass's intermediates (passes are serialized)
 };
 
 }  // namespace deltafin::model

@@ -31,8 +31,10 @@ std::vector<float> run(Model& m) {
     m.forward(st, std::span(kPrompt).subspan(b, len), true, out.data() + b * vocab);
   }
   int32_t id = 7;
+  ForwardOptions decode;
+  decode.kind = PassKind::kDecode;
   for (int i = 0; i < 4; ++i) {
-    m.forward(st, std::span(&id, 1), false, step.data());
+    m.forward(st, std::span(&id, 1), false, step.data(), decode);
     out.insert(out.end(), step.begin(), step.end());
     id = static_cast<int32_t>(std::max_element(step.begin(), step.end()) - step.begin());
   }

@@ -223,7 +223,7 @@ model::ModelStores Streaming::make_stores(const model::ModelPlan& plan,
                                       options.layer_threads < 0 ? pool : options.layer_threads);
     stores.layer_threads = threads;
     if (options.layer_threads > 0) {
-      base::log_info("layers: ", threads.for_pass(1), " of ", pool, " threads");
+      base::log_info("layers: ", threads.for_pass(model::PassKind::kDecode), " of ", pool, " threads");
     } else if (options.layer_threads == 0 && scheduler_) {  // something is read
       base::log_info("layers: ", pool, " threads, ", threads.reduced_threads(),
                      " after a token that waited on its reads (--layer-threads)");
