@@ -21,6 +21,7 @@
 #include "base/memory_budget.h"
 #include "base/stopwatch.h"
 #include "base/thread_pool.h"
+#include "bench_verify.h"
 #include "command.h"
 #include "deltafin/engine.h"
 #include "format/checkpoint.h"
@@ -28,6 +29,7 @@
 #include "io/read_ceiling.h"
 #include "kernels/weight_matrix.h"
 #include "load_engine.h"
+#include "speculation_flags.h"
 #include "stream_flags.h"
 #include "token_ids.h"
 
@@ -109,8 +111,12 @@ GemvRates measure_gemv(size_t bytes, int repetitions) {
 }
 
 int run_bench(Args& args) {
-  if (args.take_positional() != "decode")
-    fail("deltafin bench: expected `deltafin bench decode --model DIR ...`");
+  const std::string what = args.take_positional();
+  if (what == "verify") return run_bench_verify(args);
+  if (what != "decode")
+    fail(
+        "deltafin bench: expected `deltafin bench decode --model DIR ...` or `deltafin bench "
+        "verify --model DIR ...`");
   EngineOptions options;
   options.model_dir = args.required("model");
   const long long n_tokens = args.get_int("tokens", 8);
@@ -120,6 +126,7 @@ int run_bench(Args& args) {
   const long long ceiling_reps = args.get_int("ceiling-reps", 3);
   const double ceiling_gb = args.get_double("ceiling-gb", 0.5);
   read_stream_flags(args, &options);
+  const SpeculationOptions speculation = read_speculation_flags(args, "bench decode");
   args.check_done();
   if (n_tokens < 1 || n_prompt < 1)
     fail("deltafin bench decode: --tokens and --prompt-tokens must be >= 1");
@@ -188,32 +195,44 @@ int run_bench(Args& args) {
   GenerateOptions gen;
   gen.max_new_tokens = static_cast<int>(n_tokens) + 1;  // the first id needs no decode pass
   gen.stop_at_eos = false;
+  gen.speculation = speculation;
+  // Per decode or verify pass: its figures and the ids it generated (1 + its accepted drafts).
   std::vector<PassFigures> passes;
+  std::vector<PassReport> reports;
   std::vector<uint64_t> proc_bytes;
   StreamStats last = engine->stream_stats();
   uint64_t last_io = process_read_bytes();
   base::Stopwatch token_time;
   double prompt_seconds = 0;
   bool prompt_done = false;
-  const GenerateResult result = session->generate(prompt, gen, [&](int32_t) {
+  gen.on_pass = [&](const PassReport& report) {
     const double wall = token_time.elapsed_seconds();
     const StreamStats s = engine->stream_stats();
     const uint64_t io = process_read_bytes();
-    if (!prompt_done) {
-      prompt_seconds = wall;
-      prompt_done = true;
-    } else {
-      passes.push_back(pass_figures(last, s, wall));
-      proc_bytes.push_back(io - last_io);
-      base::log_info("token ", passes.size(), ": ", describe_pass(passes.back()));
-    }
+    passes.push_back(pass_figures(last, s, wall));
+    reports.push_back(report);
+    proc_bytes.push_back(io - last_io);
+    base::log_info("pass ", passes.size(), " (", report.accepted + 1, " ids of ", report.rows,
+                   " rows): ", describe_pass(passes.back()));
     last = s;
     last_io = io;
-    token_time.restart();  // stats and logging are not the token's time
+    token_time.restart();  // stats and logging are not the pass's time
+  };
+  const GenerateResult result = session->generate(prompt, gen, [&](int32_t) {
+    if (!prompt_done) {  // the first id comes from the prompt's pass
+      prompt_seconds = token_time.elapsed_seconds();
+      prompt_done = true;
+      last = engine->stream_stats();
+      last_io = process_read_bytes();
+      token_time.restart();
+    }
     return true;
   });
-  DF_ASSERT(passes.size() == static_cast<size_t>(n_tokens));
+  int64_t decoded = 0;
+  for (const PassReport& r : reports) decoded += r.accepted + 1;
+  DF_ASSERT(decoded == n_tokens);
   const uint64_t rss_peak = base::peak_rss_bytes();  // before the GEMV measurement's buffer
+  const SessionStats session_stats = session->stats();
   // The engine's memory goes back before the GEMV arena is taken. The arena takes at most half the
   // budget (the rest covers what the process still holds): a 2 GiB one under a smaller memory
   // cgroup got the run killed after its decode.
@@ -237,18 +256,20 @@ int run_bench(Args& args) {
   // so a ceiling measured lower (drift between the measurements) gives way to it.
   const double achieved_gbps = busy > 0 ? read / busy / 1e9 : 0;
   const double ceiling_gbps = std::max({ceiling_before_gbps, ceiling_after_gbps, achieved_gbps});
+  // Per-token figures of each pass: its time, waits and floor over the ids it generated.
   std::vector<double> wall, floor, io_wait, disk_idle, layer_threads;
   double needed = 0, proc = 0, total_wall = 0;
   uint64_t requested = 0, hits = 0, pf_hits = 0, actual = 0, matched = 0, pf_reads = 0;
   for (size_t i = 0; i < passes.size(); ++i) {
     const PassFigures& f = passes[i];
-    wall.push_back(f.wall_seconds);
-    io_wait.push_back(f.io_wait_seconds);
+    const double ids = reports[i].accepted + 1;
+    wall.push_back(f.wall_seconds / ids);
+    io_wait.push_back(f.io_wait_seconds / ids);
     layer_threads.push_back(f.layer_threads);
-    // Time in the token with no read in flight: what the disk could not overlap (the lm_head, the
+    // Time in the pass with no read in flight: what the disk could not overlap (the lm_head, the
     // first layers before a route is known), the part of the ratio no read rate can win back.
-    disk_idle.push_back(std::max(0.0, f.wall_seconds - f.busy_seconds));
-    floor.push_back(ceiling_gbps > 0 ? f.needed_bytes / (ceiling_gbps * 1e9) : 0);
+    disk_idle.push_back(std::max(0.0, f.wall_seconds - f.busy_seconds) / ids);
+    floor.push_back(ceiling_gbps > 0 ? f.needed_bytes / (ceiling_gbps * 1e9) / ids : 0);
     needed += static_cast<double>(f.needed_bytes);
     proc += static_cast<double>(proc_bytes[i]);
     total_wall += f.wall_seconds;
@@ -259,7 +280,7 @@ int run_bench(Args& args) {
     matched += f.predicted_matched;
     pf_reads += f.prefetch_reads;
   }
-  const double n = static_cast<double>(passes.size());
+  const double n = static_cast<double>(decoded);  // per-token totals divide by the ids
   const double spt = median(wall), floor_seconds = median(floor);
   // The compute floor: every spine weight once per token at the BF16 rate, each requested
   // expert once at the MXFP4 rate. With the I/O floor it makes the roofline a token cannot beat
@@ -283,7 +304,7 @@ int run_bench(Args& args) {
   o << "{\"model\":\"" << dir << "\",\"experts\":\"" << (plan.streaming ? "stream" : "mapped")
     << "\",\"prefetch\":" << (plan.lookahead ? "true" : "false")
     << ",\"read_depth\":" << plan.read_depth << ",\"read_piece_bytes\":" << plan.read_piece_bytes
-    << ",\"tokens\":" << passes.size() << ",\"prompt_tokens\":" << n_prompt
+    << ",\"tokens\":" << decoded << ",\"prompt_tokens\":" << n_prompt
     << ",\"load_seconds\":" << load_seconds << ",\"prompt_seconds\":" << prompt_seconds
     << ",\"seconds_per_token\":" << spt
     << ",\"seconds_per_token_min\":" << *std::min_element(wall.begin(), wall.end())
@@ -313,13 +334,25 @@ int run_bench(Args& args) {
     << ",\"expert_slots\":" << plan.expert_slots
     << ",\"resident_spine_bytes\":" << plan.resident_spine_bytes
     << ",\"streamed_layers\":" << plan.streamed_layers << ",\"rss_peak_bytes\":" << rss_peak
-    << ",\"rss_within_budget\":" << (within ? "true" : "false")
-    << ",\"ids\":" << token_ids_json(result.ids) << "}";
+    << ",\"rss_within_budget\":" << (within ? "true" : "false") << ",\"speculate\":\""
+    << speculation_name(speculation.mode) << "\""
+    << ",\"passes\":" << passes.size() << ",\"tokens_per_pass\":" << n / passes.size()
+    << ",\"seconds_per_token_mean\":" << total_wall / n
+    << ",\"drafted\":" << session_stats.drafted_tokens
+    << ",\"accepted\":" << session_stats.accepted_tokens
+    << ",\"verify_passes\":" << session_stats.verify_passes << ",\"pass_rows\":[";
+  for (size_t i = 0; i < reports.size(); ++i) o << (i ? "," : "") << reports[i].rows;
+  o << "],\"pass_accepted\":[";
+  for (size_t i = 0; i < reports.size(); ++i) o << (i ? "," : "") << reports[i].accepted;
+  o << "],\"pass_decisions\":[";
+  for (size_t i = 0; i < reports.size(); ++i)
+    o << (i ? "," : "") << '"' << reports[i].decision << '"';
+  o << "],\"ids\":" << token_ids_json(result.ids) << "}";
   if (json) {
     std::printf("%s\n", o.str().c_str());
   } else {
     std::printf(
-        "%.3f s/token (median of %zu; min %.3f, max %.3f), I/O floor %.3f s, ratio %.3f, "
+        "%.3f s/token (median of %zu passes; min %.3f, max %.3f), I/O floor %.3f s, ratio %.3f, "
         "compute floor %.3f s, roofline ratio %.3f, "
         "%.2f GB read per token at %.2f GB/s (ceiling %.2f), disk idle %.3f s, "
         "peak RSS %s of budget %s\n",
@@ -341,7 +374,8 @@ int run_bench(Args& args) {
 
 DELTAFIN_COMMAND(bench, "bench",
                  "`bench decode --model DIR --tokens N [--json]`: decode speed against the I/O "
-                 "floor and the device's ceiling",
+                 "floor and the device's ceiling; `bench verify --model DIR [--widths 1,2,4,8] "
+                 "[--accept K]`: the cost of a verify pass by width",
                  run_bench);
 
 }  // namespace deltafin::apps

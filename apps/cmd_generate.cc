@@ -1,6 +1,7 @@
 // `deltafin generate --model DIR --ids 1,2,3 --max-new N [--ignore-eos] [--stats]` plus the
-// streaming flags (stream_flags.h): greedy decoding; the generated ids go to stdout as one JSON
-// array on one line, timings (and with --stats one line per token) to stderr.
+// streaming and speculation flags (stream_flags.h, speculation_flags.h): greedy decoding; the
+// generated ids go to stdout as one JSON array on one line, timings (and with --stats one line per
+// token) to stderr.
 #include <cstdio>
 
 #include "base/log.h"
@@ -8,6 +9,7 @@
 #include "deltafin/engine.h"
 #include "load_engine.h"
 #include "setup/expert_source.h"
+#include "speculation_flags.h"
 #include "stream_flags.h"
 #include "token_ids.h"
 
@@ -21,6 +23,7 @@ int run_generate(Args& args) {
   GenerateOptions gen;
   gen.max_new_tokens = static_cast<int>(args.get_int("max-new", 16));
   gen.stop_at_eos = !args.flag("ignore-eos");
+  gen.speculation = read_speculation_flags(args, "generate");
   read_chunk_flag(args, "generate", &options);
   read_stream_flags(args, &options);
   const bool stats = args.flag("stats");
@@ -33,6 +36,13 @@ int run_generate(Args& args) {
   std::unique_ptr<TokenStatsPrinter> printer;
   if (stats) printer = std::make_unique<TokenStatsPrinter>(*engine);
   int n_generated = 0;
+  if (printer) {
+    gen.on_pass = [](const PassReport& p) {
+      if (p.drafted > 0)
+        base::log_info("verify pass: ", p.rows, " rows, ", p.accepted, " of ", p.drafted,
+                       " drafted ids accepted (", p.decision, "), ", p.ms, " ms");
+    };
+  }
   const GenerateResult result = session->generate(ids, gen, [&](int32_t) {
     // The first id comes after the prompt's pass; each later one after one decode pass.
     if (printer)
@@ -47,6 +57,8 @@ int run_generate(Args& args) {
                  s.prefill_tokens ? s.prefill_ms / s.prefill_tokens : 0.0,
                  " ms/token); decode: ", s.decode_tokens, " tokens in ", s.decode_ms, " ms (",
                  s.decode_tokens ? s.decode_ms / s.decode_tokens : 0.0, " ms/token)");
+  if (const std::string spec = describe_speculation(s, gen.speculation); !spec.empty())
+    base::log_info(spec);
   return 0;
 }
 

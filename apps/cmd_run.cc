@@ -18,6 +18,7 @@
 #include "server/server.h"
 #include "setup/expert_source.h"
 #include "setup/repo.h"
+#include "speculation_flags.h"
 #include "stream_flags.h"
 
 namespace deltafin::apps {
@@ -94,6 +95,7 @@ int run_run(Args& args) {
   gen.top_p = static_cast<float>(read_number_flag(args, "run", "top-p", 1.0, 0, 1));
   gen.top_k = static_cast<int>(args.get_int("top-k", 0));
   gen.seed = static_cast<uint64_t>(args.get_int("seed", 0));
+  gen.speculation = read_speculation_flags(args, "run");
   EngineOptions engine;
   read_chunk_flag(args, "run", &engine);
   read_stream_flags(args, &engine);
@@ -151,6 +153,16 @@ int run_run(Args& args) {
   // Ctrl-C during the prompt: polled between layers, so a long prefill stops within a second.
   gen.cancel = [] { return g_interrupted.load(); };
   gen.cancel_between_layers = true;
+  if (stats) {
+    int n_pass = 0;
+    gen.on_pass = [&pass_lines, n_pass](const PassReport& p) mutable {
+      ++n_pass;
+      if (p.drafted == 0) return;
+      pass_lines.push_back(base::str_cat("pass ", n_pass, ": verify ", p.rows, " rows, ",
+                                         p.accepted, " of ", p.drafted, " drafted ids accepted (",
+                                         p.decision, "), ", p.ms, " ms"));
+    };
+  }
   const GenerateResult result = session->generate(ids, gen, [&](int32_t id) {
     const double ms = token_time.elapsed_ms();
     token_time.restart();
@@ -177,6 +189,9 @@ int run_run(Args& args) {
   if (stats) {
     for (const std::string& line : pass_lines) std::fprintf(stderr, "stats: %s\n", line.c_str());
     print_stats(session->stats(), token_ms);
+    if (const std::string spec = describe_speculation(session->stats(), gen.speculation);
+        !spec.empty())
+      std::fprintf(stderr, "stats: %s\n", spec.c_str());
   }
   if (g_interrupted.load()) {
     std::fprintf(stderr, "run: interrupted after %zu tokens\n", result.ids.size());
@@ -197,6 +212,7 @@ DELTAFIN_COMMAND(
     "generate from --prompt TEXT: --chat (the model's chat format: reasoning and answer) or raw "
     "continuation; [--model DIR] [--max-new N] [--temperature T --top-p P --top-k K "
     "--seed S] [--system TEXT] [--no-think] [--effort low|high|max] [--stats] "
+    "[--speculate auto|off|ngram --draft-max N --draft-min N] "
     "[--memory-budget SIZE --experts auto|mapped|stream ...] (docs/CLI.md)",
     run_run);
 

@@ -9,6 +9,7 @@
 #include "server/server.h"
 #include "setup/expert_source.h"
 #include "setup/repo.h"
+#include "speculation_flags.h"
 #include "stream_flags.h"
 
 namespace deltafin::apps {
@@ -48,6 +49,7 @@ int run_serve(Args& args) {
   o.service.memo = !args.flag("no-memo");
   o.service.reuse = !args.flag("no-reuse");
   o.service.model_id = args.get("model-id");
+  o.service.speculation = read_speculation_flags(args, "serve");
   EngineOptions engine;
   read_chunk_flag(args, "serve", &engine);
   read_stream_flags(args, &engine);
@@ -82,7 +84,8 @@ DELTAFIN_COMMAND(serve, "serve",
                  "[--api-key KEY] [--max-request-bytes N] [--request-timeout-ms N] "
                  "[--max-connections N] "
                  "[--max-tokens-limit N] [--no-memo] "
-                 "[--no-reuse] [--model-id NAME] [--memory-budget SIZE --experts ...] "
+                 "[--no-reuse] [--model-id NAME] [--speculate auto|off|ngram --draft-max N] "
+                 "[--memory-budget SIZE --experts ...] "
                  "(docs/SERVER.md)",
                  run_serve);
 

@@ -7,6 +7,39 @@
 
 namespace deltafin {
 
+// Speculative decoding (docs/SPECULATION.md): a drafter proposes the next ids and one verify pass
+// of the model checks several of them at once. Every id is still the model's own: the output is
+// the same with speculation on or off, for greedy and seeded sampling alike; only speed changes.
+enum class Speculation {
+  kAuto,   // the best drafter there is for the text (n-gram lookup today), when it pays
+  kOff,    // one id per pass
+  kNgram,  // prompt lookup: ids that followed the latest earlier occurrence of the last few ids
+  // The ids of SpeculationOptions::script, the continuation known in advance (a plain run's):
+  // measures the engine with acceptance full, or cut where the script differs (bench verify).
+  kScript,
+};
+
+struct SpeculationOptions {
+  Speculation mode = Speculation::kAuto;
+  int draft_max = 7;  // drafted ids in one verify pass at most (the pass holds one more row)
+  // > 0: every pass verifies at least this many drafted ids (padding the drafter's proposal with
+  // the last id), whatever the controller would choose: for measuring the engine and for tests
+  // that must exercise verification on every step.
+  int draft_min = 0;
+  // kScript: the generated ids expected, from the first; the drafts after the g-th generated id
+  // are script[g], script[g + 1], ...
+  std::vector<int32_t> script;
+};
+
+// After each pass that generated ids: what it verified and what it kept (stats, benchmarks).
+struct PassReport {
+  int rows = 0;               // rows the pass ran: the pending id and the drafted ids
+  int drafted = 0;            // rows - 1
+  int accepted = 0;           // drafted ids that equalled the model's own
+  double ms = 0.0;            // the pass's wall time
+  const char* decision = "";  // why the controller chose this width
+};
+
 struct GenerateOptions {
   int max_new_tokens = 256;
   bool stop_at_eos = true;        // stop after the model's end-of-sequence id
@@ -26,6 +59,8 @@ struct GenerateOptions {
   // mid-pass leaves the session empty (reset: position() 0), since a part-run pass leaves no
   // state an id list describes. Outputs are the same bit for bit when nothing is cancelled.
   bool cancel_between_layers = false;
+  SpeculationOptions speculation;
+  std::function<void(const PassReport&)> on_pass;  // called after each decode or verify pass
 };
 
 // kContextFull: the session holds max_context_tokens positions and cannot run another id (the

@@ -15,8 +15,12 @@ namespace deltafin {
 struct SessionStats {
   int64_t prefill_tokens = 0;  // ids run in multi-row passes
   double prefill_ms = 0.0;
-  int64_t decode_tokens = 0;  // ids run one at a time
-  double decode_ms = 0.0;
+  int64_t decode_tokens = 0;    // generated ids run by decode and verify passes (kept rows)
+  double decode_ms = 0.0;       // those passes' time, rejected rows included
+  int64_t decode_passes = 0;    // decode and verify passes: decode_tokens / this = ids per pass
+  int64_t verify_passes = 0;    // of them, passes that verified drafted ids
+  int64_t drafted_tokens = 0;   // drafted ids verified
+  int64_t accepted_tokens = 0;  // of them, the ones equal to the model's own
 };
 
 class Session {

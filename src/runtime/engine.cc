@@ -4,12 +4,14 @@
 // pool).
 #include <algorithm>
 #include <mutex>
+#include <optional>
 
 #include "base/error.h"
 #include "base/stopwatch.h"
 #include "deltafin/engine.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
+#include "runtime/speculator.h"
 #include "runtime/streaming.h"
 #include "runtime/text.h"
 
@@ -69,6 +71,12 @@ class SessionImpl : public Session {
   std::vector<float> run(std::vector<int32_t> ids, bool all_rows,
                          const std::function<bool()>* cancel = nullptr, bool* cancelled = nullptr,
                          bool between_layers = false);
+  // Runs the pending id, then `drafts` after it: a decode pass without drafts, else a verify pass
+  // whose rows stay tentative until keep(). Returns every row's logits, [1 + drafts, vocab].
+  std::vector<float> step(std::span<const int32_t> drafts);
+  // Keeps the first `rows` rows of the verify pass that gave `logits` (the pending id and rows - 1
+  // drafted ids); the last kept row's logits become the session's.
+  void keep(int64_t rows, std::span<const float> logits);
 
   model::Model* model_;
   std::mutex* mu_;
@@ -80,6 +88,7 @@ class SessionImpl : public Session {
   int32_t pending_ = -1;      // last generated id, not yet run through the model
   std::vector<float> last_logits_;
   SessionStats stats_;
+  Speculator speculator_;  // drafts and the verify widths' costs, learned over the session
 };
 
 class EngineImpl : public Engine {
@@ -180,6 +189,48 @@ std::vector<float> SessionImpl::run(std::vector<int32_t> ids, bool all_rows,
   return out;
 }
 
+std::vector<float> SessionImpl::step(std::span<const int32_t> drafts) {
+  DF_ASSERT(pending_ >= 0);
+  std::vector<int32_t> ids{pending_};
+  ids.insert(ids.end(), drafts.begin(), drafts.end());
+  const int64_t vocab = model_->config().vocab_size, n = static_cast<int64_t>(ids.size());
+  DF_ASSERT(state_.n_positions + n <= max_context_);
+  for (const int32_t id : drafts) DF_ASSERT(id >= 0 && id < vocab);  // drafters propose ids
+  std::vector<float> out(n * vocab);
+  std::lock_guard<std::mutex> lock(*mu_);
+  const base::Stopwatch pass_time;
+  model::ForwardOptions options;
+  options.kind = drafts.empty() ? model::PassKind::kDecode : model::PassKind::kVerify;
+  try {
+    model_->forward(state_, ids, true, out.data(), options);
+  } catch (...) {
+    reset();  // a pass that failed part-way leaves a state no id list describes
+    throw;
+  }
+  pending_ = -1;  // in ids_ already
+  stats_.decode_ms += pass_time.elapsed_ms();
+  ++stats_.decode_passes;
+  if (drafts.empty()) {
+    ++stats_.decode_tokens;
+    last_logits_ = out;
+  } else {
+    ++stats_.verify_passes;
+    stats_.drafted_tokens += n - 1;
+  }
+  return out;
+}
+
+void SessionImpl::keep(int64_t rows, std::span<const float> logits) {
+  const int64_t vocab = model_->config().vocab_size;
+  {
+    std::lock_guard<std::mutex> lock(*mu_);
+    model_->commit(state_, rows);
+  }
+  stats_.decode_tokens += rows;
+  stats_.accepted_tokens += rows - 1;
+  last_logits_.assign(logits.begin() + (rows - 1) * vocab, logits.begin() + rows * vocab);
+}
+
 std::vector<float> SessionImpl::forward(std::span<const int32_t> ids, bool all_rows) {
   if (ids.empty()) base::fail("forward: no token ids given");
   return run(std::vector<int32_t>(ids.begin(), ids.end()), all_rows);
@@ -210,39 +261,76 @@ GenerateResult SessionImpl::generate(std::span<const int32_t> prompt,
       result.stop = StopReason::kContextFull;
       return result;
     }
-    run({}, false);
+    step({});
   } else if (last_logits_.empty()) {
     base::fail("generate: empty prompt on an empty session");
   }
-  Sampler sampler(options);
-  const int64_t eos = model_->config().eos_token_id;
-  for (int i = 0; i < options.max_new_tokens; ++i) {
-    if (i > 0) {
-      if (state_.n_positions + 1 > max_context_) {
-        result.stop = StopReason::kContextFull;
-        return result;
-      }
-      run({}, false);
-    }
-    const int32_t id = sampler.next(last_logits_);
-    result.ids.push_back(id);
-    ids_.push_back(id);
-    pending_ = id;
-    if (on_token && !on_token(id)) {
-      result.stop = StopReason::kCallback;
-      return result;
-    }
-    if (options.stop_at_eos && id == eos) {
-      result.stop = StopReason::kEos;
-      return result;
-    }
-    if (std::find(options.stop_ids.begin(), options.stop_ids.end(), id) != options.stop_ids.end()) {
-      result.stop = StopReason::kStopId;
-      return result;
-    }
-  }
   result.stop = StopReason::kMaxTokens;
-  return result;
+  if (options.max_new_tokens <= 0) return result;
+  Sampler sampler(options);
+  speculator_.begin(options.speculation);
+  const int64_t eos = model_->config().eos_token_id, vocab = model_->config().vocab_size;
+  // The rows to draw from: the logits after the pending id, then after each drafted id the last
+  // pass verified. Each row's id is drawn exactly as a decode step would draw it (the same
+  // logits, bit for bit, and the same generator), so the ids do not depend on the drafts.
+  std::vector<float> rows = last_logits_;
+  std::vector<int32_t> drafts;
+  double pass_ms = 0.0;
+  const char* decision = "";
+  bool ran_pass = false;  // the rows came from a pass of this loop (else from the prompt's)
+  int generated = 0;
+  for (;;) {
+    int64_t used = 0;  // rows drawn from
+    std::optional<StopReason> stop;
+    for (;;) {
+      const int32_t id = sampler.next(std::span<const float>(rows).subspan(used * vocab, vocab));
+      ++used;
+      ++generated;
+      result.ids.push_back(id);
+      ids_.push_back(id);
+      pending_ = id;
+      if (on_token && !on_token(id)) {
+        stop = StopReason::kCallback;
+      } else if (options.stop_at_eos && id == eos) {
+        stop = StopReason::kEos;
+      } else if (std::find(options.stop_ids.begin(), options.stop_ids.end(), id) !=
+                 options.stop_ids.end()) {
+        stop = StopReason::kStopId;
+      } else if (generated >= options.max_new_tokens) {
+        stop = StopReason::kMaxTokens;
+      }
+      // A drafted id the model did not draw ends the pass's useful rows, as does a stop: the
+      // rows after it are dropped, never emitted.
+      if (stop || used > static_cast<int64_t>(drafts.size()) || id != drafts[used - 1]) break;
+    }
+    if (!drafts.empty()) {
+      keep(used, rows);
+      speculator_.observe(static_cast<int>(drafts.size()), static_cast<int>(used - 1));
+    }
+    if (ran_pass && options.on_pass) {
+      options.on_pass({static_cast<int>(drafts.size()) + 1, static_cast<int>(drafts.size()),
+                       static_cast<int>(used - 1), pass_ms, decision});
+    }
+    if (stop) {
+      result.stop = *stop;
+      return result;
+    }
+    if (state_.n_positions + 1 > max_context_) {
+      result.stop = StopReason::kContextFull;
+      return result;
+    }
+    // Drafted ids beyond the ids still wanted or the context's room would be wasted rows.
+    const int64_t room = std::min<int64_t>(options.max_new_tokens - generated - 1,
+                                           max_context_ - state_.n_positions - 1);
+    const Speculator::Plan plan = speculator_.plan(ids_, generated, static_cast<int>(room));
+    drafts = plan.drafts;
+    decision = plan.decision;
+    const base::Stopwatch pass_time;
+    rows = step(drafts);
+    ran_pass = true;
+    pass_ms = pass_time.elapsed_ms();
+    speculator_.record_pass(static_cast<int>(drafts.size()) + 1, pass_ms / 1000.0);
+  }
 }
 
 }  // namespace

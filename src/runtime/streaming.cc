@@ -15,6 +15,7 @@
 #include "io/page_cache_warmer.h"
 #include "model/mla.h"
 #include "runtime/memory_plan.h"
+#include "runtime/speculator.h"
 
 namespace deltafin::runtime {
 namespace {
@@ -44,7 +45,15 @@ uint64_t working_bytes(const model::ModelPlan& plan, int attention_chunk_tokens,
                           static_cast<uint64_t>(c.vocab_size) * sizeof(float);
   const uint64_t mla_scratch =
       model::mla_auto_scratch_bytes(plan.mla_shape, attention_chunk_tokens, max_context);
-  return (uint64_t{256} << 20) + kda_state + activations + logits + mla_scratch;
+  // Speculation: the widest verify pass's tentative rows (each KDA layer logs its inputs per row)
+  // and the per-head state copies its delta rule runs on (one layer at a time).
+  uint64_t tentative = 0;
+  for (const model::LayerPlan& lp : plan.layers)
+    if (lp.kda() != nullptr)
+      tentative += kMaxVerifyRows * model::kda_tentative_bytes_per_row(plan.kda_shape);
+  tentative += static_cast<uint64_t>(plan.kda_shape.n_heads) * plan.kda_shape.head_dim *
+               plan.kda_shape.head_dim * sizeof(float);
+  return (uint64_t{256} << 20) + kda_state + activations + logits + mla_scratch + tentative;
 }
 
 // Every MLA layer's cache at max_context positions (KDA layers keep a fixed state instead).
@@ -223,7 +232,8 @@ model::ModelStores Streaming::make_stores(const model::ModelPlan& plan,
                                       options.layer_threads < 0 ? pool : options.layer_threads);
     stores.layer_threads = threads;
     if (options.layer_threads > 0) {
-      base::log_info("layers: ", threads.for_pass(model::PassKind::kDecode), " of ", pool, " threads");
+      base::log_info("layers: ", threads.for_pass(model::PassKind::kDecode), " of ", pool,
+                     " threads");
     } else if (options.layer_threads == 0 && scheduler_) {  // something is read
       base::log_info("layers: ", pool, " threads, ", threads.reduced_threads(),
                      " after a token that waited on its reads (--layer-threads)");

@@ -311,6 +311,7 @@ void Service::execute(Job& job, HttpConnection& conn) {
   options.top_p = static_cast<float>(job.gen.top_p);
   options.top_k = job.gen.top_k;
   options.seed = job.gen.seed ? *job.gen.seed : std::random_device{}();
+  options.speculation = options_.speculation;
   bool cancelled = false;
   options.cancel = [&] { return cancelled = cancelled || conn.client_gone(); };
   std::unique_ptr<TextStream> pipeline =

@@ -25,8 +25,9 @@ struct ServiceOptions {
   bool memo = true;
   size_t memo_entries = 32;
   size_t memo_bytes = 64u << 20;
-  bool reuse = true;    // conversation-state reuse (the session's prefix sync)
-  std::string api_key;  // "" = no authentication
+  bool reuse = true;               // conversation-state reuse (the session's prefix sync)
+  std::string api_key;             // "" = no authentication
+  SpeculationOptions speculation;  // every generation's (the ids are the same either way)
 };
 
 // Counters for logs and tests.
