@@ -32,12 +32,13 @@ constexpr int64_t kPrefetchBytes = 4096;
 // Activation rows per register block: 8 rows of accumulators and partial sums plus the decoded
 // weights fit the 32 zmm registers.
 constexpr int64_t kBlockRows = 8;
-// Batches (n >= 2) run in tiles of up to kTileRows weight rows by a few column steps, so that the
-// tile's activations (about kXTileBytes) and accumulators (at most kAccTileBytes) stay in L1 while
-// every weight row of the tile uses them: a K3 activation row alone is 28-48 KiB, so untiled even
-// two rows stream from L2 for every weight row. Each weight step is decoded once per block of 8
-// activation rows. Accumulators live in memory between column tiles, which does not change their
-// bits: each output keeps one fixed sequence of operations whatever the tile shape.
+// Batches (n >= Op::kMinTiledRows) run in tiles of up to kTileRows weight rows by a few column
+// steps, so that the tile's activations (about kXTileBytes) and accumulators (at most
+// kAccTileBytes) stay in L1 while every weight row of the tile uses them: a K3 activation row alone
+// is 28-48 KiB, so untiled even two rows stream from L2 for every weight row. Each weight step is
+// decoded once per block of 8 activation rows. Accumulators live in memory between column tiles,
+// which does not change their bits: each output keeps one fixed sequence of operations whatever the
+// tile shape.
 constexpr int64_t kTileRows = 16;
 constexpr int64_t kXTileBytes = 16 << 10;
 constexpr int64_t kAccTileBytes = 8 << 10;
@@ -46,16 +47,16 @@ constexpr int64_t kMaxAccPerRow = 2;
 // Weight rows per tile: up to kTileRows whose accumulators fit kAccTileBytes, at least 4.
 template <typename Op>
 int64_t tile_rows(int64_t n) {
-  if (n == 1) return 1;
+  if (n < Op::kMinTiledRows) return 1;
   return std::clamp<int64_t>(kAccTileBytes / (n * Op::kAccPerRow * 64), 4, kTileRows);
 }
 
 // Column steps per tile for n activation rows: about kXTileBytes of activations, a multiple of
 // Op::kStepQuantum (the MXFP4 kernel decodes 4 groups' scales at once from a group index that is a
-// multiple of 4, which every tile start then is). n = 1 is not tiled: one tile spans the row.
+// multiple of 4, which every tile start then is). Untiled, one tile spans the row.
 template <typename Op>
 int64_t tile_steps(const Op& op, int64_t n) {
-  if (n == 1) return op.n_steps;
+  if (n < Op::kMinTiledRows) return op.n_steps;
   const int64_t steps = kXTileBytes / (n * Op::kStepXBytes) / Op::kStepQuantum * Op::kStepQuantum;
   return std::max<int64_t>(Op::kStepQuantum, steps);
 }
@@ -89,7 +90,7 @@ void drive(const Op& op, const float* xp, int64_t n, float* y, int64_t rows, int
            __m512* acc_buf) {
   constexpr int64_t kA = Op::kAccPerRow;
   constexpr int64_t kE = Op::kStepElems;
-  const bool tiled = n > 1;
+  const bool tiled = n >= Op::kMinTiledRows;
   const int64_t t_rows = tile_rows<Op>(n);
   const int64_t steps = tile_steps(op, n);
   // Untiled, a row streams on its own and is prefetched 4 KiB ahead. Tiled, the tile's rows advance
@@ -185,6 +186,9 @@ __attribute__((always_inline)) inline void bf16_chunk(__m512i q, __m512i high_ha
 
 struct Mxfp4Op {
   static constexpr int64_t kAccPerRow = 1;
+  // Two rows run faster untiled (measured, cold K3 expert): their 56 KiB of activations stream
+  // from L2 fast enough for the decode, and a tile's bookkeeping costs more than that.
+  static constexpr int64_t kMinTiledRows = 3;
   static constexpr int64_t kStepElems = kMxGroupElems;
   static constexpr int64_t kStepXBytes = kMxGroupElems * 4;
   static constexpr int64_t kStepQuantum = 4;
@@ -237,6 +241,7 @@ struct Mxfp4Op {
 
 struct Bf16Op {
   static constexpr int64_t kAccPerRow = 2;  // even and odd elements
+  static constexpr int64_t kMinTiledRows = 2;
   static constexpr int64_t kStepElems = kBfChunkElems;
   static constexpr int64_t kStepXBytes = kBfChunkElems * 4;
   static constexpr int64_t kStepQuantum = 4;
