@@ -7,10 +7,12 @@
 // Counters (GB = 1e9 bytes): weight_GBps = weight bytes (packed + scales, or bf16) / kernel time;
 // copy_GBps = bytes read by memcpy / its time (it also writes as many bytes, so the memory system
 // moves twice this); read_GBps = bytes summed by a vector read loop / its time; ratio_copy and
-// ratio_read = weight_GBps over those. Threads: the last argument (a pool of that many threads for
-// the kernel and both references). DELTAFIN_ISA=avx2|ref benchmarks the other variants. Also, hot
-// in cache: the element-wise kernels, one KDA head's delta rule, the short convolution, the AttnRes
-// mix and a decode token's MLA attention.
+// ratio_read = weight_GBps over those; kernel_cpu_us = the calling thread's CPU time per kernel
+// call (with one thread, the kernel's time without the preemption of a shared host). Threads: the
+// last argument (a pool of that many threads for the kernel and both references).
+// DELTAFIN_ISA=avx2|ref benchmarks the other variants. Also, hot in cache: the element-wise
+// kernels, one KDA head's delta rule, the short convolution, the AttnRes mix and a decode token's
+// MLA attention.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 #include <sys/mman.h>
@@ -258,7 +260,8 @@ BENCHMARK(BM_Bf16Matmul)
 
 // The compute ceiling: the same GEMVs on one copy of the weights small enough to stay in L2
 // (about 1 MB), one thread. weight_GBps well above the cold read bandwidth means the cold figures
-// are limited by memory, not by decoding. Args: rows, cols.
+// are limited by memory, not by decoding; over n, what extra rows cost in arithmetic alone (the
+// CPU time column). Args: rows, cols, n.
 void BM_Mxfp4MatmulHot(benchmark::State& state) {
   const int64_t rows = state.range(0), cols = state.range(1), n = state.range(2);
   std::vector<uint8_t> packed(rows * cols / 2), scales(rows * cols / 32);
