@@ -7,10 +7,12 @@
 // Counters (GB = 1e9 bytes): weight_GBps = weight bytes (packed + scales, or bf16) / kernel time;
 // copy_GBps = bytes read by memcpy / its time (it also writes as many bytes, so the memory system
 // moves twice this); read_GBps = bytes summed by a vector read loop / its time; ratio_copy and
-// ratio_read = weight_GBps over those. Threads: the last argument (a pool of that many threads for
-// the kernel and both references). DELTAFIN_ISA=avx2|ref benchmarks the other variants. Also, hot
-// in cache: the element-wise kernels, one KDA head's delta rule, the short convolution, the AttnRes
-// mix and a decode token's MLA attention.
+// ratio_read = weight_GBps over those; kernel_cpu_us = the calling thread's CPU time per kernel
+// call (with one thread, the kernel's time without the preemption of a shared host). Threads: the
+// last argument (a pool of that many threads for the kernel and both references).
+// DELTAFIN_ISA=avx2|ref benchmarks the other variants. Also, hot in cache: the element-wise
+// kernels, one KDA head's delta rule, the short convolution, the AttnRes mix and a decode token's
+// MLA attention.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 #include <sys/mman.h>
@@ -20,6 +22,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <random>
 #include <vector>
 
@@ -100,6 +103,12 @@ float read_all(const uint8_t* p, size_t bytes) {
   return static_cast<float>(acc);
 }
 
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 // Runs `kernel(weights)` per iteration against memcpy and a read of other cold copies, and sets
 // the counters described at the top of the file. `bytes` = weight bytes per call.
 template <typename Kernel>
@@ -108,12 +117,14 @@ void measure(benchmark::State& state, base::ThreadPool& pool, const Copies& copi
   std::vector<uint8_t> dst(bytes);
   std::vector<float> sums(pool.size());
   const size_t chunk_grain = 64 << 10;
-  double kernel_s = 0.0, copy_s = 0.0, read_s = 0.0;
+  double kernel_s = 0.0, copy_s = 0.0, read_s = 0.0, kernel_cpu_s = 0.0;
   size_t next = 0;
   for (auto _ : state) {
+    const double cpu0 = thread_cpu_seconds();
     base::Stopwatch lap;
     kernel(copies.at(next));
     const double k = lap.lap_seconds();
+    kernel_cpu_s += thread_cpu_seconds() - cpu0;
     const uint8_t* src = copies.at(next + copies.count / 3);
     pool.parallel_for(bytes, chunk_grain,
                       [&](size_t b, size_t e) { std::memcpy(dst.data() + b, src + b, e - b); });
@@ -135,6 +146,9 @@ void measure(benchmark::State& state, base::ThreadPool& pool, const Copies& copi
   state.counters["read_GBps"] = total_gb / read_s;
   state.counters["ratio_copy"] = copy_s / kernel_s;
   state.counters["ratio_read"] = read_s / kernel_s;
+  // The calling thread's CPU time in the kernel: with one thread (the pool runs inline) this is the
+  // kernel's time without the preemption a shared host adds to the wall time.
+  state.counters["kernel_cpu_us"] = kernel_cpu_s * 1e6 / static_cast<double>(state.iterations());
 }
 
 // Fast fill (xorshift64): the arena is 1 GiB.
@@ -226,53 +240,72 @@ BENCHMARK(BM_Mxfp4Matmul)
     ->Args({3584, 3072, 1, 2})
     ->Args({3072, 3584, 16, 1})
     ->Args({3072, 3584, 16, 2});
+// Batch scaling (verify passes of 2-16 rows): time(n) / time(1) on a K3 expert's fused gate/up
+// shape, 1 thread and 2.
+BENCHMARK(BM_Mxfp4Matmul)
+    ->Name("BM_Mxfp4Batch")
+    ->Apply(configure)
+    ->ArgsProduct({{3072}, {7168}, {1, 2, 4, 8, 16}, {1, 2}});
 // K3 KDA q/k/v/g projection [12288, 7168].
 BENCHMARK(BM_Bf16Matmul)
     ->Apply(configure)
     ->Args({12288, 7168, 1, 1})
     ->Args({12288, 7168, 1, 2})
     ->Args({12288, 7168, 16, 2});
+// Batch scaling on a spine projection [7168, 12288] (KDA/MLA output side).
+BENCHMARK(BM_Bf16Matmul)
+    ->Name("BM_Bf16Batch")
+    ->Apply(configure)
+    ->ArgsProduct({{7168}, {12288}, {1, 2, 4, 8, 16}, {1, 2}});
 
 // The compute ceiling: the same GEMVs on one copy of the weights small enough to stay in L2
 // (about 1 MB), one thread. weight_GBps well above the cold read bandwidth means the cold figures
-// are limited by memory, not by decoding. Args: rows, cols.
+// are limited by memory, not by decoding; over n, what extra rows cost in arithmetic alone (the
+// CPU time column). Args: rows, cols, n.
 void BM_Mxfp4MatmulHot(benchmark::State& state) {
-  const int64_t rows = state.range(0), cols = state.range(1);
+  const int64_t rows = state.range(0), cols = state.range(1), n = state.range(2);
   std::vector<uint8_t> packed(rows * cols / 2), scales(rows * cols / 32);
   Xorshift rng;
   for (auto& b : packed) b = static_cast<uint8_t>(rng());
   for (auto& b : scales) b = static_cast<uint8_t>(118 + rng() % 12);
-  const std::vector<float> x = random_x(cols);
-  std::vector<float> y(rows);
+  const std::vector<float> x = random_x(n * cols);
+  std::vector<float> y(n * rows);
   base::ThreadPool pool(1);
   const kernels::Mxfp4Matrix w{packed.data(), scales.data(), rows, cols};
   for (auto _ : state) {
-    kernels::matmul(w, x.data(), 1, y.data(), pool);
+    kernels::matmul(w, x.data(), n, y.data(), pool);
     benchmark::DoNotOptimize(y.data());
   }
   state.counters["weight_GBps"] = benchmark::Counter(
       static_cast<double>(packed.size() + scales.size()) * state.iterations() / 1e9,
       benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_Mxfp4MatmulHot)->Args({512, 3584})->Apply(with_min_max);
+BENCHMARK(BM_Mxfp4MatmulHot)
+    ->ArgNames({"rows", "cols", "n"})
+    ->ArgsProduct({{512}, {3584}, {1, 2, 4, 8, 16}})
+    ->ArgsProduct({{256}, {7168}, {1, 2, 4, 8, 16}})
+    ->Apply(with_min_max);
 
 void BM_Bf16MatmulHot(benchmark::State& state) {
-  const int64_t rows = state.range(0), cols = state.range(1);
+  const int64_t rows = state.range(0), cols = state.range(1), n = state.range(2);
   std::vector<uint16_t> data(rows * cols);
   Xorshift rng;
   for (auto& v : data) v = static_cast<uint16_t>(0x3c00 + (rng() & 0x87ff));
-  const std::vector<float> x = random_x(cols);
-  std::vector<float> y(rows);
+  const std::vector<float> x = random_x(n * cols);
+  std::vector<float> y(n * rows);
   base::ThreadPool pool(1);
   const kernels::Bf16Matrix w{data.data(), rows, cols};
   for (auto _ : state) {
-    kernels::matmul(w, x.data(), 1, y.data(), pool);
+    kernels::matmul(w, x.data(), n, y.data(), pool);
     benchmark::DoNotOptimize(y.data());
   }
   state.counters["weight_GBps"] = benchmark::Counter(
       static_cast<double>(data.size() * 2) * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_Bf16MatmulHot)->Args({64, 7168})->Apply(with_min_max);
+BENCHMARK(BM_Bf16MatmulHot)
+    ->ArgNames({"rows", "cols", "n"})
+    ->ArgsProduct({{64}, {7168}, {1, 2, 4, 8, 16}})
+    ->Apply(with_min_max);
 
 // The element-wise kernels around the GEMVs, hot in cache (they touch kilobytes): SiTU over one
 // expert's intermediate (3072), RMSNorm over the hidden size (7168), softmax over 4096 scores.

@@ -32,37 +32,81 @@ constexpr int64_t kPrefetchBytes = 4096;
 // Activation rows per register block: 8 rows of accumulators and partial sums plus the decoded
 // weights fit the 32 zmm registers.
 constexpr int64_t kBlockRows = 8;
-// Batches above 2 rows run in tiles of kTileRows weight rows by kTileSteps column steps, so the
-// activation slice of a block (8 rows x 512 columns = 16 KiB) and the weight tile stay in L1 while
-// every weight row of the tile uses them. Accumulators live in memory between column steps, which
-// does not change their bits: each output keeps one fixed sequence of operations.
+// Batches (n >= Op::kMinTiledRows) run in tiles of up to kTileRows weight rows by a few column
+// steps, so that the tile's activations (about kXTileBytes) and accumulators (at most
+// kAccTileBytes) stay in L1 while every weight row of the tile uses them: a K3 activation row alone
+// is 28-48 KiB, so untiled even two rows stream from L2 for every weight row. Each weight step is
+// decoded once per block of 8 activation rows. Accumulators live in memory between column tiles,
+// which does not change their bits: each output keeps one fixed sequence of operations whatever the
+// tile shape.
 constexpr int64_t kTileRows = 16;
-constexpr int64_t kTileSteps = 4;  // MXFP4 groups (512 columns); BF16 uses 4x as many chunks
-// The MXFP4 kernel decodes the scales of 4 groups at once from a group index that is a multiple
-// of 4, which every tile start is.
-static_assert(kTileSteps % 4 == 0);
+constexpr int64_t kXTileBytes = 16 << 10;
+constexpr int64_t kAccTileBytes = 8 << 10;
 constexpr int64_t kMaxAccPerRow = 2;
 
-// Runs `op` over weight rows [r0, r1) for n activation rows laid out at xp (x_stride apart) and
-// writes y[i * rows + r]. Op provides kAccPerRow, kStepsPerTile, n_steps, run<kB>(r, s0, s1, xp,
-// x_stride, acc) over column steps [s0, s1) with acc [kB][kAccPerRow] in memory, and reduce(acc).
+// Weight rows per tile: up to kTileRows whose accumulators fit kAccTileBytes, at least 4.
 template <typename Op>
-void drive(const Op& op, const float* xp, int64_t x_stride, int64_t n, float* y, int64_t rows,
-           int64_t r0, int64_t r1, __m512* acc_buf) {
+int64_t tile_rows(int64_t n) {
+  if (n < Op::kMinTiledRows) return 1;
+  return std::clamp<int64_t>(kAccTileBytes / (n * Op::kAccPerRow * 64), 4, kTileRows);
+}
+
+// Column steps per tile for n activation rows: about kXTileBytes of activations, a multiple of
+// Op::kStepQuantum (the MXFP4 kernel decodes 4 groups' scales at once from a group index that is a
+// multiple of 4, which every tile start then is). Untiled, one tile spans the row.
+template <typename Op>
+int64_t tile_steps(const Op& op, int64_t n) {
+  if (n < Op::kMinTiledRows) return op.n_steps;
+  const int64_t steps = kXTileBytes / (n * Op::kStepXBytes) / Op::kStepQuantum * Op::kStepQuantum;
+  return std::max<int64_t>(Op::kStepQuantum, steps);
+}
+
+// Activations are prepared step-major: step c of row i is at xp + (c * n + i) * E (E =
+// Op::kStepElems), so a kernel addresses the rows of a block from one pointer with constant
+// offsets, and the activations of a column tile are contiguous (no L1 set collisions between rows
+// a multiple of 4 KiB apart, as K3's 7168 and 12288 columns are). `col(c, k)` is the column that
+// element k of step c holds; zero past cols, so a partial last step contributes exactly 0.
+template <typename Op, typename Col>
+void prepare_x(const Op& op, const float* x, int64_t n, int64_t cols, float* xp, Col col) {
+  constexpr int64_t kE = Op::kStepElems;
+  for (int64_t c = 0; c < op.n_steps; ++c)
+    for (int64_t i = 0; i < n; ++i) {
+      const float* xi = x + i * cols;
+      float* out = xp + (c * n + i) * kE;
+      for (int64_t k = 0; k < kE; ++k) {
+        const int64_t at = col(c, k);
+        out[k] = at < cols ? xi[at] : 0.0f;
+      }
+    }
+}
+
+// Runs `op` over weight rows [r0, r1) for n activation rows prepared at xp and writes
+// y[i * rows + r]. Op provides kAccPerRow, kStepElems, kStepXBytes, kStepQuantum, n_steps,
+// run<kB>(r, s0, s1, x, step_stride, prefetch_bytes, acc) over column steps [s0, s1) with x at
+// step s0 of the block's first row, steps step_stride floats apart, acc [kB][kAccPerRow] in
+// memory, and reduce(acc).
+template <typename Op>
+void drive(const Op& op, const float* xp, int64_t n, float* y, int64_t rows, int64_t r0, int64_t r1,
+           __m512* acc_buf) {
   constexpr int64_t kA = Op::kAccPerRow;
-  const bool tiled = n > 2;
-  const int64_t tile_rows = tiled ? kTileRows : 1;
-  const int64_t tile_steps = tiled ? Op::kStepsPerTile : op.n_steps;
-  for (int64_t rt = r0; rt < r1; rt += tile_rows) {
-    const int64_t re = std::min(r1, rt + tile_rows);
+  constexpr int64_t kE = Op::kStepElems;
+  const bool tiled = n >= Op::kMinTiledRows;
+  const int64_t t_rows = tile_rows<Op>(n);
+  const int64_t steps = tile_steps(op, n);
+  // Untiled, a row streams on its own and is prefetched 4 KiB ahead. Tiled, the tile's rows advance
+  // together one column tile at a time, so each prefetches its own bytes one tile ahead (further
+  // ahead, the prefetched lines of 16 rows crowd the activation tile out of L1).
+  const int64_t prefetch_bytes = tiled ? steps * 64 : kPrefetchBytes;
+  for (int64_t rt = r0; rt < r1; rt += t_rows) {
+    const int64_t re = std::min(r1, rt + t_rows);
     for (int64_t k = 0; k < (re - rt) * n * kA; ++k) acc_buf[k] = _mm512_setzero_ps();
-    for (int64_t s0 = 0; s0 < op.n_steps; s0 += tile_steps) {
-      const int64_t s1 = std::min(op.n_steps, s0 + tile_steps);
+    for (int64_t s0 = 0; s0 < op.n_steps; s0 += steps) {
+      const int64_t s1 = std::min(op.n_steps, s0 + steps);
       for (int64_t i0 = 0; i0 < n; i0 += kBlockRows)
         with_block<kBlockRows>(n - i0, [&](auto b) {
           for (int64_t r = rt; r < re; ++r)
-            op.template run<decltype(b)::value>(r, s0, s1, xp + i0 * x_stride, x_stride,
-                                                acc_buf + ((r - rt) * n + i0) * kA);
+            op.template run<decltype(b)::value>(r, s0, s1, xp + (s0 * n + i0) * kE, n * kE,
+                                                prefetch_bytes, acc_buf + ((r - rt) * n + i0) * kA);
         });
     }
     for (int64_t r = rt; r < re; ++r)
@@ -80,21 +124,6 @@ Scratch scratch(int64_t xp_floats, int64_t n) {
   const int64_t xp_padded = (xp_floats + 15) / 16 * 16;
   float* base = thread_scratch(xp_padded + kTileRows * n * kMaxAccPerRow * 16);
   return {base, reinterpret_cast<__m512*>(base + xp_padded)};
-}
-
-// x [n, cols] -> xp [n, groups * 128]: within group g, vector k lane j holds x[128g + 8j + k]
-// (zero past cols, so a partial last group contributes exactly 0).
-void prepare_mxfp4_x(const float* x, int64_t n, int64_t cols, int64_t stride, float* xp) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float* xi = x + i * cols;
-    float* out = xp + i * stride;
-    for (int64_t g = 0; g < stride / kMxGroupElems; ++g)
-      for (int64_t k = 0; k < 8; ++k)
-        for (int64_t j = 0; j < 16; ++j) {
-          const int64_t c = g * kMxGroupElems + 8 * j + k;
-          out[g * kMxGroupElems + 16 * k + j] = c < cols ? xi[c] : 0.0f;
-        }
-  }
 }
 
 // Block scales as f32: 2^(s - 127), built as s << 23; fixupimm then turns s = 0 (bits 0) into the
@@ -120,9 +149,49 @@ struct ScaleDecoder {
   }
 };
 
+// One MXFP4 group (4 blocks, 128 elements) against kB activation rows 128 floats apart at xg:
+// each row's per-lane block sums, then their block scales, into acc. A function rather than a
+// lambda, with every row loop unrolled, so that GCC keeps acc in registers.
+template <int kB>
+__attribute__((always_inline)) inline void mxfp4_group(__m512i q, __m512 sc, __m512 lut,
+                                                       const float* xg, __m512 (&acc)[kB]) {
+  __m512 p[kB];
+  const __m512 v0 = _mm512_permutexvar_ps(q, lut);
+#pragma GCC unroll 8
+  for (int i = 0; i < kB; ++i) p[i] = _mm512_mul_ps(v0, _mm512_load_ps(xg + i * 128));
+#pragma GCC unroll 7
+  for (int k = 1; k < 8; ++k) {
+    const __m512 v = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4 * k), lut);
+#pragma GCC unroll 8
+    for (int i = 0; i < kB; ++i)
+      p[i] = _mm512_fmadd_ps(v, _mm512_load_ps(xg + i * 128 + 16 * k), p[i]);
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < kB; ++i) acc[i] = _mm512_fmadd_ps(p[i], sc, acc[i]);
+}
+
+// One BF16 chunk (32 elements) against kB activation rows 32 floats apart at xc.
+template <int kB>
+__attribute__((always_inline)) inline void bf16_chunk(__m512i q, __m512i high_half, const float* xc,
+                                                      __m512 (&acc_even)[kB],
+                                                      __m512 (&acc_odd)[kB]) {
+  const __m512 even = _mm512_castsi512_ps(_mm512_slli_epi32(q, 16));
+  const __m512 odd = _mm512_castsi512_ps(_mm512_and_si512(q, high_half));
+#pragma GCC unroll 8
+  for (int i = 0; i < kB; ++i) {
+    acc_even[i] = _mm512_fmadd_ps(even, _mm512_load_ps(xc + i * 32), acc_even[i]);
+    acc_odd[i] = _mm512_fmadd_ps(odd, _mm512_load_ps(xc + i * 32 + 16), acc_odd[i]);
+  }
+}
+
 struct Mxfp4Op {
   static constexpr int64_t kAccPerRow = 1;
-  static constexpr int64_t kStepsPerTile = kTileSteps;
+  // Two rows run faster untiled (measured, cold K3 expert): their 56 KiB of activations stream
+  // from L2 fast enough for the decode, and a tile's bookkeeping costs more than that.
+  static constexpr int64_t kMinTiledRows = 3;
+  static constexpr int64_t kStepElems = kMxGroupElems;
+  static constexpr int64_t kStepXBytes = kMxGroupElems * 4;
+  static constexpr int64_t kStepQuantum = 4;
   const Mxfp4Matrix& w;
   int64_t n_blocks = w.cols / 32;
   int64_t full_groups = n_blocks / 4, tail_blocks = n_blocks % 4;
@@ -131,73 +200,51 @@ struct Mxfp4Op {
   ScaleDecoder scales;
 
   // The per-row sequence of operations does not depend on kB, so batches equal n = 1 bit for bit.
-  // Kept out of line so that each batch size gets the registers to itself.
+  // Kept out of line so that each batch size gets the registers to itself, and written without
+  // lambdas or pointer arrays: GCC then keeps the accumulators in registers and addresses every
+  // activation load from one pointer with a constant offset.
   template <int kB>
   __attribute__((noinline)) void run(int64_t r, int64_t g0, int64_t g1, const float* xp,
-                                     int64_t x_stride, __m512* acc_mem) const {
+                                     int64_t step_stride, int64_t prefetch_bytes,
+                                     __m512* acc_mem) const {
     const uint8_t* wp = w.packed + r * (w.cols / 2);
     const uint8_t* sp = w.scales + r * n_blocks;
     const __m512 lut = table;
     const ScaleDecoder dec = scales;
-    const float* xr[kB];
     __m512 acc[kB];
-    for (int i = 0; i < kB; ++i) {
-      acc[i] = acc_mem[i];
-      xr[i] = xp + i * x_stride;
-    }
-    auto group = [&](__m512i q, __m512 sc, int64_t g) {
-      const int64_t off = g * kMxGroupElems;
-      __m512 p[kB];
-      const __m512 v0 = _mm512_permutexvar_ps(q, lut);
-      for (int i = 0; i < kB; ++i) p[i] = _mm512_mul_ps(v0, _mm512_load_ps(xr[i] + off));
-      for (int k = 1; k < 8; ++k) {
-        const __m512 v = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4 * k), lut);
-        for (int i = 0; i < kB; ++i)
-          p[i] = _mm512_fmadd_ps(v, _mm512_load_ps(xr[i] + off + 16 * k), p[i]);
-      }
-      for (int i = 0; i < kB; ++i) acc[i] = _mm512_fmadd_ps(p[i], sc, acc[i]);
-    };
+#pragma GCC unroll 8
+    for (int i = 0; i < kB; ++i) acc[i] = acc_mem[i];
+    const __m512i spread[4] = {ScaleDecoder::spread(0), ScaleDecoder::spread(1),
+                               ScaleDecoder::spread(2), ScaleDecoder::spread(3)};
     // Column tiles start at multiples of 4 groups, so g0 is one too.
-    const __m512i spread0 = ScaleDecoder::spread(0), spread1 = ScaleDecoder::spread(1),
-                  spread2 = ScaleDecoder::spread(2), spread3 = ScaleDecoder::spread(3);
     for (int64_t gc = g0; gc < g1; gc += 4) {
       const __m512 sc16 = dec.decode16(sp + 4 * gc, n_blocks - 4 * gc);
-      for (int u = 0; u < 4 && gc + u < g1; ++u) {
+      for (int u = 0; u < 4; ++u) {
         const int64_t g = gc + u;
-        const __m512i spread = u == 0 ? spread0 : u == 1 ? spread1 : u == 2 ? spread2 : spread3;
-        const __m512 sc = _mm512_permutexvar_ps(spread, sc16);
+        if (g >= g1) break;
+        const __m512 sc = _mm512_permutexvar_ps(spread[u], sc16);
+        const float* xg = xp + (g - g0) * step_stride;
         if (g < full_groups) {
-          _mm_prefetch(reinterpret_cast<const char*>(wp + 64 * g) + kPrefetchBytes, _MM_HINT_T0);
-          group(_mm512_loadu_si512(wp + 64 * g), sc, g);
+          _mm_prefetch(reinterpret_cast<const char*>(wp + 64 * g) + prefetch_bytes, _MM_HINT_T0);
+          mxfp4_group<kB>(_mm512_loadu_si512(wp + 64 * g), sc, lut, xg, acc);
         } else {  // the partial last group: 1-3 blocks
           const __mmask16 m = static_cast<__mmask16>((1u << (4 * tail_blocks)) - 1);
-          group(_mm512_maskz_loadu_epi32(m, wp + 64 * g), sc, g);
+          mxfp4_group<kB>(_mm512_maskz_loadu_epi32(m, wp + 64 * g), sc, lut, xg, acc);
         }
       }
     }
+#pragma GCC unroll 8
     for (int i = 0; i < kB; ++i) acc_mem[i] = acc[i];
   }
   float reduce(const __m512* acc) const { return _mm512_reduce_add_ps(acc[0]); }
 };
 
-// x [n, cols] -> xp [n, chunks * 32]: chunk c holds x[32c + 2j] in lanes 0..15 and x[32c + 2j + 1]
-// in lanes 16..31, zero past cols.
-void prepare_bf16_x(const float* x, int64_t n, int64_t cols, int64_t stride, float* xp) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float* xi = x + i * cols;
-    float* out = xp + i * stride;
-    for (int64_t c = 0; c < stride / kBfChunkElems; ++c)
-      for (int64_t j = 0; j < 16; ++j) {
-        const int64_t even = c * kBfChunkElems + 2 * j;
-        out[c * kBfChunkElems + j] = even < cols ? xi[even] : 0.0f;
-        out[c * kBfChunkElems + 16 + j] = even + 1 < cols ? xi[even + 1] : 0.0f;
-      }
-  }
-}
-
 struct Bf16Op {
   static constexpr int64_t kAccPerRow = 2;  // even and odd elements
-  static constexpr int64_t kStepsPerTile = kTileSteps * 4;
+  static constexpr int64_t kMinTiledRows = 2;
+  static constexpr int64_t kStepElems = kBfChunkElems;
+  static constexpr int64_t kStepXBytes = kBfChunkElems * 4;
+  static constexpr int64_t kStepQuantum = 4;
   const Bf16Matrix& w;
   int64_t full_chunks = w.cols / kBfChunkElems, tail = w.cols % kBfChunkElems;
   int64_t n_steps = full_chunks + (tail > 0 ? 1 : 0);
@@ -205,35 +252,29 @@ struct Bf16Op {
 
   template <int kB>
   __attribute__((noinline)) void run(int64_t r, int64_t c0, int64_t c1, const float* xp,
-                                     int64_t x_stride, __m512* acc_mem) const {
+                                     int64_t step_stride, int64_t prefetch_bytes,
+                                     __m512* acc_mem) const {
     const uint16_t* wr = w.data + r * w.cols;
     const __m512i mask = high_half;
-    const float* xr[kB];
     __m512 acc_even[kB], acc_odd[kB];
+#pragma GCC unroll 8
     for (int i = 0; i < kB; ++i) {
       acc_even[i] = acc_mem[2 * i];
       acc_odd[i] = acc_mem[2 * i + 1];
-      xr[i] = xp + i * x_stride;
     }
-    auto chunk = [&](__m512i q, int64_t c) {
-      const int64_t off = c * kBfChunkElems;
-      const __m512 even = _mm512_castsi512_ps(_mm512_slli_epi32(q, 16));
-      const __m512 odd = _mm512_castsi512_ps(_mm512_and_si512(q, mask));
-      for (int i = 0; i < kB; ++i) {
-        acc_even[i] = _mm512_fmadd_ps(even, _mm512_load_ps(xr[i] + off), acc_even[i]);
-        acc_odd[i] = _mm512_fmadd_ps(odd, _mm512_load_ps(xr[i] + off + 16), acc_odd[i]);
-      }
-    };
     const int64_t c_full_end = std::min(c1, full_chunks);
     for (int64_t c = c0; c < c_full_end; ++c) {
-      _mm_prefetch(reinterpret_cast<const char*>(wr + c * kBfChunkElems) + kPrefetchBytes,
+      _mm_prefetch(reinterpret_cast<const char*>(wr + c * kBfChunkElems) + prefetch_bytes,
                    _MM_HINT_T0);
-      chunk(_mm512_loadu_si512(wr + c * kBfChunkElems), c);
+      bf16_chunk<kB>(_mm512_loadu_si512(wr + c * kBfChunkElems), mask, xp + (c - c0) * step_stride,
+                     acc_even, acc_odd);
     }
-    if (c1 > full_chunks) {
+    if (c1 > full_chunks) {  // the partial last chunk reads only its own elements
       const __mmask32 m = static_cast<__mmask32>((1ull << tail) - 1);
-      chunk(_mm512_maskz_loadu_epi16(m, wr + full_chunks * kBfChunkElems), full_chunks);
+      bf16_chunk<kB>(_mm512_maskz_loadu_epi16(m, wr + full_chunks * kBfChunkElems), mask,
+                     xp + (full_chunks - c0) * step_stride, acc_even, acc_odd);
     }
+#pragma GCC unroll 8
     for (int i = 0; i < kB; ++i) {
       acc_mem[2 * i] = acc_even[i];
       acc_mem[2 * i + 1] = acc_odd[i];
@@ -268,18 +309,20 @@ void f32_row(const float* wr, int64_t cols, const float* x, float* y, int64_t y_
 
 void mxfp4_rows(const Mxfp4Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
   const Mxfp4Op op{w};
-  const int64_t stride = op.n_steps * kMxGroupElems;
-  const Scratch s = scratch(n * stride, n);
-  prepare_mxfp4_x(x, n, w.cols, stride, s.xp);
-  drive(op, s.xp, stride, n, y, w.rows, r0, r1, s.acc);
+  const Scratch s = scratch(n * op.n_steps * kMxGroupElems, n);
+  // Within group g, vector k lane j holds column 128g + 8j + k.
+  prepare_x(op, x, n, w.cols, s.xp,
+            [](int64_t g, int64_t e) { return g * kMxGroupElems + 8 * (e % 16) + e / 16; });
+  drive(op, s.xp, n, y, w.rows, r0, r1, s.acc);
 }
 
 void bf16_rows(const Bf16Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
   const Bf16Op op{w};
-  const int64_t stride = op.n_steps * kBfChunkElems;
-  const Scratch s = scratch(n * stride, n);
-  prepare_bf16_x(x, n, w.cols, stride, s.xp);
-  drive(op, s.xp, stride, n, y, w.rows, r0, r1, s.acc);
+  const Scratch s = scratch(n * op.n_steps * kBfChunkElems, n);
+  // Chunk c holds columns 32c + 2j in lanes 0..15 and 32c + 2j + 1 in lanes 16..31.
+  prepare_x(op, x, n, w.cols, s.xp,
+            [](int64_t c, int64_t e) { return c * kBfChunkElems + 2 * (e % 16) + e / 16; });
+  drive(op, s.xp, n, y, w.rows, r0, r1, s.acc);
 }
 
 void f32_rows(const F32Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {

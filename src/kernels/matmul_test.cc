@@ -1,5 +1,6 @@
 // Tests for matmul: every ISA variant against the scalar reference and a float64 dot product, on
-// odd shapes, unaligned pointers and batches 1..17; batch and thread-count bit-identity; exact
+// odd shapes, unaligned pointers and batches 1..17; batch, row-range and thread-count bit-identity
+// (memcmp against n = 1 across column and row tiles); exact
 // scale decoding at the E8M0 extremes; NaN scales reported with the tensor's name.
 #include "kernels/matmul.h"
 
@@ -200,6 +201,37 @@ TEST(Matmul, F32EveryVariantOddShapes) {
         }
       }
     }
+  }
+}
+
+// Rows of a batch against their own n = 1 calls, memcmp, for every n of a verify pass (1..16) on
+// shapes with many column tiles and a partial last step (2080 = 16 MXFP4 groups + 1 block, 2100 =
+// 65 BF16 chunks + 20) and more weight rows than one row tile, computed in row ranges that cut the
+// row tiles anywhere (as a thread split does).
+template <typename Matrix>
+void expect_batch_rows_equal_single(const MatmulVariant& v, const std::string& isa, const Matrix& w,
+                                    std::mt19937& rng) {
+  const RandomX x(kMatmulMaxBatch, w.cols, rng);
+  std::vector<float> y1(kMatmulMaxBatch * w.rows);
+  for (int64_t i = 0; i < kMatmulMaxBatch; ++i)
+    detail::matmul_rows(v, w, x.x + i * w.cols, 1, y1.data() + i * w.rows, 0, w.rows);
+  const int64_t cuts[] = {0, 5, 21, 22, w.rows};
+  for (int64_t n = 1; n <= kMatmulMaxBatch; ++n) {
+    std::vector<float> y(n * w.rows, -3.0f);
+    for (size_t c = 0; c + 1 < std::size(cuts); ++c)
+      detail::matmul_rows(v, w, x.x, n, y.data(), cuts[c], cuts[c + 1]);
+    ASSERT_EQ(std::memcmp(y.data(), y1.data(), y.size() * sizeof(float)), 0)
+        << isa << " " << w.rows << "x" << w.cols << " n=" << n;
+  }
+}
+
+TEST(Matmul, BatchRowsEqualSingleRowAcrossTiles) {
+  std::mt19937 rng(21);
+  const RandomMxfp4 w(41, 2080, rng);
+  const RandomBf16 wb(41, 2100, rng);
+  for (Isa isa : supported_isas()) {
+    expect_batch_rows_equal_single(detail::matmul_variant(isa), base::isa_name(isa), w.m, rng);
+    expect_batch_rows_equal_single(detail::matmul_variant(isa), base::isa_name(isa), wb.m, rng);
   }
 }
 
