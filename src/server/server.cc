@@ -38,6 +38,7 @@ void serve(Engine& engine, const std::string& model_dir, ServeOptions options) {
   HttpServer http(options.http,
                   [&service](const HttpRequest& r, HttpConnection& c) { service.handle(r, c); });
   http.bind(options.host, options.port);
+  http.set_shutdown_grace_ms(options.shutdown_grace_ms);
 
   struct sigaction sa = {};
   struct sigaction old_int = {};

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "deltafin/engine.h"
+#include "server/browser_guard.h"
 #include "server/http.h"
 #include "server/memo.h"
 #include "server/outcome.h"
@@ -25,8 +26,9 @@ struct ServiceOptions {
   bool memo = true;
   size_t memo_entries = 32;
   size_t memo_bytes = 64u << 20;
-  bool reuse = true;    // conversation-state reuse (the session's prefix sync)
-  std::string api_key;  // "" = no authentication
+  bool reuse = true;      // conversation-state reuse (the session's prefix sync)
+  std::string api_key;    // "" = no authentication
+  BrowserPolicy browser;  // Host, Origin and Content-Type checks, CORS
 };
 
 // Counters for logs and tests.
