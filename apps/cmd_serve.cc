@@ -78,10 +78,17 @@ int run_serve(Args& args) {
       static_cast<int>(positive(args, "max-connections", o.http.max_connections, 10'000));
   o.http.write_timeout_ms =
       static_cast<int>(positive(args, "write-timeout-ms", o.http.write_timeout_ms, 3'600'000));
-  const long long body_memory =
-      args.has("max-body-memory")
-          ? static_cast<long long>(base::parse_byte_size(args.get("max-body-memory")))
-          : 0;
+  long long body_memory = 0;
+  if (args.has("max-body-memory")) {
+    const std::string text = args.get("max-body-memory");
+    try {
+      body_memory = static_cast<long long>(base::parse_byte_size(text));
+    } catch (const std::exception& e) {
+      base::fail("deltafin serve: --max-body-memory: ", e.what());
+    }
+    if (body_memory <= 0)
+      base::fail("deltafin serve: --max-body-memory must be positive (got '", text, "')");
+  }
   o.shutdown_grace_ms = static_cast<int>(
       read_positive_flag(args, "serve", "shutdown-grace-ms", o.shutdown_grace_ms, 3'600'000));
   o.service.browser.allowed_origins = list_flag(args, "allow-origin");
