@@ -715,6 +715,7 @@ void HttpServer::serve_connection(int fd, bool reserved) {
         if (e.status == 503) err.code = "server_overloaded";
         std::vector<std::pair<std::string, std::string>> extra;
         if (e.retry_after_s > 0) extra.emplace_back("Retry-After", std::to_string(e.retry_after_s));
+        conn.release_body();  // a partial body is not kept through the linger
         conn.send(e.status, "application/json", error_json(err), extra);
         conn.linger();
         break;
