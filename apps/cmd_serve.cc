@@ -138,6 +138,11 @@ int run_serve(Args& args) {
       o.service.api_key.empty())
     base::log_warn("serve: listening on ", o.host,
                    " without an API key: anyone who can reach it can use it (--api-key)");
+  const auto& origins = o.service.browser.allowed_origins;
+  if (std::find(origins.begin(), origins.end(), "*") != origins.end() && o.service.api_key.empty())
+    base::log_warn(
+        "serve: --allow-origin '*' without an API key: any web page you visit can use "
+        "the server (--api-key)");
   server::serve(*loaded, engine.model_dir, o);
   return 0;
 }
