@@ -570,8 +570,8 @@ bool HttpConnection::client_gone() {
   // FIN alone: the client closed, or only shut down its sending side and waits for the answer
   // (HTTP allows it). Only a write tells them apart: a closed socket answers it with a reset,
   // seen at the next poll (at once on loopback, one round trip away otherwise).
+  // Requests it pipelined before the FIN are still read and answered.
   eof_ = true;
-  keep_alive_ = false;
   if (!probed_) probe_half_close();
   if (broken_) return true;
   pollfd q{fd_, 0, 0};

@@ -370,11 +370,32 @@ TEST(HttpConnection, HalfClosedClientGetsTheWholeResponse) {
   ASSERT_EQ(::shutdown(p.client, SHUT_WR), 0);  // done sending, still reading
   EXPECT_EQ(TcpPair::calls_until_gone(*conn, 20), 0);
   EXPECT_TRUE(conn->send(200, "text/plain", "whole"));
-  EXPECT_FALSE(conn->keep_alive());  // it will send nothing more
   conn.reset();  // closes the server's end
   const std::string wire = p.read_all();
   EXPECT_EQ(wire.rfind("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n", 0), 0u) << wire;
   EXPECT_EQ(wire.substr(wire.size() - 5), "whole");
+}
+
+TEST(HttpConnection, HalfClosedClientGetsEveryPipelinedAnswer) {
+  TcpPair p;
+  HttpLimits limits;
+  auto conn = std::make_unique<HttpConnection>(p.server_fd, limits, &p.stopping);
+  p.send("GET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\n\r\n");
+  ASSERT_EQ(::shutdown(p.client, SHUT_WR), 0);
+  std::optional<HttpRequest> r = conn->read_request();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(TcpPair::calls_until_gone(*conn, 5), 0);
+  EXPECT_TRUE(conn->send(200, "text/plain", "a"));
+  ASSERT_TRUE(conn->keep_alive());
+  r = conn->read_request();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->path, "/b");
+  EXPECT_TRUE(conn->send(200, "text/plain", "b"));
+  EXPECT_FALSE(conn->read_request());  // then the FIN
+  conn.reset();
+  const std::string wire = p.read_all();
+  EXPECT_NE(wire.find("\r\n\r\na"), std::string::npos) << wire;
+  EXPECT_EQ(wire.substr(wire.size() - 5), "\r\n\r\nb") << wire;
 }
 
 TEST(HttpConnection, HalfClosedClientGetsTheWholeStream) {
