@@ -165,6 +165,13 @@ assert after - base < 32, f"{after - base:.0f} MiB of request bodies stayed allo
 PY
 echo "server_limits: bodies: $(cat "$tmp/bodies.out")"
 
+for bad in "--max-body-memory 1M --max-request-bytes 2000000:less than --max-request-bytes" \
+  "--max-body-memory 0:must be positive" "--max-body-memory 3X:--max-body-memory: '3X' is not a size"; do
+  # shellcheck disable=SC2086
+  timeout 20 "$deltafin" serve --model "$tmp/demo" --port 0 ${bad%%:*} 2>"$tmp/err" && rc=0 || rc=$?
+  [[ $rc == 1 ]] && grep -qF -- "${bad#*:}" "$tmp/err" || fail "${bad%%:*}: exit $rc, $(tail -1 "$tmp/err")"
+done
+
 # --- what a web page could send is refused; --allow-origin lets one origin's pages in
 start_server browser --model "$tmp/demo"
 base="http://127.0.0.1:$port"
