@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -26,10 +27,13 @@ namespace deltafin::server {
 namespace {
 
 constexpr size_t kMaxHeaders = 128;
-constexpr int kPollSliceMs = 200;        // how often blocked reads and writes see the stop flag
-constexpr int kWriteTimeoutMs = 30'000;  // a client that stops reading is dropped
-constexpr int kLingerMs = 2'000;         // reading (and discarding) after an early error reply
+constexpr int kPollSliceMs = 200;  // how often blocked reads and writes see the stop flag
+constexpr int kLingerMs = 2'000;   // reading (and discarding) after an early error reply
 constexpr uint64_t kLingerBytes = 64 << 20;
+constexpr int kEndingMs = 1'000;  // at shutdown, for the endings of cancelled requests
+// A body at least this large is returned to the system when released: glibc keeps freed memory
+// in its (per-thread) arenas otherwise, which is how 64 large bodies left 0.7 GB behind.
+constexpr uint64_t kTrimBodyBytes = 1 << 20;
 std::string too_many_connections() {
   return error_json(ApiError{
       503, "too many open connections; try again shortly (--max-connections)", "server_error"});
@@ -268,6 +272,8 @@ std::string_view status_reason(int status) {
       return "Bad Request";
     case 401:
       return "Unauthorized";
+    case 403:
+      return "Forbidden";
     case 404:
       return "Not Found";
     case 405:
@@ -276,8 +282,12 @@ std::string_view status_reason(int status) {
       return "Request Timeout";
     case 413:
       return "Payload Too Large";
+    case 415:
+      return "Unsupported Media Type";
     case 417:
       return "Expectation Failed";
+    case 421:
+      return "Misdirected Request";
     case 429:
       return "Too Many Requests";
     case 431:
@@ -295,10 +305,40 @@ std::string_view status_reason(int status) {
   }
 }
 
-HttpConnection::HttpConnection(int fd, const HttpLimits& limits, const std::atomic<bool>* stopping)
-    : fd_(fd), limits_(limits), stopping_(stopping) {}
+bool BodyBudget::take(uint64_t n_bytes) {
+  uint64_t held = held_bytes_.load();
+  do {
+    if (limit_bytes_ > 0 && (n_bytes > limit_bytes_ || held > limit_bytes_ - n_bytes)) return false;
+  } while (!held_bytes_.compare_exchange_weak(held, held + n_bytes));
+  return true;
+}
 
-HttpConnection::~HttpConnection() { ::close(fd_); }
+void BodyBudget::give(uint64_t n_bytes) {
+  held_bytes_.fetch_sub(n_bytes);
+  if (n_bytes >= kTrimBodyBytes) ::malloc_trim(0);
+}
+
+HttpConnection::HttpConnection(int fd, const HttpLimits& limits, const std::atomic<bool>* stopping)
+    : fd_(fd), limits_(limits), stopping_(stopping), cancelling_(stopping), aborting_(stopping) {}
+
+HttpConnection::HttpConnection(int fd, const HttpLimits& limits, const StopFlags& stop,
+                               BodyBudget* bodies)
+    : fd_(fd),
+      limits_(limits),
+      stopping_(&stop.stopping),
+      cancelling_(&stop.cancelling),
+      aborting_(&stop.aborting),
+      bodies_(bodies) {}
+
+HttpConnection::~HttpConnection() {
+  release_body();
+  ::close(fd_);
+}
+
+void HttpConnection::release_body() {
+  if (bodies_ && body_held_bytes_ > 0) bodies_->give(body_held_bytes_);
+  body_held_bytes_ = 0;
+}
 
 void HttpConnection::linger() {
   // Closing with unread input makes the kernel reset the connection, which can destroy the reply
@@ -373,6 +413,10 @@ std::optional<HttpRequest> HttpConnection::read_request() {
   buffer_.erase(0, head_bytes);
   responded_ = false;
   chunked_out_ = false;
+  event_stream_ = false;
+  probed_ = false;
+  response_headers_.clear();
+  release_body();
   version_minor_ = req.version_minor;
   const std::string* connection = req.header("connection");
   keep_alive_ = req.version_minor == 1 ? !lists_token(connection, "close")
@@ -384,40 +428,68 @@ std::optional<HttpRequest> HttpConnection::read_request() {
         buffer_.empty() && !write_all("HTTP/1.1 100 Continue\r\n\r\n"))
       return std::nullopt;
   }
+  // Body bytes are taken from the server's budget before they are held (a declared length at
+  // once, a chunked body as it grows), so that many large bodies at once get 503, not memory.
+  const auto hold = [&](uint64_t total_bytes) {
+    if (total_bytes <= body_held_bytes_) return;
+    if (bodies_ && !bodies_->take(total_bytes - body_held_bytes_))
+      throw HttpError{
+          503,
+          base::str_cat("the server holds as many request bodies as it may (",
+                        bodies_->limit_bytes(), " bytes, --max-body-memory); try again shortly"),
+          1};
+    body_held_bytes_ = total_bytes;
+  };
+  const auto more = [&] {
+    if (fill(*deadline)) return true;
+    if (broken_ || eof_ || stopping_->load()) return false;
+    throw HttpError{408, "the request body did not arrive in time"};
+  };
   if (framing.chunked) {
     ChunkedDecoder decoder(limits_.max_body_bytes);
     while (true) {
       buffer_.erase(0, decoder.feed(buffer_, req.body));
+      hold(req.body.size());
       if (decoder.done()) break;
-      if (!fill(*deadline)) {
-        if (broken_ || eof_ || stopping_->load()) return std::nullopt;
-        throw HttpError{408, "the request body did not arrive in time"};
-      }
+      if (!more()) return std::nullopt;
     }
   } else {
-    while (buffer_.size() < framing.content_length) {
-      if (!fill(*deadline)) {
-        if (broken_ || eof_ || stopping_->load()) return std::nullopt;
-        throw HttpError{408, "the request body did not arrive in time"};
-      }
+    const uint64_t length = framing.content_length;
+    hold(length);
+    req.body.reserve(length);  // one allocation of the body's size, read into directly
+    while (true) {
+      const size_t n = std::min<uint64_t>(length - req.body.size(), buffer_.size());
+      req.body.append(buffer_, 0, n);
+      buffer_.erase(0, n);
+      if (req.body.size() == length) break;
+      if (!more()) return std::nullopt;
     }
-    req.body = buffer_.substr(0, framing.content_length);
-    buffer_.erase(0, framing.content_length);
   }
+  if (buffer_.capacity() > 2 * limits_.max_head_bytes) buffer_.shrink_to_fit();
   return req;
 }
 
 bool HttpConnection::write_all(std::string_view data) {
-  int waited_ms = 0;  // since the last byte went out
+  // A total for the piece, not a time since the last byte: a client that takes a byte now and
+  // then must not keep a generation (and the one generation slot) waiting on it.
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(limits_.write_timeout_ms);
   while (!data.empty() && !broken_) {
-    pollfd p{fd_, POLLOUT, 0};
-    const int r = ::poll(&p, 1, kPollSliceMs);
-    if (r < 0 && errno == EINTR) continue;
-    if (r == 0) {
-      waited_ms += kPollSliceMs;
-      if (waited_ms >= kWriteTimeoutMs || stopping_->load()) broken_ = true;
-      continue;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+    if (aborting_->load()) {
+      broken_ = true;
+      break;
     }
+    if (left <= 0) {
+      write_timed_out_ = broken_ = true;
+      break;
+    }
+    pollfd p{fd_, POLLOUT, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, kPollSliceMs)));
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) continue;
     if (r < 0 || (p.revents & (POLLERR | POLLHUP))) {
       broken_ = true;
       break;
@@ -429,7 +501,6 @@ bool HttpConnection::write_all(std::string_view data) {
       break;
     }
     data.remove_prefix(static_cast<size_t>(n));
-    waited_ms = 0;
   }
   return !broken_;
 }
@@ -447,6 +518,7 @@ std::string HttpConnection::head(int status, std::string_view content_type,
   h += keep_alive_ ? (version_minor_ == 0 ? "Connection: keep-alive\r\n" : "")
                    : "Connection: close\r\n";
   for (const auto& [k, v] : extra) h += k + ": " + v + "\r\n";
+  for (const auto& [k, v] : response_headers_) h += k + ": " + v + "\r\n";
   h += "\r\n";
   return h;
 }
@@ -463,6 +535,7 @@ bool HttpConnection::begin_stream(int status, std::string_view content_type,
                                   const std::vector<std::pair<std::string, std::string>>& extra) {
   responded_ = true;
   chunked_out_ = version_minor_ == 1;
+  event_stream_ = content_type.rfind("text/event-stream", 0) == 0;
   if (!chunked_out_) keep_alive_ = false;  // the close marks the end
   return write_all(head(status, content_type, extra, true, 0));
 }
@@ -481,18 +554,49 @@ bool HttpConnection::write(std::string_view data) {
 bool HttpConnection::finish() { return chunked_out_ ? write_all("0\r\n\r\n") : !broken_; }
 
 bool HttpConnection::client_gone() {
-  if (broken_ || stopping_->load()) return true;
+  if (broken_ || cancelling_->load()) return true;
   pollfd p{fd_, POLLIN | POLLRDHUP, 0};
   if (::poll(&p, 1, 0) <= 0) return false;
-  if (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) return broken_ = true;
-  char c;
-  const ssize_t n = ::recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) broken_ = true;
-  return broken_;  // bytes waiting are the client's next request, not a hang-up
+  // A reset (or both directions shut) is a client that is gone.
+  if (p.revents & (POLLHUP | POLLERR)) return broken_ = true;
+  bool fin = (p.revents & POLLRDHUP) != 0;
+  if (!fin) {
+    char c;
+    const ssize_t n = ::recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && errno != EAGAIN && errno != EINTR) return broken_ = true;
+    fin = n == 0;  // bytes waiting are the client's next request, not a hang-up
+  }
+  if (!fin) return false;
+  // FIN alone: the client closed, or only shut down its sending side and waits for the answer
+  // (HTTP allows it). Only a write tells them apart: a closed socket answers it with a reset,
+  // seen at the next poll (at once on loopback, one round trip away otherwise).
+  // Requests it pipelined before the FIN are still read and answered.
+  eof_ = true;
+  if (!probed_) probe_half_close();
+  if (broken_) return true;
+  pollfd q{fd_, 0, 0};
+  if (::poll(&q, 1, 0) > 0 && (q.revents & (POLLHUP | POLLERR))) broken_ = true;
+  return broken_;
+}
+
+void HttpConnection::probe_half_close() {
+  probed_ = true;
+  if (!responded_) {
+    // A client must accept interim 1xx responses it did not ask for (RFC 9110 15.2); HTTP/1.0
+    // has none, so there a FIN is taken as the client leaving.
+    if (version_minor_ == 0) {
+      broken_ = true;
+      return;
+    }
+    write_all("HTTP/1.1 100 Continue\r\n\r\n");
+  } else if (event_stream_) {
+    write(":\n\n");  // an SSE comment, which clients ignore
+  }
+  // Any other stream is probed by its next write.
 }
 
 HttpServer::HttpServer(HttpLimits limits, Handler handler)
-    : limits_(limits), handler_(std::move(handler)) {
+    : limits_(limits), handler_(std::move(handler)), bodies_(limits.max_body_memory_bytes) {
   if (::pipe2(wake_pipe_, O_CLOEXEC | O_NONBLOCK) != 0)
     base::fail("cannot create the server's wake-up pipe: ", std::strerror(errno));
 }
@@ -535,14 +639,14 @@ void HttpServer::bind(const std::string& host, int port) {
 }
 
 void HttpServer::request_stop() {
-  stopping_.store(true);
+  stop_.stopping.store(true);
   const char c = 1;
   [[maybe_unused]] ssize_t n = ::write(wake_pipe_[1], &c, 1);
 }
 
 void HttpServer::run() {
   DF_ASSERT(listen_fd_ >= 0);
-  while (!stopping_.load()) {
+  while (!stop_.stopping.load()) {
     pollfd p[2] = {{listen_fd_, POLLIN, 0}, {wake_pipe_[0], POLLIN, 0}};
     if (::poll(p, 2, -1) < 0 && errno != EINTR) break;
     if (!(p[0].revents & POLLIN)) continue;
@@ -550,6 +654,9 @@ void HttpServer::run() {
     if (fd < 0) continue;
     const int one = 1;  // SSE events are small and must leave at once
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (limits_.send_buffer_bytes > 0)
+      ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &limits_.send_buffer_bytes,
+                   sizeof(limits_.send_buffer_bytes));
     std::unique_lock<std::mutex> lock(mu_);
     bool reserved = false;
     if (n_active_ >= limits_.max_connections) {
@@ -573,8 +680,19 @@ void HttpServer::run() {
     lock.unlock();
     std::thread([this, fd, reserved] { serve_connection(fd, reserved); }).detach();
   }
+  // Accept nothing more: clients waiting in the listen queue are refused, not left hanging.
+  ::close(listen_fd_);
+  listen_fd_ = -1;
   std::unique_lock<std::mutex> lock(mu_);
-  idle_.wait(lock, [&] { return n_active_ == 0 && n_reserved_ == 0; });
+  const auto idle = [&] { return n_active_ == 0 && n_reserved_ == 0; };
+  // Requests in flight may finish within the grace period; then generations are cancelled and
+  // their handlers send an ending, which has kEndingMs more to go out before writes give up.
+  if (!idle_.wait_for(lock, std::chrono::milliseconds(shutdown_grace_ms_), idle)) {
+    stop_.cancelling.store(true);
+    if (!idle_.wait_for(lock, std::chrono::milliseconds(kEndingMs), idle))
+      stop_.aborting.store(true);
+  }
+  idle_.wait(lock, idle);
 }
 
 void HttpServer::serve_connection(int fd, bool reserved) {
@@ -584,7 +702,7 @@ void HttpServer::serve_connection(int fd, bool reserved) {
       limits.read_timeout_ms = std::min(limits.read_timeout_ms, limits.reserved_timeout_ms);
       limits.idle_timeout_ms = std::min(limits.idle_timeout_ms, limits.reserved_timeout_ms);
     }
-    HttpConnection conn(fd, limits, &stopping_);
+    HttpConnection conn(fd, limits, stop_, &bodies_);
     while (true) {
       std::optional<HttpRequest> req;
       try {
@@ -594,11 +712,22 @@ void HttpServer::serve_connection(int fd, bool reserved) {
         ApiError err{e.status, e.message,
                      e.status >= 500 ? "server_error" : "invalid_request_error"};
         if (e.status == 413) err.code = "request_too_large";
-        conn.send(e.status, "application/json", error_json(err));
+        if (e.status == 503) err.code = "server_overloaded";
+        std::vector<std::pair<std::string, std::string>> extra;
+        if (e.retry_after_s > 0) extra.emplace_back("Retry-After", std::to_string(e.retry_after_s));
+        conn.release_body();  // a partial body is not kept through the linger
+        conn.send(e.status, "application/json", error_json(err), extra);
         conn.linger();
         break;
       }
       if (!req) break;
+      if (stop_.stopping.load()) {  // read whole (pipelined) as the server began to stop
+        conn.set_keep_alive(false);
+        conn.send(503, "application/json",
+                  error_json(ApiError{503, "the server is shutting down", "server_error", "",
+                                      "server_shutting_down"}));
+        break;
+      }
       if (reserved) {
         // The probes stay answerable when the connection limit is reached; nothing else is.
         conn.set_keep_alive(false);
@@ -619,6 +748,8 @@ void HttpServer::serve_connection(int fd, bool reserved) {
               500, "application/json",
               error_json(ApiError{500, "internal error: see the server log", "server_error"}));
       }
+      req.reset();
+      conn.release_body();
       if (!conn.keep_alive()) break;
     }
   }

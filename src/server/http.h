@@ -34,8 +34,9 @@ struct HttpRequest {
 
 // What ended a request's reading early; answered with `status` and the connection closed.
 struct HttpError {
-  int status;  // 400, 408, 413, 431, 501, 505
+  int status;  // 400, 408, 413, 431, 501, 503, 505
   std::string message;
+  int retry_after_s = 0;  // > 0: sent as Retry-After
 };
 
 enum class HeadParse { kIncomplete, kDone };
@@ -85,13 +86,47 @@ struct HttpLimits {
   // too, a connection gets 503 at once.
   int reserved_connections = 8;
   int reserved_timeout_ms = 2'000;
+  // One piece of a response (a whole body, or one stream event) must be taken by the client
+  // within this time, in all: a client that reads a byte now and then cannot hold the generation.
+  int write_timeout_ms = 30'000;
+  // SO_SNDBUF of each connection (0: the kernel's own, which grows to megabytes): small, so that
+  // a client that stops reading blocks the writer soon and the write timeout can act.
+  int send_buffer_bytes = 32 * 1024;
+  // Request bodies held by all connections at once (0: no bound); past it, 503 with Retry-After.
+  uint64_t max_body_memory_bytes = 0;
+};
+
+// How a stopping server ends its connections (SIGTERM), in three steps: `stopping`: nothing new
+// is accepted or read; `cancelling`: client_gone() says true, so a generation in flight ends and
+// its handler sends an ending; `aborting`: writes give up at once.
+struct StopFlags {
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> cancelling{false};
+  std::atomic<bool> aborting{false};
+};
+
+// The bytes of request bodies that all connections hold at once, bounded; what is handed back
+// after a large body is returned to the system (malloc_trim), not kept in the heap.
+class BodyBudget {
+ public:
+  explicit BodyBudget(uint64_t limit_bytes) : limit_bytes_(limit_bytes) {}
+  bool take(uint64_t n_bytes);  // false (and nothing taken) when it would pass the limit
+  void give(uint64_t n_bytes);
+  uint64_t held_bytes() const { return held_bytes_.load(); }
+  uint64_t limit_bytes() const { return limit_bytes_; }
+
+ private:
+  uint64_t limit_bytes_;  // 0: no bound
+  std::atomic<uint64_t> held_bytes_{0};
 };
 
 // One accepted socket. Used by one thread at a time (its connection thread); client_gone() only
 // peeks, so it is safe to call between writes.
 class HttpConnection {
  public:
+  // `stopping` alone: it stops reading, cancels and aborts writes at once (for tests).
   HttpConnection(int fd, const HttpLimits& limits, const std::atomic<bool>* stopping);
+  HttpConnection(int fd, const HttpLimits& limits, const StopFlags& stop, BodyBudget* bodies);
   ~HttpConnection();
   HttpConnection(const HttpConnection&) = delete;
   HttpConnection& operator=(const HttpConnection&) = delete;
@@ -110,9 +145,21 @@ class HttpConnection {
   bool write(std::string_view data);
   bool finish();
 
-  // True once the peer has closed or reset its side (checked without blocking), a write failed,
-  // or the server is stopping. Generation loops poll this once per token.
+  // True once the peer is gone (checked without blocking), a write failed or timed out, or the
+  // server is cancelling. Generation loops poll this once per token. A peer that only shut down
+  // its sending side (FIN) may still read: that is told apart from one that closed by writing
+  // once (an interim "100 Continue" before the response, an SSE comment in an event stream), to
+  // which a closed socket answers with a reset.
   bool client_gone();
+  // Why client_gone() turned true, for the log.
+  bool write_timed_out() const { return write_timed_out_; }
+  bool server_cancelling() const { return cancelling_->load(); }
+  // Added to every response head of the current request (CORS).
+  void add_response_header(std::string name, std::string value) {
+    response_headers_.emplace_back(std::move(name), std::move(value));
+  }
+  // Hands the current request's body bytes back to the server's BodyBudget.
+  void release_body();
   // Whether the connection may serve another request after this response.
   bool keep_alive() const { return keep_alive_ && !broken_; }
   void set_keep_alive(bool keep) { keep_alive_ = keep; }
@@ -130,9 +177,17 @@ class HttpConnection {
                    const std::vector<std::pair<std::string, std::string>>& extra, bool streamed,
                    size_t content_length);
 
+  // Writes once to learn whether a peer that sent FIN still reads (see client_gone).
+  void probe_half_close();
+
   int fd_;
   HttpLimits limits_;
   const std::atomic<bool>* stopping_;
+  const std::atomic<bool>* cancelling_;
+  const std::atomic<bool>* aborting_;
+  BodyBudget* bodies_ = nullptr;  // null: unbounded
+  uint64_t body_held_bytes_ = 0;  // taken from bodies_ for the current request
+  std::vector<std::pair<std::string, std::string>> response_headers_;
   std::string buffer_;  // bytes read but not yet consumed
   int version_minor_ = 1;
   bool keep_alive_ = true;
@@ -140,6 +195,9 @@ class HttpConnection {
   bool broken_ = false;  // a read or write failed: the peer is gone
   bool eof_ = false;     // the peer closed its sending side
   bool responded_ = false;
+  bool write_timed_out_ = false;
+  bool probed_ = false;        // the half-close probe went out
+  bool event_stream_ = false;  // the stream is text/event-stream (an SSE comment probes it)
 };
 
 // Listens on host:port and hands each request to `handler` on its connection's thread.
@@ -157,7 +215,11 @@ class HttpServer {
   void run();
   // Async-signal-safe: flags the stop and wakes run().
   void request_stop();
-  const std::atomic<bool>& stopping() const { return stopping_; }
+  const std::atomic<bool>& stopping() const { return stop_.stopping; }
+  // After request_stop(): how long requests in flight may still run before they are cancelled
+  // (and their handlers send an ending); run() returns once they are done.
+  void set_shutdown_grace_ms(int ms) { shutdown_grace_ms_ = ms; }
+  const BodyBudget& bodies() const { return bodies_; }
 
  private:
   // `reserved`: over max_connections, so only /health and /v1/models are served, once.
@@ -168,7 +230,9 @@ class HttpServer {
   int listen_fd_ = -1;
   int wake_pipe_[2] = {-1, -1};
   int port_ = 0;
-  std::atomic<bool> stopping_{false};
+  StopFlags stop_;
+  BodyBudget bodies_;
+  int shutdown_grace_ms_ = 0;
   std::mutex mu_;
   std::condition_variable idle_;
   int n_active_ = 0;

@@ -320,6 +320,162 @@ TEST(HttpConnection, StreamsChunksAndNoticesHangUp) {
   EXPECT_FALSE(conn.write("data: 2\n\n"));
 }
 
+// A loopback TCP connection (a socket pair behaves differently on hang-up): `server_fd` is the
+// accepted end, `client` the test's.
+struct TcpPair {
+  TcpPair() {
+    const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(::listen(listener, 1), 0);
+    socklen_t len = sizeof(addr);
+    ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+    client = connect_to(ntohs(addr.sin_port));
+    server_fd = ::accept(listener, nullptr, nullptr);
+    ::close(listener);
+  }
+  ~TcpPair() {
+    if (client >= 0) ::close(client);
+  }
+  void send(const std::string& s) const {
+    ASSERT_EQ(::write(client, s.data(), s.size()), (ssize_t)s.size());
+  }
+  std::string read_all() const {
+    std::string out;
+    char buf[65536];
+    for (ssize_t n; (n = ::read(client, buf, sizeof(buf))) > 0;) out.append(buf, n);
+    return out;
+  }
+  // client_gone() polled the way a generation does, one call per "token" 2 ms apart; how many
+  // calls it took to say true (0: it never did within `calls`).
+  static int calls_until_gone(HttpConnection& conn, int calls) {
+    for (int i = 1; i <= calls; ++i) {
+      if (conn.client_gone()) return i;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return 0;
+  }
+  int server_fd = -1, client = -1;
+  std::atomic<bool> stopping{false};
+};
+
+TEST(HttpConnection, HalfClosedClientGetsTheWholeResponse) {
+  TcpPair p;
+  HttpLimits limits;
+  auto conn = std::make_unique<HttpConnection>(p.server_fd, limits, &p.stopping);
+  p.send("POST / HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}");
+  ASSERT_TRUE(conn->read_request());
+  ASSERT_EQ(::shutdown(p.client, SHUT_WR), 0);  // done sending, still reading
+  EXPECT_EQ(TcpPair::calls_until_gone(*conn, 20), 0);
+  EXPECT_TRUE(conn->send(200, "text/plain", "whole"));
+  conn.reset();  // closes the server's end
+  const std::string wire = p.read_all();
+  EXPECT_EQ(wire.rfind("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n", 0), 0u) << wire;
+  EXPECT_EQ(wire.substr(wire.size() - 5), "whole");
+}
+
+TEST(HttpConnection, HalfClosedClientGetsEveryPipelinedAnswer) {
+  TcpPair p;
+  HttpLimits limits;
+  auto conn = std::make_unique<HttpConnection>(p.server_fd, limits, &p.stopping);
+  p.send("GET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\n\r\n");
+  ASSERT_EQ(::shutdown(p.client, SHUT_WR), 0);
+  std::optional<HttpRequest> r = conn->read_request();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(TcpPair::calls_until_gone(*conn, 5), 0);
+  EXPECT_TRUE(conn->send(200, "text/plain", "a"));
+  ASSERT_TRUE(conn->keep_alive());
+  r = conn->read_request();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->path, "/b");
+  EXPECT_TRUE(conn->send(200, "text/plain", "b"));
+  EXPECT_FALSE(conn->read_request());  // then the FIN
+  conn.reset();
+  const std::string wire = p.read_all();
+  EXPECT_NE(wire.find("\r\n\r\na"), std::string::npos) << wire;
+  EXPECT_EQ(wire.substr(wire.size() - 5), "\r\n\r\nb") << wire;
+}
+
+TEST(HttpConnection, HalfClosedClientGetsTheWholeStream) {
+  TcpPair p;
+  HttpLimits limits;
+  auto conn = std::make_unique<HttpConnection>(p.server_fd, limits, &p.stopping);
+  p.send("GET / HTTP/1.1\r\n\r\n");
+  ASSERT_TRUE(conn->read_request());
+  ASSERT_TRUE(conn->begin_stream(200, "text/event-stream"));
+  ASSERT_TRUE(conn->write("data: 1\n\n"));
+  ASSERT_EQ(::shutdown(p.client, SHUT_WR), 0);
+  EXPECT_EQ(TcpPair::calls_until_gone(*conn, 20), 0);
+  ASSERT_TRUE(conn->write("data: 2\n\n"));
+  ASSERT_TRUE(conn->finish());
+  conn.reset();  // closes the server's end
+  const std::string wire = p.read_all();
+  EXPECT_NE(wire.find("data: 1\n\n\r\n3\r\n:\n\n\r\n9\r\ndata: 2\n\n\r\n0\r\n\r\n"),
+            std::string::npos)
+      << wire;
+}
+
+TEST(HttpConnection, ClosedClientIsGoneWithinOneToken) {
+  for (const bool streaming : {false, true}) {
+    for (const bool reset : {false, true}) {
+      TcpPair p;
+      HttpLimits limits;
+      HttpConnection conn(p.server_fd, limits, &p.stopping);
+      p.send("POST / HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}");
+      ASSERT_TRUE(conn.read_request());
+      if (streaming) {
+        ASSERT_TRUE(conn.begin_stream(200, "text/event-stream"));
+      }
+      EXPECT_FALSE(conn.client_gone());
+      if (reset) {  // an abortive close sends RST at once
+        const linger hard{1, 0};
+        ::setsockopt(p.client, SOL_SOCKET, SO_LINGER, &hard, sizeof(hard));
+      }
+      ::close(p.client);
+      p.client = -1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the FIN (or RST) arrives
+      // One call sees the FIN and probes; the closed socket's reset is seen by the next at most.
+      const int calls = TcpPair::calls_until_gone(conn, 50);
+      EXPECT_GE(calls, 1) << "streaming " << streaming << " reset " << reset;
+      EXPECT_LE(calls, 2) << "streaming " << streaming << " reset " << reset;
+    }
+  }
+}
+
+TEST(HttpConnection, WriteTimeoutIsATotal) {
+  Pair p;
+  HttpLimits limits;
+  limits.write_timeout_ms = 300;
+  const int small = 4096;
+  ::setsockopt(p.server_fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+  HttpConnection conn(p.server_fd, limits, &p.stopping);
+  p.send("GET / HTTP/1.1\r\n\r\n");
+  ASSERT_TRUE(conn.read_request());
+  ASSERT_TRUE(conn.begin_stream(200, "text/event-stream"));
+  // The client takes a byte every 10 ms, for 4 s: progress, but far too slow to take 4 MiB.
+  std::atomic<bool> done{false};
+  std::thread client([&] {
+    char c;
+    for (int i = 0; i < 400 && !done; ++i) {
+      if (::read(p.client, &c, 1) != 1) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ::shutdown(p.client, SHUT_RDWR);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(conn.write(std::string(4 << 20, 'x')));
+  const auto took = std::chrono::steady_clock::now() - start;
+  done = true;
+  client.join();
+  EXPECT_TRUE(conn.write_timed_out());
+  EXPECT_TRUE(conn.client_gone());
+  // A timeout restarted by every byte would only end when the client does, after 4 s.
+  EXPECT_LT(took, std::chrono::milliseconds(2000));
+  EXPECT_GE(took, std::chrono::milliseconds(250));
+}
+
 TEST(HttpConnection, PipelinedBytesAreNotAHangUp) {
   Pair p;
   HttpLimits limits;
@@ -419,6 +575,54 @@ TEST(HttpServer, KeepsRoomForProbesAtTheConnectionLimit) {
   // The one real connection still works.
   EXPECT_NE(exchange(idle, "GET /a HTTP/1.1\r\nConnection: close\r\n\r\n").find("\r\n\r\n/a"),
             std::string::npos);
+  server.request_stop();
+  loop.join();
+}
+
+TEST(HttpServer, BoundsTheRequestBodiesHeldAtOnce) {
+  HttpLimits limits;
+  limits.max_body_bytes = 2000;
+  limits.max_body_memory_bytes = 3000;
+  HttpServer server(limits, [](const HttpRequest& r, HttpConnection& c) {
+    c.send(200, "text/plain", std::to_string(r.body.size()));
+  });
+  server.bind("127.0.0.1", 0);
+  std::thread loop([&] { server.run(); });
+  const auto held = [&](uint64_t want) {  // connection threads hand bodies back as they end
+    for (int i = 0; i < 200 && server.bodies().held_bytes() != want; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return server.bodies().held_bytes();
+  };
+  // `first` declares 2000 bytes and sends 10: its 2000 are held while the rest arrives.
+  const int first = connect_to(server.port());
+  const std::string head = "POST / HTTP/1.1\r\nConnection: close\r\nContent-Length: 2000\r\n\r\n";
+  ASSERT_EQ(::write(first, (head + std::string(10, 'a')).data(), head.size() + 10),
+            (ssize_t)head.size() + 10);
+  EXPECT_EQ(held(2000), 2000u);
+  // A second 2000 would pass 3000: 503 with Retry-After, before its body is read.
+  std::string over = (exchange)(connect_to(server.port()), head);
+  EXPECT_EQ(over.rfind("HTTP/1.1 503 ", 0), 0u) << over;
+  EXPECT_NE(over.find("Retry-After: 1\r\n"), std::string::npos) << over;
+  EXPECT_NE(over.find("\"code\":\"server_overloaded\""), std::string::npos) << over;
+  EXPECT_NE(over.find("--max-body-memory"), std::string::npos) << over;
+  // A chunked body is counted as it grows: 1500 decoded bytes pass the 1000 left.
+  over = (exchange)(connect_to(server.port()),
+                    "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5dc\r\n" +
+                        std::string(1500, 'b') + "\r\n0\r\n\r\n");
+  EXPECT_EQ(over.rfind("HTTP/1.1 503 ", 0), 0u) << over;
+  // A small one fits beside it.
+  const std::string small =
+      (exchange)(connect_to(server.port()), "POST / HTTP/1.1\r\nContent-Length: 900\r\n\r\n" +
+                                                std::string(900, 'c') +
+                                                "GET / HTTP/1.1\r\nConnection: close\r\n\r\n");
+  EXPECT_NE(small.find("\r\n\r\n900"), std::string::npos) << small;
+  EXPECT_NE(small.find("\r\n\r\n0"), std::string::npos) << small;  // the next request's body
+  // `first` completes; then its bytes are handed back and a full-size body fits again.
+  EXPECT_NE((exchange)(first, std::string(1990, 'a')).find("\r\n\r\n2000"), std::string::npos);
+  EXPECT_EQ(held(0), 0u);
+  EXPECT_NE(
+      (exchange)(connect_to(server.port()), head + std::string(2000, 'd')).find("\r\n\r\n2000"),
+      std::string::npos);
   server.request_stop();
   loop.join();
 }

@@ -38,6 +38,7 @@ void serve(Engine& engine, const std::string& model_dir, ServeOptions options) {
   HttpServer http(options.http,
                   [&service](const HttpRequest& r, HttpConnection& c) { service.handle(r, c); });
   http.bind(options.host, options.port);
+  http.set_shutdown_grace_ms(options.shutdown_grace_ms);
 
   struct sigaction sa = {};
   struct sigaction old_int = {};
@@ -53,6 +54,14 @@ void serve(Engine& engine, const std::string& model_dir, ServeOptions options) {
                  options.service.api_key.empty() ? "no API key" : "API key required", "; memo ",
                  options.service.memo ? "on" : "off", "; state reuse ",
                  options.service.reuse ? "on" : "off", ")");
+  const HttpLimits& l = options.http;
+  base::log_info("serve: limits: bodies ", l.max_body_bytes, " bytes each, ",
+                 l.max_body_memory_bytes, " at once; ", l.max_connections, " connections; request ",
+                 l.read_timeout_ms, " ms, write ", l.write_timeout_ms, " ms, shutdown grace ",
+                 options.shutdown_grace_ms, " ms; browser origins ",
+                 options.service.browser.allowed_origins.empty()
+                     ? std::string("none")
+                     : base::str_cat(options.service.browser.allowed_origins.size(), " allowed"));
   http.run();
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);

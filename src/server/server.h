@@ -14,11 +14,13 @@ struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8000;
   HttpLimits http;
-  ServiceOptions service;  // model_id is filled from the model folder when empty
+  int shutdown_grace_ms = 5'000;  // after SIGINT/SIGTERM, for requests in flight (see HttpServer)
+  ServiceOptions service;         // model_id is filled from the model folder when empty
 };
 
-// Binds, logs the address, serves `engine` (loaded from `model_dir`) until SIGINT or SIGTERM
-// (generations in flight are cancelled within one token), then returns. Throws base::Error when
+// Binds, logs the address, serves `engine` (loaded from `model_dir`) until SIGINT or SIGTERM,
+// then stops accepting, lets requests in flight finish within shutdown_grace_ms, ends the rest
+// with an error (a whole body, or an error event and [DONE]) and returns. Throws base::Error when
 // it cannot listen or the folder has no tokenizer.
 void serve(Engine& engine, const std::string& model_dir, ServeOptions options);
 

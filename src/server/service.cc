@@ -140,6 +140,7 @@ std::string Service::random_id(const char* prefix, size_t n_chars) {
 
 void Service::handle(const HttpRequest& request, HttpConnection& conn) {
   try {
+    if (apply_browser_policy(options_.browser, request, conn)) return;  // a CORS preflight
     if (request.path == "/health") {
       if (request.method != "GET") throw ApiError{405, "use GET /health"};
       conn.send(200, kJson, R"({"status":"ok"})");
@@ -366,9 +367,30 @@ void Service::execute(Job& job, HttpConnection& conn) {
   const char* what = job.chat ? "chat" : "completion";
   if (cancelled) {
     ++stats_.cancelled;
-    base::log_info("server: ", what, " cancelled (client gone or server stopping) after ",
-                   result.ids.size(), " tokens");
     conn.set_keep_alive(false);
+    if (conn.server_cancelling()) {
+      // Shutdown: a proper ending, a whole error body or an error event and [DONE].
+      base::log_info("server: ", what, " cancelled (server stopping) after ", result.ids.size(),
+                     " tokens");
+      const ApiError stopping{503,
+                              base::str_cat("the server is shutting down; the generation stopped "
+                                            "after ",
+                                            result.ids.size(), " tokens"),
+                              "server_error", "", "server_shutting_down"};
+      if (!conn.responded()) {
+        conn.send(stopping.status, kJson, error_json(stopping));
+      } else if (conn.write(sse_event(Json::parse(error_json(stopping))))) {
+        if (conn.write(kSseDone)) conn.finish();
+      }
+      return;
+    }
+    if (conn.write_timed_out()) {
+      base::log_info("server: ", what, " cancelled (slow client: a write was not taken within ",
+                     "--write-timeout-ms) after ", result.ids.size(), " tokens");
+    } else {
+      base::log_info("server: ", what, " cancelled (client gone) after ", result.ids.size(),
+                     " tokens");
+    }
     return;
   }
   pipeline->finish(fresh);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "deltafin/engine.h"
+#include "server/browser_guard.h"
 #include "server/http.h"
 #include "server/memo.h"
 #include "server/outcome.h"
@@ -27,6 +28,7 @@ struct ServiceOptions {
   size_t memo_bytes = 64u << 20;
   bool reuse = true;               // conversation-state reuse (the session's prefix sync)
   std::string api_key;             // "" = no authentication
+  BrowserPolicy browser;           // Host, Origin and Content-Type checks, CORS
   SpeculationOptions speculation;  // every generation's (the ids are the same either way)
 };
 

@@ -34,9 +34,12 @@ const std::vector<int32_t> kGreedy = {376, 232, 269, 171, 355, 346, 332, 163,
 
 void send_request(int fd, const std::string& method, const std::string& path,
                   const std::string& body, const std::string& extra_headers = "") {
-  const std::string req = method + " " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" +
-                          extra_headers + "Content-Length: " + std::to_string(body.size()) +
-                          "\r\n\r\n" + body;
+  // As a well-behaved client sends it: a loopback Host, and JSON declared on a POST.
+  std::string req = method + " " + path + " HTTP/1.1\r\nConnection: close\r\n";
+  if (extra_headers.find("Host:") == std::string::npos) req += "Host: 127.0.0.1:8000\r\n";
+  if (method == "POST" && extra_headers.find("Content-Type:") == std::string::npos)
+    req += "Content-Type: application/json\r\n";
+  req += extra_headers + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
   ASSERT_EQ(::write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
 }
 
@@ -393,6 +396,165 @@ TEST_F(ServiceTest, BusyThenCancelledOnDisconnect) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(again.status, 200);
+}
+
+// A streamed client that stops reading (a small receive window, nothing read) loses its
+// generation within the write timeout, and the slot frees for others.
+TEST_F(ServiceTest, SlowReaderIsCancelledAndFreesTheSlot) {
+  ServiceOptions o;
+  o.max_tokens_limit = 1'000'000;
+  HttpLimits limits;
+  limits.write_timeout_ms = 300;
+  limits.send_buffer_bytes = 4096;
+  start(o, limits);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int small = 4096;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(http_->port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  Json body = completion(kPrompt, 30'000);
+  body["stream"] = true;
+  send_request(fd, "POST", "/v1/completions", body.dump());
+  const auto t0 = std::chrono::steady_clock::now();
+  while (service_->stats().cancelled == 0 &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(service_->stats().cancelled, 1) << "the slow reader still holds its generation";
+  Reply again;
+  for (int i = 0; i < 100; ++i) {
+    again = post("/v1/completions", completion({1, 2}, 1));
+    if (again.status != 429) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(again.status, 200);
+  ::close(fd);
+}
+
+// SIGTERM's path: a generation still running when the grace period ends gets a proper ending.
+TEST_F(ServiceTest, StoppingEndsRequestsInFlightProperly) {
+  ServiceOptions o;
+  o.max_tokens_limit = 1'000'000;
+  for (const bool stream : {true, false}) {
+    start(o);
+    http_->set_shutdown_grace_ms(100);
+    Json body = completion(kPrompt, 30'000);
+    body["stream"] = stream;
+    const int fd = connect_to(http_->port());
+    send_request(fd, "POST", "/v1/completions", body.dump());
+    const auto t0 = std::chrono::steady_clock::now();
+    while (service_->stats().generations == 0 &&
+           std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10))
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // well into the generation
+    http_->request_stop();
+    const Reply r = read_reply(fd);
+    loop_.join();  // run() returned: everything in flight has ended
+    http_.reset();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+    if (stream) {
+      EXPECT_EQ(r.status, 200);
+      bool done = false;
+      const std::vector<Json> events = r.events(&done);
+      ASSERT_FALSE(events.empty());
+      EXPECT_EQ(events.back()["error"]["code"], "server_shutting_down") << r.body;
+      EXPECT_TRUE(done) << "no [DONE] after the error event";
+    } else {
+      EXPECT_EQ(r.status, 503) << r.body;
+      EXPECT_EQ(r.json()["error"]["code"], "server_shutting_down");
+      EXPECT_EQ(r.json()["error"]["type"], "server_error");
+    }
+    stop();
+  }
+}
+
+// What a web page could send is refused in OpenAI's error shape; proper clients pass.
+TEST_F(ServiceTest, RefusesWhatBrowserPagesSend) {
+  start();
+  const auto code = [](const Reply& r) { return r.json()["error"]["code"]; };
+  for (const char* host : {"localhost", "localhost:8000", "127.0.0.1", "[::1]:8000", "LOCALHOST"})
+    EXPECT_EQ(call("GET", "/v1/models", "", std::string("Host: ") + host + "\r\n").status, 200)
+        << host;
+  for (const char* host :
+       {"evil.example", "evil.example:8000", "localhost.evil.example", "127.0.0.1:x", "10.0.0.1"}) {
+    const Reply r = call("GET", "/v1/models", "", std::string("Host: ") + host + "\r\n");
+    EXPECT_EQ(r.status, 421) << host;
+    EXPECT_EQ(code(r), "invalid_host") << host;
+  }
+  EXPECT_EQ(call("GET", "/health", "", "Host: evil.example\r\n").status, 421);
+  // The absolute form names the host itself.
+  int fd = connect_to(http_->port());
+  std::string raw =
+      "GET http://evil.example/v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  ASSERT_EQ(::write(fd, raw.data(), raw.size()), (ssize_t)raw.size());
+  EXPECT_EQ(read_reply(fd).status, 421);
+  fd = connect_to(http_->port());
+  raw = "GET /v1/models HTTP/1.1\r\nConnection: close\r\n\r\n";  // HTTP/1.1 without Host
+  ASSERT_EQ(::write(fd, raw.data(), raw.size()), (ssize_t)raw.size());
+  EXPECT_EQ(read_reply(fd).status, 400);
+  EXPECT_EQ(call("GET", "/v1/models", "", "Host: localhost\r\nHost: localhost\r\n").status, 400);
+  // Cross-origin: an Origin, or a browser's Sec-Fetch-Site on a no-cors request.
+  Reply r =
+      call("POST", "/v1/completions", completion({1}, 1).dump(), "Origin: http://evil.example\r\n");
+  EXPECT_EQ(r.status, 403);
+  EXPECT_EQ(code(r), "origin_not_allowed");
+  EXPECT_EQ(r.headers.count("access-control-allow-origin"), 0u);
+  EXPECT_EQ(call("GET", "/v1/models", "", "Origin: null\r\n").status, 403);
+  EXPECT_EQ(call("GET", "/v1/models", "", "Sec-Fetch-Site: cross-site\r\n").status, 403);
+  EXPECT_EQ(call("GET", "/v1/models", "", "Sec-Fetch-Site: none\r\n").status, 200);
+  r = call("OPTIONS", "/v1/chat/completions", "",
+           "Origin: http://evil.example\r\nAccess-Control-Request-Method: POST\r\n");
+  EXPECT_EQ(r.status, 403);
+  // POST bodies must be declared JSON: what a page can send without a preflight is 415.
+  for (const char* type : {"text/plain", "application/x-www-form-urlencoded",
+                           "multipart/form-data; boundary=x", "application/jsonx"}) {
+    r = call("POST", "/v1/completions", completion({1}, 1).dump(),
+             std::string("Content-Type: ") + type + "\r\n");
+    EXPECT_EQ(r.status, 415) << type;
+    EXPECT_EQ(code(r), "unsupported_media_type") << type;
+  }
+  fd = connect_to(http_->port());
+  raw =
+      "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+      "Content-Length: 2\r\n\r\n{}";
+  ASSERT_EQ(::write(fd, raw.data(), raw.size()), (ssize_t)raw.size());
+  EXPECT_EQ(read_reply(fd).status, 415);  // no Content-Type at all (a bare Blob)
+  EXPECT_EQ(call("POST", "/v1/completions", completion({1}, 1).dump(),
+                 "Content-Type: Application/JSON; charset=utf-8\r\n")
+                .status,
+            200);
+}
+
+// --allow-origin: that origin's pages get CORS answers, preflight included; others stay out.
+TEST_F(ServiceTest, AllowedOriginGetsCors) {
+  ServiceOptions o;
+  o.browser.allowed_origins = {"http://localhost:3000"};
+  start(o);
+  Reply r = call("OPTIONS", "/v1/chat/completions", "",
+                 "Origin: http://localhost:3000\r\nAccess-Control-Request-Method: POST\r\n"
+                 "Access-Control-Request-Headers: authorization, content-type\r\n");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.headers["access-control-allow-origin"], "http://localhost:3000");
+  EXPECT_EQ(r.headers["access-control-allow-headers"], "authorization, content-type");
+  EXPECT_NE(r.headers["access-control-allow-methods"].find("POST"), std::string::npos);
+  r = call("POST", "/v1/completions", completion({1}, 1).dump(),
+           "Origin: http://localhost:3000\r\n");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.headers["access-control-allow-origin"], "http://localhost:3000");
+  EXPECT_EQ(r.headers["vary"], "Origin");
+  EXPECT_EQ(call("GET", "/v1/models", "", "Origin: http://localhost:3001\r\n").status, 403);
+  stop();
+  o.browser.allowed_origins = {"*"};
+  start(o);
+  r = call("GET", "/v1/models", "", "Origin: http://anywhere.example\r\n");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.headers["access-control-allow-origin"], "*");
+  // The Host check stays: an allowed origin does not make a rebound name this server's.
+  EXPECT_EQ(
+      call("GET", "/v1/models", "", "Host: evil.example\r\nOrigin: http://a.example\r\n").status,
+      421);
 }
 
 }  // namespace

@@ -20,6 +20,9 @@ fail() {
   echo "FAIL: $*" >&2
   failures=$((failures + 1))
 }
+# Every request declares its body JSON, as the SDKs do: the server refuses a POST without it (415,
+# what a web page could send; server_limits.sh tests that).
+curl() { command curl -H "Content-Type: application/json" "$@"; }
 json() {  # json FILE EXPR: a Python expression over the parsed file, bound to d
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"
 }
@@ -72,7 +75,7 @@ expect "wrong method" 405 method_not_allowed - -- "${auth[@]}" -X DELETE "$base/
 expect "malformed json" 400 invalid_json - -- "${auth[@]}" "$base/v1/chat/completions" -d '{"messages":'
 printf '{"messages":[{"role":"user","content":"hi"}]}\0anything' >"$tmp/nul.json"
 expect "NUL then bytes" 400 invalid_json - -- "${auth[@]}" "$base/v1/chat/completions" \
-  -H "Content-Type: application/json" --data-binary "@$tmp/nul.json"
+  --data-binary "@$tmp/nul.json"
 post_chat "unknown model" 404 model_not_found model ',"model":"gpt-4o"'
 post_chat "n" 400 unsupported_value n ',"n":3'
 post_chat "logprobs" 400 unsupported_parameter logprobs ',"logprobs":true'
@@ -104,7 +107,7 @@ expect "head too large" 431 - - -- "${auth[@]}" -H "X-Big: $(head -c 70000 /dev/
 
 # --- one generation at a time: 429 while /v1/models answers; a hang-up cancels within a token
 cancelled() { grep -c "cancelled (client gone" "$tmp/main.log" || true; }
-curl -sN "${auth[@]}" "$base/v1/completions" \
+command curl -sN -H "Content-Type: application/json" "${auth[@]}" "$base/v1/completions" \
   -d '{"prompt":"Count:","max_tokens":30000,"stream":true}' >"$tmp/long" &
 long=$!
 bg_pids+=("$long")
@@ -165,7 +168,7 @@ import socket, subprocess, sys, time
 port = int(sys.argv[1])
 base = f"http://127.0.0.1:{port}"
 def status(*args):
-    return subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-m", "10", *args],
+    return subprocess.run(["curl", "-s", "-H", "Content-Type: application/json", "-o", "/dev/null", "-w", "%{http_code}", "-m", "10", *args],
                           capture_output=True, text=True).stdout
 # The one connection, held by a client that drips a head, a byte every 50 ms for 10 s.
 slow = socket.create_connection(("127.0.0.1", port))

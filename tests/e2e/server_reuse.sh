@@ -29,10 +29,10 @@ other='{"prompt":[1,2,3],"max_tokens":1}'
 full() { echo '{"prompt":['$prefix','$suffix'],"max_tokens":'$1'}'; }
 
 # Identical output: 16 tokens after the kept prefix, and from cold.
-curl -s -o /dev/null "$url" -d "$warm"
-curl -s -o "$tmp/warm" "$url" -d "$(full 16)"
-curl -s -o /dev/null "$url" -d "$other"
-curl -s -o "$tmp/cold" "$url" -d "$(full 16)"
+curl -s -H "Content-Type: application/json" -o /dev/null "$url" -d "$warm"
+curl -s -H "Content-Type: application/json" -o "$tmp/warm" "$url" -d "$(full 16)"
+curl -s -H "Content-Type: application/json" -o /dev/null "$url" -d "$other"
+curl -s -H "Content-Type: application/json" -o "$tmp/cold" "$url" -d "$(full 16)"
 [[ $(json "$tmp/warm" "d['usage']['prompt_tokens_details']['cached_tokens']") == "$n_prefix" ]] ||
   fail "the warm request did not reuse the $n_prefix kept ids"
 [[ $(json "$tmp/cold" "d['usage']['prompt_tokens_details']['cached_tokens']") == 0 ]] ||
@@ -42,10 +42,10 @@ curl -s -o "$tmp/cold" "$url" -d "$(full 16)"
 
 # Time to the first token (max_tokens 1), 5 rounds each way.
 for _ in 1 2 3 4 5; do
-  curl -s -o /dev/null "$url" -d "$warm"
-  curl -s -o /dev/null "$url" -d "$(full 1)"
-  curl -s -o /dev/null "$url" -d "$other"
-  curl -s -o /dev/null "$url" -d "$(full 1)"
+  curl -s -H "Content-Type: application/json" -o /dev/null "$url" -d "$warm"
+  curl -s -H "Content-Type: application/json" -o /dev/null "$url" -d "$(full 1)"
+  curl -s -H "Content-Type: application/json" -o /dev/null "$url" -d "$other"
+  curl -s -H "Content-Type: application/json" -o /dev/null "$url" -d "$(full 1)"
 done
 grep "prompt $((n_prefix + 20)) tokens" "$tmp/reuse.log" |
   python3 -c "
