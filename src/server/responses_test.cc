@@ -400,7 +400,8 @@ const std::string& model_dir() {
   return dir;
 }
 
-std::string post(int port, const std::string& path, const Json& body) {
+// The status, then the body; `head` gets the response head.
+std::string post(int port, const std::string& path, const Json& body, std::string* head = nullptr) {
   const int fd = connect_to(port);
   const std::string text = body.dump();
   const std::string req = "POST " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" +
@@ -412,6 +413,7 @@ std::string post(int port, const std::string& path, const Json& body) {
   ::close(fd);
   const size_t head_end = wire.find("\r\n\r\n");
   EXPECT_NE(head_end, std::string::npos);
+  if (head) *head = wire.substr(0, head_end);
   std::string out = wire.substr(head_end + 4);
   if (wire.substr(0, head_end).find("chunked") != std::string::npos) {
     std::string body_text;
@@ -452,6 +454,7 @@ TEST(ResponsesEndpoint, TextEqualsTheChatCompletionWholeAndStreamed) {
   }
   EXPECT_EQ(text, message["content"].is_null() ? "" : message["content"].get<std::string>());
   EXPECT_EQ(reasoning, message["reasoning_content"]);
+  EXPECT_FALSE(reasoning.empty() && text.empty());  // something was compared
   EXPECT_EQ(r["usage"]["input_tokens"], c["usage"]["prompt_tokens"]);
   EXPECT_EQ(r["usage"]["output_tokens"], c["usage"]["completion_tokens"]);
   EXPECT_EQ(r["status"], c["choices"][0]["finish_reason"] == "length" ? "incomplete" : "completed");
@@ -482,6 +485,40 @@ TEST(ResponsesEndpoint, TextEqualsTheChatCompletionWholeAndStreamed) {
   const std::string bad = post(http.port(), "/v1/responses", {{"input", "x"}, {"bogus", 1}});
   EXPECT_EQ(bad.substr(0, 3), "400");
   EXPECT_EQ(Json::parse(bad.substr(3))["error"]["param"], "bogus");
+  http.request_stop();
+  loop.join();
+}
+
+// A memo hit is answered in the Responses shape, with fresh ids, the same output.
+TEST(ResponsesEndpoint, MemoHitsReplayAsResponses) {
+  std::unique_ptr<Engine> engine = Engine::load({model_dir(), 64});
+  ServiceOptions o;
+  o.model_id = "tiny";
+  Service service(*engine, o);
+  HttpServer http({}, [&](const HttpRequest& r, HttpConnection& c) { service.handle(r, c); });
+  http.bind("127.0.0.1", 0);
+  std::thread loop([&] { http.run(); });
+  const Json body = {
+      {"input", "Hi"}, {"max_output_tokens", 6}, {"reasoning", {{"effort", "none"}}}};
+  std::string head;
+  const std::string a = post(http.port(), "/v1/responses", body, &head);
+  EXPECT_EQ(head.find("X-Deltafin-Memo"), std::string::npos);
+  const std::string b = post(http.port(), "/v1/responses", body, &head);
+  EXPECT_NE(head.find("X-Deltafin-Memo: hit"), std::string::npos) << head;
+  ASSERT_EQ(b.substr(0, 3), "200");
+  const Json ja = Json::parse(a.substr(3)), jb = Json::parse(b.substr(3));
+  EXPECT_EQ(service.stats().generations, 1);
+  EXPECT_EQ(ja["output"][0]["content"], jb["output"][0]["content"]);
+  EXPECT_FALSE(ja["output"][0]["content"][0]["text"].get<std::string>().empty());
+  EXPECT_NE(ja["id"], jb["id"]);
+  EXPECT_NE(ja["output"][0]["id"], jb["output"][0]["id"]);
+  // The same conversation as a chat request is another memo entry but the same text.
+  const std::string c = post(http.port(), "/v1/chat/completions",
+                             {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                              {"max_tokens", 6},
+                              {"thinking", false}});
+  EXPECT_EQ(Json::parse(c.substr(3))["choices"][0]["message"]["content"],
+            ja["output"][0]["content"][0]["text"]);
   http.request_stop();
   loop.join();
 }

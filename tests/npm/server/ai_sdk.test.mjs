@@ -153,6 +153,19 @@ test('tool calls and results from the ai SDK render as the chat equivalent', asy
   }
 });
 
+// The SDK's usual multi-turn flow: the previous result's messages appended. With store unset it
+// would send them as item_references (refused: nothing is stored), so store: false.
+test('@ai-sdk/openai: a conversation continues with store: false', async () => {
+  const messages = [{ role: 'user', content: prompt }];
+  const args = { model: responsesModel, maxOutputTokens: 8, maxRetries: 0, providerOptions: { openai: { store: false } } };
+  const first = await generateText({ ...args, messages });
+  messages.push(...first.response.messages, { role: 'user', content: 'And another?' });
+  const second = await generateText({ ...args, messages });
+  assert.ok(second.usage.inputTokens > first.usage.inputTokens + 2);
+  await assert.rejects(generateText({ ...args, messages, providerOptions: {} }),
+    (e) => e.statusCode === 400 && /item references/.test(e.message));
+});
+
 test('a refusal reaches the ai SDK as an API error with the server message', async () => {
   await assert.rejects(
     generateText({
