@@ -489,6 +489,35 @@ TEST(ResponsesEndpoint, TextEqualsTheChatCompletionWholeAndStreamed) {
   loop.join();
 }
 
+// Refusals after translation (rendering, the context) name the Responses fields.
+TEST(ResponsesEndpoint, ContextRefusalsNameTheResponsesFields) {
+  EngineOptions eo;
+  eo.model_dir = model_dir();
+  eo.max_context_tokens = 128;
+  std::unique_ptr<Engine> engine = Engine::load(eo);
+  ServiceOptions o;
+  o.model_id = "tiny";
+  Service service(*engine, o);
+  HttpServer http({}, [&](const HttpRequest& r, HttpConnection& c) { service.handle(r, c); });
+  http.bind("127.0.0.1", 0);
+  std::thread loop([&] { http.run(); });
+  std::string r = post(http.port(), "/v1/responses", {{"input", std::string(200, 'x')}});
+  EXPECT_EQ(r.substr(0, 3), "400");
+  EXPECT_EQ(Json::parse(r.substr(3))["error"]["param"], "input");
+  EXPECT_EQ(Json::parse(r.substr(3))["error"]["code"], "context_length_exceeded");
+  r = post(http.port(), "/v1/responses", {{"input", "x"}, {"max_output_tokens", 100}});
+  EXPECT_EQ(r.substr(0, 3), "400");
+  EXPECT_EQ(Json::parse(r.substr(3))["error"]["param"], "max_output_tokens");
+  // A tool result for a call never made is refused by the K3 encoder, naming the input.
+  r = post(
+      http.port(), "/v1/responses",
+      {{"input", {{{"type", "function_call_output"}, {"call_id", "nobody"}, {"output", "x"}}}}});
+  EXPECT_EQ(r.substr(0, 3), "400");
+  EXPECT_EQ(Json::parse(r.substr(3))["error"]["param"], "input");
+  http.request_stop();
+  loop.join();
+}
+
 // A memo hit is answered in the Responses shape, with fresh ids, the same output.
 TEST(ResponsesEndpoint, MemoHitsReplayAsResponses) {
   std::unique_ptr<Engine> engine = Engine::load({model_dir(), 64});

@@ -249,7 +249,7 @@ void Service::run_chat(const ChatRequest& r, std::string memo_key, Job& job, Htt
   try {
     job.prompt = format->render(r.render_input);
   } catch (const base::Error& e) {
-    throw bad_request("messages", e.what());
+    throw bad_request(job.responses ? "input" : "messages", e.what());
   }
   if (job.gen.deterministic() && options_.memo) job.memo_key = std::move(memo_key);
   execute(job, conn);
@@ -292,7 +292,7 @@ void Service::replay(const Job& job, const Outcome& recorded, HttpConnection& co
 void Service::fit_context(Job& job) const {
   const int64_t context = engine_.info().max_context_tokens;
   const int64_t prompt = static_cast<int64_t>(job.prompt.size());
-  const char* param = job.chat ? "messages" : "prompt";
+  const char* param = job.responses ? "input" : job.chat ? "messages" : "prompt";
   if (context <= 0) return;  // an engine that states no limit
   if (prompt >= context) {
     throw ApiError{400,
@@ -308,7 +308,8 @@ void Service::fit_context(Job& job) const {
                    base::str_cat("the prompt is ", prompt, " tokens and max_tokens asks for ",
                                  job.gen.max_tokens, " more, beyond this server's context of ",
                                  context, " tokens (deltafin serve --max-context)"),
-                   "invalid_request_error", "max_tokens", "context_length_exceeded"};
+                   "invalid_request_error", job.responses ? "max_output_tokens" : "max_tokens",
+                   "context_length_exceeded"};
   }
   job.gen.max_tokens = static_cast<int>(context - prompt);
 }
