@@ -466,6 +466,24 @@ CompletionRequest read_completion_request(std::string_view body, const RequestLi
 
 }  // namespace
 
+nlohmann::ordered_json parse_request_body(std::string_view body) {
+  try {
+    return parse_body(body);
+  } catch (const base::FieldError& e) {
+    throw api_error(e);
+  }
+}
+
+namespace detail {
+void rethrow_field_error() {
+  try {
+    throw;
+  } catch (const base::FieldError& e) {
+    throw api_error(e);
+  }
+}
+}  // namespace detail
+
 ChatRequest parse_chat_request(std::string_view body, const RequestLimits& limits) {
   try {
     return read_chat_request(body, limits);

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "server/api_error.h"
+
 namespace deltafin::server {
 
 // What the server allows, for validation.
@@ -56,5 +58,27 @@ struct CompletionRequest {
 // 404 for a model this server does not serve).
 ChatRequest parse_chat_request(std::string_view body, const RequestLimits& limits);
 CompletionRequest parse_completion_request(std::string_view body, const RequestLimits& limits);
+
+// For endpoints translated into these (/v1/responses): a body parsed under the same rules (depth
+// bound, 16.0 as 16), throwing ApiError 400; and `read` run with the readers' FieldErrors turned
+// into 400s whose param is the field path.
+nlohmann::ordered_json parse_request_body(std::string_view body);
+template <typename Read>
+auto with_field_errors(Read&& read) -> decltype(read());
+
+namespace detail {
+[[noreturn]] void rethrow_field_error();  // the FieldError in flight, as its ApiError
+}
+
+template <typename Read>
+auto with_field_errors(Read&& read) -> decltype(read()) {
+  try {
+    return read();
+  } catch (const ApiError&) {
+    throw;
+  } catch (const std::exception&) {
+    detail::rethrow_field_error();
+  }
+}
 
 }  // namespace deltafin::server

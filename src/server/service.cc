@@ -13,6 +13,7 @@
 #include "base/stopwatch.h"
 #include "server/api_error.h"
 #include "server/format.h"
+#include "server/responses.h"
 
 namespace deltafin::server {
 
@@ -27,6 +28,7 @@ struct Service::Job {
   std::string echo_text;  // completions with echo: the prompt, shown first
   std::string memo_key;   // "" = the output is not fully determined, so never memoized
   ResponseMeta meta;
+  std::shared_ptr<ResponsesWriter> responses;  // set: a chat job answered as /v1/responses
 };
 
 namespace {
@@ -66,23 +68,31 @@ void send_error(HttpConnection& conn, const ApiError& error,
 // Writes one response's stream events. Keeps the tool-call index and the usage-field rule.
 class EventWriter {
  public:
-  EventWriter(HttpConnection& conn, const ResponseMeta& meta, bool chat, bool include_usage)
-      : conn_(conn), meta_(meta), chat_(chat), include_usage_(include_usage) {}
+  EventWriter(HttpConnection& conn, const ResponseMeta& meta, bool chat, bool include_usage,
+              ResponsesWriter* responses = nullptr)
+      : conn_(conn),
+        meta_(meta),
+        chat_(chat),
+        include_usage_(include_usage),
+        responses_(responses) {}
 
   bool begin(const std::string& echo_text,
              const std::vector<std::pair<std::string, std::string>>& headers) {
     if (!conn_.begin_stream(200, "text/event-stream", headers)) return false;
+    if (responses_) return conn_.write(responses_->begin(meta_));
     if (chat_)
       return send(
           chat_chunk_json(meta_, Json{{"role", "assistant"}, {"content", ""}}, "", include_usage_));
     return echo_text.empty() || send(completion_chunk_json(meta_, echo_text, "", include_usage_));
   }
   bool delta(const Delta& d) {
+    if (responses_) return conn_.write(responses_->delta(d));
     if (!chat_) return send(completion_chunk_json(meta_, d.text, "", include_usage_));
     const int index = d.kind == Delta::Kind::kToolCall ? n_tool_calls_++ : 0;
     return send(chat_chunk_json(meta_, chat_delta_json(d, index), "", include_usage_));
   }
   bool end(const Outcome& outcome) {
+    if (responses_) return conn_.write(responses_->end(meta_, outcome)) && conn_.finish();
     bool ok =
         chat_ ? send(chat_chunk_json(meta_, Json::object(), outcome.finish_reason, include_usage_))
               : send(completion_chunk_json(meta_, "", outcome.finish_reason, include_usage_));
@@ -98,15 +108,18 @@ class EventWriter {
   HttpConnection& conn_;
   const ResponseMeta& meta_;
   bool chat_, include_usage_;
+  ResponsesWriter* responses_;
   int n_tool_calls_ = 0;
 };
 
 void send_whole(HttpConnection& conn, const ResponseMeta& meta, bool chat, bool thinking,
                 const std::string& echo_text, const Outcome& outcome,
-                const std::vector<std::pair<std::string, std::string>>& headers) {
+                const std::vector<std::pair<std::string, std::string>>& headers,
+                ResponsesWriter* responses = nullptr) {
   const Json body =
-      chat ? chat_completion_json(meta, outcome, thinking)
-           : completion_json(meta, echo_text + joined(outcome, Delta::Kind::kContent), outcome);
+      responses ? responses->whole(meta, outcome)
+      : chat    ? chat_completion_json(meta, outcome, thinking)
+             : completion_json(meta, echo_text + joined(outcome, Delta::Kind::kContent), outcome);
   conn.send(200, kJson, body.dump(-1, ' ', false, Json::error_handler_t::replace), headers);
 }
 
@@ -165,7 +178,8 @@ void Service::handle(const HttpRequest& request, HttpConnection& conn) {
         request.path == "/v1/models" || request.path.rfind("/v1/models/", 0) == 0;
     const bool chat_path = request.path == "/v1/chat/completions";
     const bool completions_path = request.path == "/v1/completions";
-    if (!models_path && !chat_path && !completions_path)
+    const bool responses_path = request.path == "/v1/responses";
+    if (!models_path && !chat_path && !completions_path && !responses_path)
       throw ApiError{404, base::str_cat("Invalid URL (", request.method, " ", request.path, ")"),
                      "invalid_request_error", "", "unknown_url"};
     const char* want = models_path ? "GET" : "POST";
@@ -174,6 +188,7 @@ void Service::handle(const HttpRequest& request, HttpConnection& conn) {
                      "", "method_not_allowed"};
     if (models_path) return models(request, conn);
     if (chat_path) return chat(request, conn);
+    if (responses_path) return responses(request, conn);
     return completions(request, conn);
   } catch (const ApiError& e) {
     if (e.status >= 500)
@@ -205,9 +220,23 @@ void Service::models(const HttpRequest& request, HttpConnection& conn) {
   conn.send(200, kJson, model.dump());
 }
 
+void Service::responses(const HttpRequest& request, HttpConnection& conn) {
+  ResponsesRequest r = parse_responses_request(request.body, limits_);
+  Job job;
+  job.responses = std::make_shared<ResponsesWriter>(
+      std::move(r.echo), [this](const char* prefix) { return random_id(prefix, 24); });
+  job.meta = ResponseMeta{random_id("resp_", 24), 0, options_.model_id};
+  run_chat(r.chat, "responses\n" + request.body, job, conn);
+}
+
 void Service::chat(const HttpRequest& request, HttpConnection& conn) {
   ChatRequest r = parse_chat_request(request.body, limits_);
   Job job;
+  job.meta = ResponseMeta{random_id("chatcmpl-", 24), 0, options_.model_id};
+  run_chat(r, "chat\n" + request.body, job, conn);
+}
+
+void Service::run_chat(const ChatRequest& r, std::string memo_key, Job& job, HttpConnection& conn) {
   job.chat = true;
   job.gen = r.gen;
   job.thinking = r.thinking;
@@ -221,10 +250,9 @@ void Service::chat(const HttpRequest& request, HttpConnection& conn) {
   try {
     job.prompt = format->render(r.render_input);
   } catch (const base::Error& e) {
-    throw bad_request("messages", e.what());
+    throw bad_request(job.responses ? "input" : "messages", e.what());
   }
-  if (job.gen.deterministic() && options_.memo) job.memo_key = "chat\n" + request.body;
-  job.meta = ResponseMeta{random_id("chatcmpl-", 24), 0, options_.model_id};
+  if (job.gen.deterministic() && options_.memo) job.memo_key = std::move(memo_key);
   execute(job, conn);
 }
 
@@ -248,10 +276,11 @@ void Service::replay(const Job& job, const Outcome& recorded, HttpConnection& co
     if (d.kind == Delta::Kind::kToolCall) d.call.id = random_id("call_", 24);
   const std::vector<std::pair<std::string, std::string>> headers = {{"X-Deltafin-Memo", "hit"}};
   if (!job.gen.stream) {
-    send_whole(conn, job.meta, job.chat, job.thinking, job.echo_text, outcome, headers);
+    send_whole(conn, job.meta, job.chat, job.thinking, job.echo_text, outcome, headers,
+               job.responses.get());
     return;
   }
-  EventWriter events(conn, job.meta, job.chat, job.gen.include_usage);
+  EventWriter events(conn, job.meta, job.chat, job.gen.include_usage, job.responses.get());
   if (!events.begin(job.echo_text, headers)) return;
   for (const Delta& d : outcome.deltas)
     if (!events.delta(d)) return;
@@ -264,7 +293,7 @@ void Service::replay(const Job& job, const Outcome& recorded, HttpConnection& co
 void Service::fit_context(Job& job) const {
   const int64_t context = engine_.info().max_context_tokens;
   const int64_t prompt = static_cast<int64_t>(job.prompt.size());
-  const char* param = job.chat ? "messages" : "prompt";
+  const char* param = job.responses ? "input" : job.chat ? "messages" : "prompt";
   if (context <= 0) return;  // an engine that states no limit
   if (prompt >= context) {
     throw ApiError{400,
@@ -280,7 +309,8 @@ void Service::fit_context(Job& job) const {
                    base::str_cat("the prompt is ", prompt, " tokens and max_tokens asks for ",
                                  job.gen.max_tokens, " more, beyond this server's context of ",
                                  context, " tokens (deltafin serve --max-context)"),
-                   "invalid_request_error", "max_tokens", "context_length_exceeded"};
+                   "invalid_request_error", job.responses ? "max_output_tokens" : "max_tokens",
+                   "context_length_exceeded"};
   }
   job.gen.max_tokens = static_cast<int>(context - prompt);
 }
@@ -323,7 +353,7 @@ void Service::execute(Job& job, HttpConnection& conn) {
   Outcome outcome;
   std::optional<EventWriter> events;
   if (job.gen.stream) {
-    events.emplace(conn, job.meta, job.chat, job.gen.include_usage);
+    events.emplace(conn, job.meta, job.chat, job.gen.include_usage, job.responses.get());
     if (!events->begin(job.echo_text, {})) return;
   }
   std::vector<Delta> fresh;
@@ -422,7 +452,8 @@ void Service::execute(Job& job, HttpConnection& conn) {
   if (events) {
     events->end(outcome);
   } else {
-    send_whole(conn, job.meta, job.chat, job.thinking, job.echo_text, outcome, {});
+    send_whole(conn, job.meta, job.chat, job.thinking, job.echo_text, outcome, {},
+               job.responses.get());
   }
   if (!job.memo_key.empty()) memo_.insert(job.memo_key, outcome);
 }

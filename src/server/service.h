@@ -1,6 +1,7 @@
-// The OpenAI-compatible API over one engine: /v1/models, /v1/chat/completions and
-// /v1/completions, one generation at a time (a second gets 429 while the others keep answering),
-// cancellation when the client goes, conversation-state reuse and the exact-response memo.
+// The OpenAI-compatible API over one engine: /v1/models, /v1/chat/completions,
+// /v1/completions and /v1/responses, one generation at a time (a second gets 429 while the others
+// keep answering), cancellation when the client goes, conversation-state reuse and the
+// exact-response memo.
 #pragma once
 
 #include <atomic>
@@ -56,6 +57,9 @@ class Service {
   void models(const HttpRequest& request, HttpConnection& conn);
   void chat(const HttpRequest& request, HttpConnection& conn);
   void completions(const HttpRequest& request, HttpConnection& conn);
+  void responses(const HttpRequest& request, HttpConnection& conn);  // runs as a chat job
+  // The shared tail of chat and responses: render, memo key (when deterministic), execute.
+  void run_chat(const ChatRequest& r, std::string memo_key, Job& job, HttpConnection& conn);
   void fit_context(Job& job) const;  // throws ApiError 400 when the prompt cannot fit
   void execute(Job& job, HttpConnection& conn);
   // Formats a finished outcome (from the memo) as the job's response.
