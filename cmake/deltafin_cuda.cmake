@@ -10,6 +10,10 @@ if(NOT _deltafin_cuda MATCHES "^(AUTO|ON|OFF)$")
 endif()
 
 set(DELTAFIN_CUDA_ENABLED OFF)
+# The libFuzzer tree builds no engine programs, so AUTO leaves CUDA out of it (ON still forces it).
+if(_deltafin_cuda STREQUAL "AUTO" AND DELTAFIN_FUZZ)
+  set(_deltafin_cuda OFF)
+endif()
 if(NOT _deltafin_cuda STREQUAL "OFF")
   # nvcc is often installed outside PATH; look where the toolkit puts it before giving up.
   if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX})

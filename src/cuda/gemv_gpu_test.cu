@@ -14,6 +14,8 @@
 #include "cuda/gemv.h"
 #include "cuda/gemv_order_ref.h"
 #include "cuda/gpu_test_util.h"
+#include "cuda/norm.h"
+#include "kernels/activation_variant.h"
 #include "kernels/matmul_variant.h"
 #include "quant/bf16.h"
 #include "quant/mxfp4.h"
@@ -175,6 +177,30 @@ void test_bf16(std::mt19937& rng, int64_t rows, int64_t cols, int64_t max_n) {
               static_cast<long long>(max_n));
 }
 
+// RMSNorm against the scalar reference of src/kernels: the same fp32 scale, then the same two
+// multiplies, so bit-identical unless the fp64 sum of squares sits on an fp32 rounding boundary.
+void test_rmsnorm(std::mt19937& rng, int64_t rows, int64_t n) {
+  const std::string name = "rmsnorm " + std::to_string(rows) + "x" + std::to_string(n);
+  const float eps = 1e-5f;
+  const std::vector<float> x = random_x(rng, rows * n), wf = random_x(rng, n);
+  std::vector<uint16_t> wb(n);
+  for (int64_t i = 0; i < n; ++i) wb[i] = quant::f32_to_bf16(wf[i]);
+  DeviceBuffer<float> d_x(x), d_wf(wf), d_y(rows * n);
+  DeviceBuffer<uint16_t> d_wb(wb);
+  std::vector<float> ref_f(rows * n), ref_b(rows * n);
+  for (int64_t r = 0; r < rows; ++r) {
+    kernels::detail::ref::rmsnorm_f32(x.data() + r * n, wf.data(), n, eps, ref_f.data() + r * n);
+    kernels::detail::ref::rmsnorm_bf16(x.data() + r * n, wb.data(), n, eps, ref_b.data() + r * n);
+  }
+  rmsnorm_rows(d_x.ptr, d_wf.ptr, rows, n, eps, d_y.ptr);
+  expect(same_bits(d_y.download(rows * n).data(), ref_f.data(), rows * n),
+         name + " f32 weights == CPU reference (memcmp)");
+  rmsnorm_rows(d_x.ptr, d_wb.ptr, rows, n, eps, d_x.ptr);  // in place
+  expect(same_bits(d_x.download(rows * n).data(), ref_b.data(), rows * n),
+         name + " bf16 weights, in place == CPU reference (memcmp)");
+  std::printf("ok   %s: f32 and bf16 weights bit-identical to the CPU reference\n", name.c_str());
+}
+
 void test_bad_shapes() {
   DeviceBuffer<float> buf(1024);
   const auto* bytes = reinterpret_cast<const uint8_t*>(buf.ptr);
@@ -214,6 +240,8 @@ int main() {
   test_mxfp4(rng, 1024, 7168, 16, false);
   test_bf16(rng, 45, 1000, 16);
   test_bf16(rng, 257, 7168, 19);
+  test_rmsnorm(rng, 9, 7168);
+  test_rmsnorm(rng, 33, 1000);
   test_bad_shapes();
   std::printf("%s: %d checks, %d failed\n", g_failures ? "FAILED" : "PASSED", g_checks, g_failures);
   return g_failures ? 1 : 0;

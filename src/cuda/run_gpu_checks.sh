@@ -14,7 +14,8 @@ gencode=${GENCODE:--gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90a
 flags=(-std=c++20 -O3 $gencode --fmad=false -Xcompiler=-ffp-contract=off -Isrc)
 "$nvcc" --version | tail -2
 "$nvcc" "${flags[@]}" -o "$out/deltafin_cuda_gpu_tests" src/cuda/gemv_gpu_test.cu src/cuda/gemv.cu \
-  -x cu src/cuda/gemv_order_ref.cc src/kernels/matmul_ref.cc src/quant/mxfp4.cc &
+  src/cuda/norm.cu -x cu src/cuda/gemv_order_ref.cc src/kernels/matmul_ref.cc \
+  src/kernels/activation_ref.cc src/quant/mxfp4.cc &
 test_build=$!
 "$nvcc" "${flags[@]}" -o "$out/deltafin_cuda_bench" src/cuda/gemv_bench.cu src/cuda/gemv.cu &
 bench_build=$!
