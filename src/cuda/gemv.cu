@@ -13,13 +13,16 @@
 namespace deltafin::cuda {
 namespace {
 
-constexpr int kWarps = 4;
+// Warps per block; a macro only so the benchmark can compare block shapes in one run.
+#ifndef DELTAFIN_CUDA_GEMV_WARPS
+#define DELTAFIN_CUDA_GEMV_WARPS 4
+#endif
+constexpr int kWarps = DELTAFIN_CUDA_GEMV_WARPS;
 constexpr int kThreads = kWarps * 32;
-// Two weight rows per warp reuse each staged activation twice; at 8+ activation rows the
-// accumulators alone fill the registers, so one.
+// Two weight rows per warp: each activation read from shared memory serves both.
 template <int N>
 __host__ __device__ constexpr int rows_per_warp() {
-  return N >= 8 ? 1 : 2;
+  return 2;
 }
 template <int N>
 __host__ __device__ constexpr int rows_per_block() {
@@ -36,8 +39,13 @@ constexpr int kBfChunksPerLane = 2;
 constexpr int kBfTileChunks = 32 * kBfChunksPerLane;
 constexpr int kBfChunkStride = 12;
 
-__constant__ float kE2m1Lut[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
-                                   -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+// E2M1 code (low 4 bits of `nibble`) to its value without a table (a shared-memory lookup per
+// weight was the MXFP4 kernel's bottleneck): the 3 magnitude bits placed at float bits 22-24 read
+// as 2^-126 times the value (0.5 is the subnormal 2^-127), so one exact multiply by 2^126 fixes it.
+__device__ __forceinline__ float e2m1_to_f32(uint32_t nibble) {
+  const uint32_t bits = ((nibble & 7u) << 22) | ((nibble & 8u) << 28);
+  return __fmul_rn(__uint_as_float(bits), 0x1p126f);
+}
 
 __device__ __forceinline__ float e8m0_to_f32(uint32_t s) {
   // 2^(s-127): the exponent field for s >= 1, the subnormal 2^-127 for s = 0, NaN for 255.
@@ -62,8 +70,6 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kRowsPerWarp = rows_per_warp<N>();
   extern __shared__ float4 smem[];
   float* xs = reinterpret_cast<float*>(smem);  // [N][kMxTileGroups][kMxGroupStride]
-  __shared__ float lut[16];
-  if (threadIdx.x < 16) lut[threadIdx.x] = kE2m1Lut[threadIdx.x];
 
   const int lane = threadIdx.x % 32;
   const int row0 = blockIdx.x * rows_per_block<N>() + (threadIdx.x / 32) * kRowsPerWarp;
@@ -114,35 +120,46 @@ __global__ void __launch_bounds__(kThreads)
     if (t + 1 < tiles) load(t + 1);
     if (t * kMxTileGroups + lane >= groups) continue;  // past the row's end: adds nothing
 
+    float p[kRowsPerWarp][N];
 #pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) {
-      float p[N];
+    for (int r = 0; r < kRowsPerWarp; ++r)
 #pragma unroll
-      for (int i = 0; i < N; ++i) p[i] = 0.0f;
+      for (int i = 0; i < N; ++i) p[r][i] = 0.0f;
 #pragma unroll 1
-      for (int k = 0; k < 4; ++k) {
+    for (int k = 0; k < 4; ++k) {
+      float wv[kRowsPerWarp][8];
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) {
         const uint32_t word = k == 0 ? wc[r].x : k == 1 ? wc[r].y : k == 2 ? wc[r].z : wc[r].w;
-        float wv[8];
 #pragma unroll
-        for (int j = 0; j < 8; ++j) wv[j] = lut[(word >> (4 * j)) & 15u];
+        for (int j = 0; j < 8; ++j) wv[r][j] = e2m1_to_f32(word >> (4 * j));
+      }
+      // Each activation float4 pair is read from shared memory once for all of the warp's rows.
 #pragma unroll
-        for (int i = 0; i < N; ++i) {
-          const float4* xg =
-              reinterpret_cast<const float4*>(xs + (i * kMxTileGroups + lane) * kMxGroupStride);
-          const float4 a = xg[2 * k], b = xg[2 * k + 1];
-          p[i] = __fmaf_rn(wv[0], a.x, p[i]);
-          p[i] = __fmaf_rn(wv[1], a.y, p[i]);
-          p[i] = __fmaf_rn(wv[2], a.z, p[i]);
-          p[i] = __fmaf_rn(wv[3], a.w, p[i]);
-          p[i] = __fmaf_rn(wv[4], b.x, p[i]);
-          p[i] = __fmaf_rn(wv[5], b.y, p[i]);
-          p[i] = __fmaf_rn(wv[6], b.z, p[i]);
-          p[i] = __fmaf_rn(wv[7], b.w, p[i]);
+      for (int i = 0; i < N; ++i) {
+        const float4* xg =
+            reinterpret_cast<const float4*>(xs + (i * kMxTileGroups + lane) * kMxGroupStride);
+        const float4 a = xg[2 * k], b = xg[2 * k + 1];
+#pragma unroll
+        for (int r = 0; r < kRowsPerWarp; ++r) {
+          float v = p[r][i];
+          v = __fmaf_rn(wv[r][0], a.x, v);
+          v = __fmaf_rn(wv[r][1], a.y, v);
+          v = __fmaf_rn(wv[r][2], a.z, v);
+          v = __fmaf_rn(wv[r][3], a.w, v);
+          v = __fmaf_rn(wv[r][4], b.x, v);
+          v = __fmaf_rn(wv[r][5], b.y, v);
+          v = __fmaf_rn(wv[r][6], b.z, v);
+          v = __fmaf_rn(wv[r][7], b.w, v);
+          p[r][i] = v;
         }
       }
+    }
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
       const float scale = e8m0_to_f32(sc[r]);
 #pragma unroll
-      for (int i = 0; i < N; ++i) acc[r][i] = __fmaf_rn(p[i], scale, acc[r][i]);
+      for (int i = 0; i < N; ++i) acc[r][i] = __fmaf_rn(p[r][i], scale, acc[r][i]);
     }
   }
 
@@ -213,29 +230,32 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int u = 0; u < kBfChunksPerLane; ++u) {
       if (t * kBfTileChunks + u * 32 + lane >= chunks) break;  // chunks are taken in order
+      float wv[kRowsPerWarp][8];
 #pragma unroll
       for (int r = 0; r < kRowsPerWarp; ++r) {
         const uint32_t words[4] = {wc[r][u].x, wc[r][u].y, wc[r][u].z, wc[r][u].w};
-        float wv[8];
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
-          wv[2 * k] = __uint_as_float(words[k] << 16);
-          wv[2 * k + 1] = __uint_as_float(words[k] & 0xffff0000u);
+          wv[r][2 * k] = __uint_as_float(words[k] << 16);
+          wv[r][2 * k + 1] = __uint_as_float(words[k] & 0xffff0000u);
         }
+      }
 #pragma unroll
-        for (int i = 0; i < N; ++i) {
-          const float4* xc = reinterpret_cast<const float4*>(
-              xs + (i * kBfTileChunks + u * 32 + lane) * kBfChunkStride);
-          const float4 a = xc[0], b = xc[1];
+      for (int i = 0; i < N; ++i) {
+        const float4* xc = reinterpret_cast<const float4*>(
+            xs + (i * kBfTileChunks + u * 32 + lane) * kBfChunkStride);
+        const float4 a = xc[0], b = xc[1];
+#pragma unroll
+        for (int r = 0; r < kRowsPerWarp; ++r) {
           float v = acc[r][i];
-          v = __fmaf_rn(wv[0], a.x, v);
-          v = __fmaf_rn(wv[1], a.y, v);
-          v = __fmaf_rn(wv[2], a.z, v);
-          v = __fmaf_rn(wv[3], a.w, v);
-          v = __fmaf_rn(wv[4], b.x, v);
-          v = __fmaf_rn(wv[5], b.y, v);
-          v = __fmaf_rn(wv[6], b.z, v);
-          v = __fmaf_rn(wv[7], b.w, v);
+          v = __fmaf_rn(wv[r][0], a.x, v);
+          v = __fmaf_rn(wv[r][1], a.y, v);
+          v = __fmaf_rn(wv[r][2], a.z, v);
+          v = __fmaf_rn(wv[r][3], a.w, v);
+          v = __fmaf_rn(wv[r][4], b.x, v);
+          v = __fmaf_rn(wv[r][5], b.y, v);
+          v = __fmaf_rn(wv[r][6], b.z, v);
+          v = __fmaf_rn(wv[r][7], b.w, v);
           acc[r][i] = v;
         }
       }
