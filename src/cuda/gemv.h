@@ -1,0 +1,41 @@
+// GPU products of a weight matrix with 1-16 fp32 activation rows (the decode GEMV and the small
+// batches of speculative verify): MXFP4 experts in the compressed-tensors layout and BF16 spine
+// matrices, read in place from device memory. Host-callable; every pointer is a device pointer.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace deltafin::cuda {
+
+// compressed-tensors "mxfp4-pack-quantized": packed [rows, cols/2] bytes (element c in byte c/2,
+// low nibble for even c), scales [rows, cols/32] E8M0. cols % 32 == 0; packed 16-byte aligned.
+struct DeviceMxfp4 {
+  const uint8_t* packed;
+  const uint8_t* scales;
+  int64_t rows;
+  int64_t cols;
+};
+// BF16 [rows, cols] row-major raw bits. cols % 8 == 0; data 16-byte aligned.
+struct DeviceBf16 {
+  const uint16_t* data;
+  int64_t rows;
+  int64_t cols;
+};
+
+// Largest number of activation rows one pass over the weight serves; more run as 16-row passes.
+inline constexpr int kGpuMaxBatch = 16;
+
+// y[n, rows] = x[n, cols] · Wᵀ (row-major x, y), fp32 activations, fp32 accumulation, on `stream`.
+// The arithmetic of every output is fixed (docs/CUDA.md "Exactness"): lane l of a warp takes the
+// 32-value groups (MXFP4) or 8-value chunks (BF16) l, l+32, ... of the weight row in order, with a
+// sequential fused multiply-add chain (MXFP4: per group, then scaled by 2^(s-127) in one more
+// FMA), and the 32 lane sums are added by a fixed xor butterfly. So output row i is bit-identical
+// for any n and any position of i in the batch. cpu_order_*() in gemv_order_ref.h compute the same.
+// Throws std::invalid_argument naming the field for a bad shape or alignment, std::runtime_error
+// for a CUDA launch error.
+void matmul(const DeviceMxfp4& w, const float* x, int64_t n, float* y, cudaStream_t stream = 0);
+void matmul(const DeviceBf16& w, const float* x, int64_t n, float* y, cudaStream_t stream = 0);
+
+}  // namespace deltafin::cuda

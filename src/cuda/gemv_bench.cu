@@ -1,0 +1,206 @@
+// Micro-benchmark of the GEMV kernels on the GPU: weight GB/s of MXFP4 and BF16 products for
+// 1-16 activation rows, next to two ceilings measured in the same run: a pure-read kernel over
+// the same bytes with the same launch pattern, and cudaMemcpy device-to-device (read rate).
+// Weights rotate over copies totalling >= 1 GiB so every launch reads from HBM, not the L2.
+//   deltafin_cuda_bench [repetitions]
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "cuda/gemv.h"
+#include "cuda/gpu_test_util.h"
+
+namespace deltafin::cuda {
+namespace {
+
+using testing::check;
+
+constexpr size_t kRotationBytes = size_t{1} << 30;
+
+// mode 0: any bits (packed nibbles); 1: bytes in 120..127 (finite E8M0 scales); 2: floats in
+// [0.5, 1) (activations); 3: bf16 pairs in [0.5, 1) (weights).
+__global__ void fill_kernel(uint32_t* p, size_t words, uint32_t seed, uint32_t mode) {
+  for (size_t k = blockIdx.x * size_t{blockDim.x} + threadIdx.x; k < words;
+       k += size_t{gridDim.x} * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(k) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    const uint32_t modes[4] = {h, (h & 0x07070707u) | 0x78787878u, (h & 0x007fffffu) | 0x3f000000u,
+                               (h & 0x007f007fu) | 0x3f003f00u};
+    p[k] = modes[mode & 3u];
+  }
+}
+
+__global__ void read_kernel(const uint4* p, size_t n, uint32_t* sink) {
+  uint32_t acc = 0;
+  for (size_t k = blockIdx.x * size_t{blockDim.x} + threadIdx.x; k < n;
+       k += size_t{gridDim.x} * blockDim.x) {
+    const uint4 v = __ldcs(p + k);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x9e3779b9u) *sink = acc;  // keeps the loads alive; practically never true
+}
+
+struct Stats {
+  double min, median, max;
+};
+
+Stats stats(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return {v.front(), v[v.size() / 2], v.back()};
+}
+
+void fill(void* p, size_t bytes, uint32_t seed, uint32_t mode) {
+  fill_kernel<<<1024, 256>>>(static_cast<uint32_t*>(p), bytes / 4, seed, mode);
+  check(cudaGetLastError(), "fill");
+}
+
+// GB/s (10^9 bytes) of `bytes_per_launch` for each repetition of `launches` back-to-back launches.
+template <typename F>
+std::vector<double> time_launches(int reps, int launches, double bytes_per_launch, F&& launch) {
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "event");
+  check(cudaEventCreate(&stop), "event");
+  for (int k = 0; k < launches; ++k) launch(k);  // warm-up: attributes, instruction cache
+  std::vector<double> out;
+  for (int r = 0; r < reps; ++r) {
+    check(cudaEventRecord(start), "record");
+    for (int k = 0; k < launches; ++k) launch(k);
+    check(cudaEventRecord(stop), "record");
+    check(cudaEventSynchronize(stop), "sync");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
+    out.push_back(bytes_per_launch * launches / (ms * 1e-3) / 1e9);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return out;
+}
+
+int g_sms = 0;
+uint32_t* g_sink = nullptr;
+double g_copy_read_gbs = 0;
+
+void read_rate_line(const char* label, int reps, int copies, size_t stride_bytes, size_t bytes,
+                    const uint8_t* base, Stats* out) {
+  const auto v = time_launches(reps, copies, static_cast<double>(bytes), [&](int k) {
+    read_kernel<<<g_sms * 8, 256>>>(reinterpret_cast<const uint4*>(base + k * stride_bytes),
+                                    bytes / 16, g_sink);
+  });
+  *out = stats(v);
+  (void)label;
+}
+
+void print_row(const std::string& name, const Stats& s, const Stats& read) {
+  std::printf("%-28s %7.0f %7.0f %7.0f   read %7.0f   %5.2f   %5.2f\n", name.c_str(), s.min,
+              s.median, s.max, read.median, s.median / read.median, s.median / g_copy_read_gbs);
+}
+
+void bench_mxfp4(int reps, int64_t rows, int64_t cols) {
+  const size_t packed = rows * cols / 2, scales = rows * cols / 32;
+  const size_t stride = (packed + scales + 255) / 256 * 256;
+  const int copies = static_cast<int>(std::max<size_t>(8, kRotationBytes / stride));
+  uint8_t* w = nullptr;
+  float *x = nullptr, *y = nullptr;
+  check(cudaMalloc(&w, stride * copies), "malloc");
+  check(cudaMalloc(&x, 16 * cols * sizeof(float)), "malloc");
+  check(cudaMalloc(&y, 16 * rows * sizeof(float)), "malloc");
+  for (int k = 0; k < copies; ++k) {
+    fill(w + k * stride, packed, 17 + k, 0);
+    fill(w + k * stride + packed, scales, 91 + k, 1);
+  }
+  fill(x, 16 * cols * sizeof(float), 5, 2);
+  Stats read;
+  read_rate_line("read", reps, copies, stride, packed + scales, w, &read);
+  for (int n : {1, 2, 4, 8, 16}) {
+    const auto v = time_launches(reps, copies, static_cast<double>(packed + scales), [&](int k) {
+      const DeviceMxfp4 m{w + k * stride, w + k * stride + packed, rows, cols};
+      matmul(m, x, n, y);
+    });
+    print_row(
+        "mxfp4 " + std::to_string(rows) + "x" + std::to_string(cols) + " n=" + std::to_string(n),
+        stats(v), read);
+  }
+  check(cudaDeviceSynchronize(), "sync");
+  cudaFree(w);
+  cudaFree(x);
+  cudaFree(y);
+}
+
+void bench_bf16(int reps, int64_t rows, int64_t cols) {
+  const size_t bytes = rows * cols * 2;
+  const size_t stride = (bytes + 255) / 256 * 256;
+  const int copies = static_cast<int>(std::max<size_t>(8, kRotationBytes / stride));
+  uint8_t* w = nullptr;
+  float *x = nullptr, *y = nullptr;
+  check(cudaMalloc(&w, stride * copies), "malloc");
+  check(cudaMalloc(&x, 16 * cols * sizeof(float)), "malloc");
+  check(cudaMalloc(&y, 16 * rows * sizeof(float)), "malloc");
+  for (int k = 0; k < copies; ++k) fill(w + k * stride, bytes, 33 + k, 3);
+  fill(x, 16 * cols * sizeof(float), 7, 2);
+  Stats read;
+  read_rate_line("read", reps, copies, stride, bytes, w, &read);
+  for (int n : {1, 4, 8, 16}) {
+    const auto v = time_launches(reps, copies, static_cast<double>(bytes), [&](int k) {
+      const DeviceBf16 m{reinterpret_cast<const uint16_t*>(w + k * stride), rows, cols};
+      matmul(m, x, n, y);
+    });
+    print_row(
+        "bf16 " + std::to_string(rows) + "x" + std::to_string(cols) + " n=" + std::to_string(n),
+        stats(v), read);
+  }
+  check(cudaDeviceSynchronize(), "sync");
+  cudaFree(w);
+  cudaFree(x);
+  cudaFree(y);
+}
+
+}  // namespace
+}  // namespace deltafin::cuda
+
+int main(int argc, char** argv) {
+  using namespace deltafin::cuda;
+  testing::require_gpu("deltafin_cuda_bench");
+  const int reps = argc > 1 ? std::max(3, std::atoi(argv[1])) : 15;
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, 0), "props");
+  g_sms = prop.multiProcessorCount;
+  check(cudaMalloc(&g_sink, 4), "malloc");
+  std::printf("device: %s, %d SMs, L2 %d MB; %d repetitions; GB = 1e9 bytes\n", prop.name, g_sms,
+              prop.l2CacheSize >> 20, reps);
+
+  // The copy ceiling: 2 GiB device-to-device; "read" counts the bytes read (moved = 2x).
+  const size_t copy_bytes = size_t{2} << 30;
+  uint8_t *a = nullptr, *b = nullptr;
+  check(cudaMalloc(&a, copy_bytes), "malloc");
+  check(cudaMalloc(&b, copy_bytes), "malloc");
+  check(cudaMemset(a, 1, copy_bytes), "memset");
+  const auto copy = stats(time_launches(reps, 1, static_cast<double>(copy_bytes), [&](int) {
+    check(cudaMemcpyAsync(b, a, copy_bytes, cudaMemcpyDeviceToDevice), "copy");
+  }));
+  const auto big_read = stats(time_launches(reps, 1, static_cast<double>(copy_bytes), [&](int) {
+    read_kernel<<<g_sms * 8, 256>>>(reinterpret_cast<const uint4*>(a), copy_bytes / 16, g_sink);
+  }));
+  cudaFree(a);
+  cudaFree(b);
+  g_copy_read_gbs = copy.median;
+  std::printf("memcpy D2D 2 GiB, read GB/s: %.0f / %.0f / %.0f (moved: 2x)\n", copy.min,
+              copy.median, copy.max);
+  std::printf("read kernel 2 GiB, GB/s:     %.0f / %.0f / %.0f\n\n", big_read.min, big_read.median,
+              big_read.max);
+  std::printf("%-28s %7s %7s %7s   %12s   %5s   %5s\n", "kernel (rows x cols, n)", "min", "median",
+              "max", "same-bytes", "/read", "/copy");
+
+  bench_mxfp4(reps, 3072, 7168);
+  bench_mxfp4(reps, 7168, 3072);
+  bench_mxfp4(reps, 3072, 3584);
+  bench_mxfp4(reps, 3584, 3072);
+  bench_bf16(reps, 7168, 7168);
+  bench_bf16(reps, 3072, 7168);
+  check(cudaDeviceSynchronize(), "sync");
+  return 0;
+}

@@ -1,0 +1,248 @@
+// GPU tests of the GEMV kernels (gemv.h) against the CPU: bit-exact against the emulated GPU
+// order (gemv_order_ref.h), within the fp32 error bound of the repository's fp64 scalar
+// reference (src/kernels/matmul_ref.cc), and row-count independence (n = 1..16 and beyond, memcmp).
+// Exits 77 (ctest: skipped) without a GPU.
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cuda/gemv.h"
+#include "cuda/gemv_order_ref.h"
+#include "cuda/gpu_test_util.h"
+#include "cuda/norm.h"
+#include "kernels/activation_variant.h"
+#include "kernels/matmul_variant.h"
+#include "quant/bf16.h"
+#include "quant/mxfp4.h"
+
+namespace deltafin::cuda {
+namespace {
+
+using testing::DeviceBuffer;
+
+int g_failures = 0;
+int g_checks = 0;
+
+void expect(bool ok, const std::string& what) {
+  ++g_checks;
+  if (!ok) {
+    ++g_failures;
+    std::printf("FAIL %s\n", what.c_str());
+  }
+}
+
+// Activations with a spread of magnitudes and signs, so sums cancel and order matters.
+std::vector<float> random_x(std::mt19937& rng, int64_t count) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> exp(-6, 6);
+  std::vector<float> x(count);
+  for (auto& v : x) v = std::ldexp(normal(rng), exp(rng));
+  return x;
+}
+
+struct Mxfp4Host {
+  int64_t rows, cols;
+  std::vector<uint8_t> packed, scales;
+};
+
+Mxfp4Host random_mxfp4(std::mt19937& rng, int64_t rows, int64_t cols) {
+  Mxfp4Host w{rows, cols, std::vector<uint8_t>(rows * cols / 2),
+              std::vector<uint8_t>(rows * cols / 32)};
+  std::uniform_int_distribution<int> byte(0, 255), scale(112, 132);
+  for (auto& b : w.packed) b = static_cast<uint8_t>(byte(rng));
+  for (auto& s : w.scales) s = static_cast<uint8_t>(scale(rng));
+  return w;
+}
+
+// memcmp, except that any two NaNs match: the GPU returns its canonical NaN where x86 keeps the
+// input's payload.
+bool same_bits(const float* a, const float* b, int64_t count) {
+  for (int64_t k = 0; k < count; ++k)
+    if (std::memcmp(a + k, b + k, sizeof(float)) != 0 && !(std::isnan(a[k]) && std::isnan(b[k])))
+      return false;
+  return true;
+}
+
+// |gpu - exact| <= (terms + 2) * 2^-24 * sum |w x|: the classic bound for a chain of fp32
+// roundings, with terms = the longest chain (per-lane FMAs plus the 5 butterfly adds).
+bool within_bound(float gpu, double exact, double abs_sum, int64_t terms) {
+  if (std::isnan(exact)) return std::isnan(gpu);
+  return std::fabs(gpu - exact) <= (terms + 2) * std::ldexp(1.0, -24) * abs_sum + 1e-30;
+}
+
+void test_mxfp4(std::mt19937& rng, int64_t rows, int64_t cols, int64_t max_n, bool special) {
+  const std::string name = "mxfp4 " + std::to_string(rows) + "x" + std::to_string(cols);
+  Mxfp4Host w = random_mxfp4(rng, rows, cols);
+  if (special) {
+    w.scales[0] = 255;                             // row 0: NaN
+    w.scales[(rows - 1) * (cols / 32)] = 0;        // subnormal 2^-127 scale
+    w.scales[(rows / 2) * (cols / 32) + 1] = 200;  // 2^73: large, still finite
+    for (int64_t c = 0; c < cols / 2; ++c)
+      w.packed[(rows / 2) * (cols / 2) + c] &= 0x11;  // tiny codes
+  }
+  const std::vector<float> x = random_x(rng, max_n * cols);
+  DeviceBuffer<uint8_t> d_packed(w.packed), d_scales(w.scales);
+  DeviceBuffer<float> d_x(x), d_y(max_n * rows);
+  const DeviceMxfp4 dw{d_packed.ptr, d_scales.ptr, rows, cols};
+
+  // The CPU truths for all max_n rows at once.
+  std::vector<float> emulated(max_n * rows), ref(max_n * rows);
+  cpu_order_mxfp4(w.packed.data(), w.scales.data(), rows, cols, x.data(), max_n, emulated.data());
+  const kernels::Mxfp4Matrix cw{w.packed.data(), w.scales.data(), rows, cols};
+  kernels::detail::ref::mxfp4_rows(cw, x.data(), max_n, ref.data(), 0, rows);
+  std::vector<float> dense(rows * cols);
+  quant::dequant_mxfp4_rows(w.packed.data(), w.scales.data(), cols, 0, rows, dense.data());
+
+  // n = 1 alone on each activation row: the result every batch must reproduce.
+  std::vector<float> single(max_n * rows);
+  for (int64_t i = 0; i < max_n; ++i) {
+    matmul(dw, d_x.ptr + i * cols, 1, d_y.ptr);
+    const auto y = d_y.download(rows);
+    std::copy(y.begin(), y.end(), single.begin() + i * rows);
+  }
+  expect(same_bits(single.data(), emulated.data(), max_n * rows), name + ": n=1 == CPU emulation");
+
+  for (int64_t n = 2; n <= max_n; ++n) {
+    matmul(dw, d_x.ptr, n, d_y.ptr);
+    const auto y = d_y.download(n * rows);
+    expect(same_bits(y.data(), single.data(), n * rows),
+           name + ": n=" + std::to_string(n) + " rows == n=1 rows (memcmp)");
+  }
+
+  int bad = 0;
+  float worst = 0;
+  for (int64_t i = 0; i < max_n; ++i)
+    for (int64_t r = 0; r < rows; ++r) {
+      double abs_sum = 0;
+      for (int64_t c = 0; c < cols; ++c)
+        abs_sum += std::fabs(static_cast<double>(dense[r * cols + c]) * x[i * cols + c]);
+      const float g = single[i * rows + r], e = ref[i * rows + r];
+      if (!within_bound(g, e, abs_sum, cols / 32 / 32 + 1 + 32 + 5)) ++bad;
+      if (!std::isnan(e)) worst = std::fmax(worst, std::fabs(g - e) / static_cast<float>(abs_sum));
+    }
+  expect(bad == 0, name + ": within the fp32 bound of the fp64 reference (" + std::to_string(bad) +
+                       " outside)");
+  std::printf(
+      "ok   %s n=1..%lld: bit-exact vs emulation, rows independent, max |gpu-ref|/sum|wx| = %.3g\n",
+      name.c_str(), static_cast<long long>(max_n), worst);
+}
+
+void test_bf16(std::mt19937& rng, int64_t rows, int64_t cols, int64_t max_n) {
+  const std::string name = "bf16 " + std::to_string(rows) + "x" + std::to_string(cols);
+  std::vector<uint16_t> w(rows * cols);
+  const std::vector<float> wf = random_x(rng, rows * cols);
+  for (int64_t k = 0; k < rows * cols; ++k) w[k] = quant::f32_to_bf16(wf[k]);
+  const std::vector<float> x = random_x(rng, max_n * cols);
+  DeviceBuffer<uint16_t> d_w(w);
+  DeviceBuffer<float> d_x(x), d_y(max_n * rows);
+  const DeviceBf16 dw{d_w.ptr, rows, cols};
+
+  std::vector<float> emulated(max_n * rows), ref(max_n * rows);
+  cpu_order_bf16(w.data(), rows, cols, x.data(), max_n, emulated.data());
+  const kernels::Bf16Matrix cw{w.data(), rows, cols};
+  kernels::detail::ref::bf16_rows(cw, x.data(), max_n, ref.data(), 0, rows);
+
+  std::vector<float> single(max_n * rows);
+  for (int64_t i = 0; i < max_n; ++i) {
+    matmul(dw, d_x.ptr + i * cols, 1, d_y.ptr);
+    const auto y = d_y.download(rows);
+    std::copy(y.begin(), y.end(), single.begin() + i * rows);
+  }
+  expect(same_bits(single.data(), emulated.data(), max_n * rows), name + ": n=1 == CPU emulation");
+  for (int64_t n = 2; n <= max_n; ++n) {
+    matmul(dw, d_x.ptr, n, d_y.ptr);
+    const auto y = d_y.download(n * rows);
+    expect(same_bits(y.data(), single.data(), n * rows),
+           name + ": n=" + std::to_string(n) + " rows == n=1 rows (memcmp)");
+  }
+  int bad = 0;
+  for (int64_t i = 0; i < max_n; ++i)
+    for (int64_t r = 0; r < rows; ++r) {
+      double abs_sum = 0;
+      for (int64_t c = 0; c < cols; ++c)
+        abs_sum +=
+            std::fabs(static_cast<double>(quant::bf16_to_f32(w[r * cols + c])) * x[i * cols + c]);
+      if (!within_bound(single[i * rows + r], ref[i * rows + r], abs_sum,
+                        cols / 8 / 32 * 8 + 8 + 5))
+        ++bad;
+    }
+  expect(bad == 0, name + ": within the fp32 bound of the fp64 reference (" + std::to_string(bad) +
+                       " outside)");
+  std::printf("ok   %s n=1..%lld: bit-exact vs emulation, rows independent\n", name.c_str(),
+              static_cast<long long>(max_n));
+}
+
+// RMSNorm against the scalar reference of src/kernels: the same fp32 scale, then the same two
+// multiplies, so bit-identical unless the fp64 sum of squares sits on an fp32 rounding boundary.
+void test_rmsnorm(std::mt19937& rng, int64_t rows, int64_t n) {
+  const std::string name = "rmsnorm " + std::to_string(rows) + "x" + std::to_string(n);
+  const float eps = 1e-5f;
+  const std::vector<float> x = random_x(rng, rows * n), wf = random_x(rng, n);
+  std::vector<uint16_t> wb(n);
+  for (int64_t i = 0; i < n; ++i) wb[i] = quant::f32_to_bf16(wf[i]);
+  DeviceBuffer<float> d_x(x), d_wf(wf), d_y(rows * n);
+  DeviceBuffer<uint16_t> d_wb(wb);
+  std::vector<float> ref_f(rows * n), ref_b(rows * n);
+  for (int64_t r = 0; r < rows; ++r) {
+    kernels::detail::ref::rmsnorm_f32(x.data() + r * n, wf.data(), n, eps, ref_f.data() + r * n);
+    kernels::detail::ref::rmsnorm_bf16(x.data() + r * n, wb.data(), n, eps, ref_b.data() + r * n);
+  }
+  rmsnorm_rows(d_x.ptr, d_wf.ptr, rows, n, eps, d_y.ptr);
+  expect(same_bits(d_y.download(rows * n).data(), ref_f.data(), rows * n),
+         name + " f32 weights == CPU reference (memcmp)");
+  rmsnorm_rows(d_x.ptr, d_wb.ptr, rows, n, eps, d_x.ptr);  // in place
+  expect(same_bits(d_x.download(rows * n).data(), ref_b.data(), rows * n),
+         name + " bf16 weights, in place == CPU reference (memcmp)");
+  std::printf("ok   %s: f32 and bf16 weights bit-identical to the CPU reference\n", name.c_str());
+}
+
+void test_bad_shapes() {
+  DeviceBuffer<float> buf(1024);
+  const auto* bytes = reinterpret_cast<const uint8_t*>(buf.ptr);
+  auto message = [](auto&& call) -> std::string {
+    try {
+      call();
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const std::string m1 = message([&] {
+    matmul(DeviceMxfp4{bytes, bytes, 4, 48}, buf.ptr, 1, buf.ptr);
+  });
+  expect(m1.find("cols is 48") != std::string::npos,
+         "mxfp4 cols % 32 != 0 is refused: '" + m1 + "'");
+  const std::string m2 = message([&] {
+    matmul(DeviceBf16{reinterpret_cast<const uint16_t*>(bytes) + 1, 4, 64}, buf.ptr, 1, buf.ptr);
+  });
+  expect(m2.find("aligned") != std::string::npos,
+         "bf16 misaligned weights are refused: '" + m2 + "'");
+}
+
+}  // namespace
+}  // namespace deltafin::cuda
+
+int main() {
+  using namespace deltafin::cuda;
+  testing::require_gpu("deltafin_cuda_gpu_tests");
+  cudaDeviceProp prop{};
+  testing::check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  std::printf("device: %s, sm_%d%d, %d SMs\n", prop.name, prop.major, prop.minor,
+              prop.multiProcessorCount);
+  std::mt19937 rng(20261202);
+  test_mxfp4(rng, 37, 1056, 16, true);    // partial tiles, rows not a multiple of the block
+  test_mxfp4(rng, 300, 3584, 20, false);  // K3 latent width, n beyond one 16-row pass
+  test_mxfp4(rng, 1024, 7168, 16, false);
+  test_bf16(rng, 45, 1000, 16);
+  test_bf16(rng, 257, 7168, 19);
+  test_rmsnorm(rng, 9, 7168);
+  test_rmsnorm(rng, 33, 1000);
+  test_bad_shapes();
+  std::printf("%s: %d checks, %d failed\n", g_failures ? "FAILED" : "PASSED", g_checks, g_failures);
+  return g_failures ? 1 : 0;
+}
