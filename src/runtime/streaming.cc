@@ -287,7 +287,11 @@ StreamStats Streaming::stats() const {
     out.spine_wait_seconds = sp.wait_seconds;
     out.needed_bytes += sp.passes * spine_->streamed_bytes_per_pass();
   }
-  if (scheduler_) out.disk_busy_seconds = scheduler_->stats().busy_seconds;
+  if (scheduler_) {
+    out.disk_busy_seconds = scheduler_->stats().busy_seconds;
+    for (const io::DriveStats& d : scheduler_->drives().stats())
+      out.drives.push_back({d.name, d.bytes, d.busy_seconds, d.ceiling_gbps});
+  }
   out.layer_threads = model_->last_layer_threads();
   return out;
 }
