@@ -118,13 +118,21 @@ void store_ceiling(const std::string& key, const DriveCeiling& ceiling) {
   if (ec) base::log_warn("drive cache ", path, ": ", ec.message());
 }
 
-DriveCeiling measure_file_ceiling(const std::string& path, uint64_t bytes) {
+DriveCeiling measure_file_ceiling(const std::string& path, double seconds) {
   CeilingOptions o;
-  o.depths = {1, 4};
+  o.depths = {4};
   o.queues = {QueueKind::kPread};
   o.pages = {PageKind::kHuge};
   o.repetitions = 1;
-  o.bytes_per_repetition = bytes;
+  // A short probe sizes the real measurement: a fixed byte count would be 36 ms on a 7 GB/s
+  // NVMe and all burst allowance on a throttled device (blk-throttle lets the first slice
+  // through fast: 533 MB/s measured for a 400 MB/s limit over 256 MB).
+  o.bytes_per_repetition = uint64_t{64} << 20;
+  const double probe_gbps = measure_read_ceiling({path}, o).ceiling_gbps;
+  o.depths = {1, 4};
+  o.bytes_per_repetition =
+      std::clamp<uint64_t>(static_cast<uint64_t>(probe_gbps * 1e9 * seconds / 2),
+                           uint64_t{64} << 20, uint64_t{64} << 30);
   const CeilingReport r = measure_read_ceiling({path}, o);
   DriveCeiling c;
   c.gbps = r.ceiling_gbps;
@@ -143,7 +151,7 @@ DriveCeiling measure_drive(const std::string& dir, uint64_t size_bytes) {
   write_bench_file(file, size_bytes);
   DriveCeiling c;
   try {
-    c = measure_file_ceiling(file, std::min<uint64_t>(size_bytes, uint64_t{256} << 20));
+    c = measure_file_ceiling(file);
   } catch (...) {
     ::unlink(file.c_str());
     throw;

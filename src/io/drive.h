@@ -44,8 +44,9 @@ void store_ceiling(const std::string& key, const DriveCeiling& ceiling);
 // Measures the drive holding `dir` with a scratch file written there (size_bytes, deleted after),
 // O_DIRECT reads of K3-expert size at depths 1 and 4.
 DriveCeiling measure_drive(const std::string& dir, uint64_t size_bytes = uint64_t{512} << 20);
-// Measures the drive behind an existing file of at least two reads (no scratch file).
-DriveCeiling measure_file_ceiling(const std::string& path, uint64_t bytes = uint64_t{256} << 20);
+// Measures the drive behind an existing file of at least two reads (no scratch file), for
+// about `seconds` at depth 4 (the ceiling) plus the same bytes at depth 1 (the latency).
+DriveCeiling measure_file_ceiling(const std::string& path, double seconds = 3.0);
 // The cached figures, or a fresh measurement (stored) when there are none or `remeasure`.
 DriveCeiling drive_ceiling(const std::string& dir, bool remeasure);
 // The same with `file` (on that drive) measured instead of a scratch file.
