@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <condition_variable>
 #include <filesystem>
@@ -186,6 +187,62 @@ TEST(ReadSchedulerDrives, PerDriveAccounting) {
                                       static_cast<uint64_t>(i % 8) * 65536, 65536),
               -1);
   }
+}
+
+// A drive at its depth must not hold back another drive's job: drive "a" reads a pipe (held in
+// flight until the test writes; pread cannot read pipes, so io_uring), drive "b" a file.
+TEST(ReadSchedulerDrives, ASaturatedDriveDoesNotBlockAnother) {
+  std::unique_ptr<ReadScheduler> sched;
+  try {
+    sched = std::make_unique<ReadScheduler>(1, QueueKind::kUring, 2);
+  } catch (const base::Error& e) {
+    GTEST_SKIP() << "needs io_uring: " << e.what();
+  }
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  DirectFile pipe_end = DirectFile::adopt(fds[0], "test pipe");
+  const std::string path =
+      testing::write_pattern_file(testing::scratch_dir() + "/drive_block", "f.bin", 65536);
+  DirectFile file = DirectFile::open(path);
+  const int a = sched->drives().add_drive("a", {1.0, 0.0});
+  const int b = sched->drives().add_drive("b", {1.0, 0.0});
+  HugeBuffer buf(size_t{1} << 21);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<int> order;
+  auto job = [&](const DirectFile* f, int drive, int tag) {
+    ReadJob j;
+    j.file = f;
+    j.length = 4096;
+    j.dest = buf.data() + static_cast<size_t>(tag) * 4096;
+    j.drive = drive;
+    j.done = [&, tag](const ReadCompletion&) {
+      std::lock_guard<std::mutex> lock(mu);
+      order.push_back(tag);
+      cv.notify_all();
+    };
+    return j;
+  };
+  sched->submit(job(&pipe_end, a, 0));  // held in flight
+  sched->submit(job(&pipe_end, a, 1));  // queued behind it: drive a is at its depth of 1
+  sched->submit(job(&file, b, 2));      // must not wait for drive a
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return !order.empty(); }));
+    EXPECT_EQ(order, std::vector<int>{2});
+  }
+  EXPECT_EQ(sched->stats().requests, 2u);  // job 1 not issued while job 0 holds drive a
+  EXPECT_EQ(sched->drives().in_flight(a), 1);
+  const std::string data(8192, 'p');
+  ASSERT_EQ(write(fds[1], data.data(), 4096), 4096);
+  ASSERT_EQ(write(fds[1], data.data(), 4096), 4096);
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return order.size() == 3; }));
+  }
+  EXPECT_EQ(order, (std::vector<int>{2, 0, 1}));
+  sched.reset();
+  close(fds[1]);
 }
 
 }  // namespace
