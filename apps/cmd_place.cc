@@ -145,8 +145,11 @@ int run_place(Args& args) {
   const std::string model_name = fs::canonical(model).filename().string();
 
   std::vector<std::string> dirs;
+  std::set<std::string> seen;
   for (const std::string& d : drives_arg) {
     if (!fs::is_directory(d)) base::fail("place: --drives ", d, ": not a folder");
+    if (!seen.insert(fs::canonical(d).string()).second)
+      base::fail("place: --drives names ", d, " twice");
     dirs.push_back((fs::absolute(d) / ("deltafin-" + model_name)).lexically_normal().string());
   }
   experts::PlanInput in;
@@ -178,7 +181,9 @@ int run_place(Args& args) {
       struct statvfs v {};
       if (::statvfs(drives_arg[i].c_str(), &v) != 0)
         base::fail("place: --drives ", drives_arg[i], ": ", std::strerror(errno));
-      budget = static_cast<uint64_t>(v.f_bavail) * v.f_frsize / 100 * 90;
+      int sharing = 0;  // folders on one device share its free space
+      for (const io::DriveIdentity& o : ids) sharing += o.dev == ids[i].dev;
+      budget = static_cast<uint64_t>(v.f_bavail) * v.f_frsize / 100 * 90 / sharing;
       std::error_code ec;  // a resumed placement's own files count as room
       for (const auto& f : fs::directory_iterator(dirs[i], ec)) budget += f.file_size(ec);
     }

@@ -171,6 +171,9 @@ model::ModelStores Streaming::make_stores(const model::ModelPlan& plan,
   std::shared_ptr<const experts::Placement> placement =
       options.expert_source.fetcher ? nullptr : experts::load_placement(options.model_dir);
   if (placement && in.experts == ExpertMode::kAuto) in.experts = ExpertMode::kStream;
+  if (placement && in.experts == ExpertMode::kMapped)
+    base::log_info("--experts mapped: the copies placed by ", placement->manifest_path,
+                   " are not read (the shards are mapped)");
   in.spine = options.spine;
   in.forced_slots = options.expert_slots;
   const TierPlan tiers = plan_tiers(in);

@@ -112,4 +112,8 @@ if "$deltafin" place --model "$model" --drives "$work/nowhere" --gbps 1 2>"$work
   fail "a missing --drives folder was accepted"
 fi
 grep -q -- "--drives $work/nowhere" "$work/err" || fail "unexpected refusal: $(cat "$work/err")"
+if "$deltafin" place --model "$model" --drives "$work/d0,$work/d0/" --gbps 1,1 2>"$work/err" >/dev/null; then
+  fail "a folder named twice was accepted"
+fi
+grep -q -- "names $work/d0/ twice" "$work/err" || fail "unexpected refusal: $(cat "$work/err")"
 exit $failed
