@@ -5,6 +5,8 @@
 #include "experts/placement.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <deque>
 #include <filesystem>
@@ -276,6 +278,40 @@ TEST(PlacedStore, EveryHolderFailingFallsBackToTheShard) {
   StreamingExpertStore store(p.catalog, std::make_shared<io::ReadScheduler>(std::move(q), 4),
                              options_with(p.placement));
   expect_all_whole(store, p);
+}
+
+// Guesses for experts held on one drive take at most that drive's bandwidth share of the prefetch
+// allowance. Needs a second device: /dev/shm (tmpfs) when it is one.
+TEST(PlacedStore, OneDriveTakesOnlyItsShareOfThePrefetchAllowance) {
+  const std::string shm = "/dev/shm/deltafin-placement-test-" + std::to_string(::getpid());
+  std::error_code ec;
+  fs::create_directories(shm, ec);
+  struct stat a {
+  }, b{};
+  if (ec || ::stat(shm.c_str(), &a) != 0 || ::stat(DELTAFIN_BINARY_DIR, &b) != 0 ||
+      a.st_dev == b.st_dev) {
+    fs::remove_all(shm, ec);
+    GTEST_SKIP() << "/dev/shm is not a separate writable device here";
+  }
+  const std::string cache = scratch() + "/empty-drive-cache.tsv";
+  fs::create_directories(scratch());
+  std::ofstream(cache).close();
+  ::setenv("DELTAFIN_DRIVE_CACHE", cache.c_str(), 1);  // both drives start at the same rate
+  Placed p = make_placed(scratch() + "/allowance", 8, 1);
+  for (int e = 0; e < 8; ++e)
+    fs::copy_file(placed_file(p.placement->dirs[0], 0, e), placed_file(shm, 0, e));
+  p.placement->dirs[0] = shm;  // every copy on the tmpfs drive; the shard on the build's disk
+  StreamingStoreOptions o = options_with(p.placement);
+  o.max_prefetch_slots = 4;
+  StreamingExpertStore store(p.catalog, std::make_shared<io::ReadScheduler>(4), o);
+  const std::vector<int32_t> guess = {0, 1, 2, 3, 4, 5, 6, 7};
+  store.prefetch(0, guess);
+  // Two drives of equal rate: half of 4.
+  EXPECT_EQ(store.stats().prefetch_reads, 2u);
+  auto batch = store.request(0, guess);
+  for (size_t i = 0; i < batch->size(); ++i) batch->release(batch->acquire_next().index);
+  ::unsetenv("DELTAFIN_DRIVE_CACHE");
+  fs::remove_all(shm, ec);
 }
 
 }  // namespace
