@@ -3,7 +3,8 @@
 # both policies with min <= median <= max, per-drive bytes adding up to every read, shares of the
 # ceiling, and least-ETA sending more reads to the drive given the higher ceiling; bad flags are
 # refused naming the flag. Then --stats over a placement spanning two devices (the build's disk and
-# /dev/shm, a tmpfs) prints each drive's bytes and the I/O floor over the sum of the ceilings.
+# /dev/shm, a tmpfs) prints each drive's bytes and the I/O floor over the sum of the ceilings, and
+# bench decode --json reports them per drive.
 set -euo pipefail
 deltafin=$1
 work=$(mktemp -d)
@@ -65,6 +66,18 @@ if shm=$(mktemp -d /dev/shm/deltafin-e2e.XXXXXX 2>/dev/null) &&
   else
     fail "--stats printed no per-drive figures: $(grep '^token 1' "$work/err")"
   fi
+  "$deltafin" bench decode --model "$work/demo" --tokens 3 --prompt-tokens 2 --json \
+    >"$work/decode.json" 2>"$work/err" || { tail -5 "$work/err" >&2; fail "bench decode"; }
+  /usr/bin/python3 - "$work/decode.json" <<'PY' || fail "bench decode --json per drive"
+import json, sys
+r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+d = r["drives"]
+assert len(d) == 2, d
+assert all(x["ceiling_gbps"] > 0 and x["busy_seconds"] >= 0 for x in d), d
+assert r["io_floor_sum_of_ceilings_seconds_per_token"] > 0, r
+print(f"drives_bench_io: bench decode: {[(x['device'], x['bytes']) for x in d]}, floor over the sum "
+      f"of ceilings {r['io_floor_sum_of_ceilings_seconds_per_token']*1e3:.2f} ms/token")
+PY
 else
   echo "drives_bench_io: --stats over two devices skipped: /dev/shm is not a separate writable device here"
 fi
