@@ -35,8 +35,8 @@ namespace deltafin::apps {
 namespace {
 
 // Per drive over the decode passes: bytes, busy time, achieved rate and share of the drive's
-// cached ceiling, and (several drives, all measured) the I/O floor of perfect balance, the
-// needed bytes per token over the sum of the ceilings (docs/DRIVES.md).
+// cached ceiling, and the I/O floor of perfect balance, the needed bytes per token over the sum
+// of the ceilings of the drives read (0 unless all of those are measured; docs/DRIVES.md).
 std::string drives_json(const std::vector<PassFigures>& passes, double n_tokens) {
   std::vector<DriveFigures> total;
   uint64_t needed = 0;
@@ -59,6 +59,7 @@ std::string drives_json(const std::vector<PassFigures>& passes, double n_tokens)
       << ",\"busy_seconds\":" << t.busy_seconds << ",\"achieved_gbps\":" << gbps
       << ",\"ceiling_gbps\":" << t.ceiling_gbps
       << ",\"share_of_ceiling\":" << (t.ceiling_gbps > 0 ? gbps / t.ceiling_gbps : 0) << "}";
+    if (t.bytes == 0) continue;  // not read during the decode (the spine's drive, resident)
     sum_ceiling += t.ceiling_gbps;
     all_known = all_known && t.ceiling_gbps > 0;
   }

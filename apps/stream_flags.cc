@@ -174,6 +174,7 @@ std::string describe_pass(const PassFigures& f) {
                       base::format_bytes(d.bytes).c_str(), gbps);
       }
       out += part;
+      if (d.bytes == 0) continue;  // the floor counts the drives this pass read
       sum_ceiling += d.ceiling_gbps;
       all_known = all_known && d.ceiling_gbps > 0;
     }

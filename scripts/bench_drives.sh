@@ -6,10 +6,15 @@
 #   - 4 drives of equal rate (default 400 MB/s each), and
 #   - drives of 200, 400 and 800 MB/s,
 # least expected completion against round robin in the same run, interleaved, min/median/max.
+# --ladder MBPS adds a decode ladder: the synth demo placed on 1, 2, 3 and 4 drives of MBPS each
+# (its experts are 26 KB, so a low rate makes it I/O bound), `bench decode` on each rung, rungs
+# interleaved: tokens/s as a share of the four-drive rate, and s/token over the I/O floor
+# (needed bytes / the sum of the ceilings).
 # Needs root, losetup, mkfs.ext4 and room in /dev/shm; says what is missing and exits 2 otherwise.
 #
 # usage: scripts/bench_drives.sh [--deltafin PATH] [--size-mb 600] [--reps 3] [--reads 96]
-#                                [--equal-mbps 400] [--out DIR] [--keep]
+#                                [--equal-mbps 400] [--out DIR] [--keep] [--ladder MBPS]
+#                                [--tokens 24] [--no-bench-io]
 set -euo pipefail
 deltafin=build/release/deltafin
 size_mb=600
@@ -18,6 +23,9 @@ reads=96
 equal=400
 out=
 keep=0
+ladder=0
+bench_io=1
+tokens=24
 while [[ $# -gt 0 ]]; do
   case $1 in
     --deltafin) deltafin=$2; shift 2 ;;
@@ -27,7 +35,10 @@ while [[ $# -gt 0 ]]; do
     --equal-mbps) equal=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --keep) keep=1; shift ;;
-    -h|--help) sed -n 2,13p "$0"; exit 0 ;;
+    --ladder) ladder=$2; shift 2 ;;
+    --tokens) tokens=$2; shift 2 ;;
+    --no-bench-io) bench_io=0; shift ;;
+    -h|--help) sed -n 2,17p "$0"; exit 0 ;;
     *) echo "bench_drives: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -132,9 +143,50 @@ PY
 }
 
 echo "bench_drives: cgroup $cgmode, ${size_mb} MB per drive, $reps repetitions of $reads reads"
-for i in 0 1 2 3; do limit "$i" "$equal"; done
-run "4x${equal}" 0 1 2 3
-limit 0 200
-limit 1 400
-limit 2 800
-run "200-400-800" 0 1 2
+if [[ $bench_io == 1 ]]; then
+  for i in 0 1 2 3; do limit "$i" "$equal"; done
+  run "4x${equal}" 0 1 2 3
+  limit 0 200
+  limit 1 400
+  limit 2 800
+  run "200-400-800" 0 1 2
+fi
+
+[[ $ladder == 0 ]] && exit 0
+
+# The decode ladder.
+in_cg() { sh -c "echo \$\$ >'$cg/cgroup.procs'; exec \"\$@\"" sh "$@"; }
+for i in 0 1 2 3; do limit "$i" "$ladder"; done
+"$deltafin" synth --out "$work/demo" --preset demo >/dev/null 2>&1
+# The ceilings at this rate, measured once inside the limits and cached for place and the engine.
+in_cg "$deltafin" bench-io --dirs "$mnt/d0,$mnt/d1,$mnt/d2,$mnt/d3" --size-gb 0.1 --reads 8 \
+  --reps 1 --remeasure --json >/dev/null 2>&1
+for n in 1 2 3 4; do
+  cp -r "$work/demo" "$work/demo$n"
+  drives=
+  for ((i = 0; i < n; ++i)); do drives+="${drives:+,}$mnt/d$i"; done
+  in_cg "$deltafin" place --model "$work/demo$n" --drives "$drives" >/dev/null 2>"$work/place$n.err" ||
+    { cat "$work/place$n.err" >&2; exit 1; }
+done
+for ((r = 0; r < reps; ++r)); do
+  for n in 1 2 3 4; do
+    in_cg "$deltafin" bench decode --model "$work/demo$n" --tokens $tokens --prompt-tokens 4 \
+      --expert-slots 16 --ceiling-reps 1 --json 2>/dev/null | tail -1 >"${out:-$work}/bench_drives.ladder.$n.$r.json"
+  done
+done
+/usr/bin/python3 - "${out:-$work}" "$reps" "$ladder" <<'PY'
+import json, statistics, sys
+d, reps, mbps = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+runs = {n: [json.load(open(f"{d}/bench_drives.ladder.{n}.{r}.json")) for r in range(reps)] for n in (1, 2, 3, 4)}
+spt = {n: [x["seconds_per_token"] for x in runs[n]] for n in runs}
+four = statistics.median(spt[4])
+print(f"ladder: the demo on 1-4 drives of {mbps} MB/s, {reps} interleaved runs of {runs[1][0]['tokens']} tokens, 16 expert slots")
+for n in (1, 2, 3, 4):
+    s = sorted(spt[n])
+    floors = [x["io_floor_sum_of_ceilings_seconds_per_token"] for x in runs[n]]
+    ratio = [a / b for a, b in zip(spt[n], floors) if b > 0]
+    shares = "; ".join(f"{x['device']} {x['bytes'] // 1000} kB {100 * x['share_of_ceiling']:.0f}%" for x in runs[n][0]["drives"] if x["bytes"])
+    print(f"  {n} drive(s): s/token min/median/max {s[0]:.4f}/{statistics.median(s):.4f}/{s[-1]:.4f}, "
+          f"share of the 4-drive rate {four / statistics.median(s):.2f}, "
+          f"over the I/O floor {statistics.median(ratio) if ratio else 0:.2f}  [{shares}]")
+PY
