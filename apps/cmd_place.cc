@@ -30,6 +30,7 @@
 #include "io/direct_file.h"
 #include "io/drive.h"
 #include "io/huge_buffer.h"
+#include "setup/install.h"
 
 namespace deltafin::apps {
 namespace {
@@ -137,6 +138,18 @@ int run_place(Args& args) {
   const bool remeasure = args.flag("remeasure");
   args.check_done();
   if (drives_arg.empty()) base::fail("place: --drives needs at least one folder");
+  if (setup::is_streaming_install(model))
+    base::fail("place: ", model,
+               " is a streaming install (experts fetched on demand into cache files); place "
+               "lays out full installs (`deltafin setup --full`)");
+  uint64_t budget_flag = 0;
+  if (!budget_arg.empty()) {
+    try {
+      budget_flag = base::parse_byte_size(budget_arg);
+    } catch (const base::Error& e) {
+      base::fail("place: --budget-per-drive ", budget_arg, ": expected a size like 900G or 512M");
+    }
+  }
 
   const format::Checkpoint ckpt = format::Checkpoint::open(model);
   const format::ModelConfig config = format::load_config(model);
@@ -176,7 +189,7 @@ int run_place(Args& args) {
     in.gbps.push_back(g);
     uint64_t budget = 0;
     if (!budget_arg.empty()) {
-      budget = base::parse_byte_size(budget_arg);
+      budget = budget_flag;
     } else {
       struct statvfs v {};
       if (::statvfs(drives_arg[i].c_str(), &v) != 0)

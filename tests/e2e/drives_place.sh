@@ -116,4 +116,9 @@ if "$deltafin" place --model "$model" --drives "$work/d0,$work/d0/" --gbps 1,1 2
   fail "a folder named twice was accepted"
 fi
 grep -q -- "names $work/d0/ twice" "$work/err" || fail "unexpected refusal: $(cat "$work/err")"
+if "$deltafin" place --model "$model" --drives "$work/d0" --gbps 1 --budget-per-drive lots \
+    2>"$work/err" >/dev/null; then
+  fail "--budget-per-drive lots was accepted"
+fi
+grep -q -- "--budget-per-drive lots: expected a size" "$work/err" || fail "unexpected refusal: $(cat "$work/err")"
 exit $failed
