@@ -98,14 +98,24 @@ n=$(grep -c "drive folder .*d1/deltafin-demo failed" "$work/folder-missing.err" 
 mv "$work/d1.gone" "$work/d1"
 
 # A folder removed while a generation runs (small pool, so experts are read again and again).
-("$deltafin" generate --model "$model" --ids "$ids" --max-new 16 --ignore-eos --expert-slots 4 \
+# 48 tokens, so the run is well past the removal when it happens.
+ref48=$("$deltafin" generate --model "$model" --ids "$ids" --max-new 48 --ignore-eos --experts mapped \
+  2>/dev/null) || fail "generate 48 (mapped)"
+("$deltafin" generate --model "$model" --ids "$ids" --max-new 48 --ignore-eos --expert-slots 4 \
   >"$work/mid.out" 2>"$work/mid.err") &
 pid=$!
 sleep 0.3
+running=0
+kill -0 $pid 2>/dev/null && running=1
 rm -rf "$work/d2"
 wait $pid || fail "mid-run: generate exited non-zero: $(tail -3 "$work/mid.err")"
-[[ $(cat "$work/mid.out") == "$ref_ids" ]] && echo "drives_place: folder removed mid-run: ids identical" ||
-  fail "mid-run removal: ids $(cat "$work/mid.out"), expected $ref_ids"
+[[ $(cat "$work/mid.out") == "$ref48" ]] && echo "drives_place: folder removed mid-run: 48 ids identical" ||
+  fail "mid-run removal: ids $(cat "$work/mid.out"), expected $ref48"
+# Still running when the folder went: its later reads found it gone (4 slots: experts are read
+# again and again) and said so.
+if [[ $running == 1 ]] && ! grep -q "drive folder .*d2/deltafin-demo failed" "$work/mid.err"; then
+  fail "the folder removed mid-run was not reported"
+fi
 
 # Refusals name the flag.
 if "$deltafin" place --model "$model" --drives "$work/nowhere" --gbps 1 2>"$work/err" >/dev/null; then
