@@ -36,6 +36,40 @@
 namespace deltafin::apps {
 namespace {
 
+// Per drive over the decode passes: bytes, busy time, achieved rate and share of the drive's
+// cached ceiling, and the I/O floor of perfect balance, the needed bytes per token over the sum
+// of the ceilings of the drives read (0 unless all of those are measured; docs/DRIVES.md).
+std::string drives_json(const std::vector<PassFigures>& passes, double n_tokens) {
+  std::vector<DriveFigures> total;
+  uint64_t needed = 0;
+  for (const PassFigures& f : passes) {
+    needed += f.needed_bytes;
+    for (size_t d = 0; d < f.drives.size(); ++d) {
+      if (total.size() <= d) total.push_back({f.drives[d].name, 0, 0, f.drives[d].ceiling_gbps});
+      total[d].bytes += f.drives[d].bytes;
+      total[d].busy_seconds += f.drives[d].busy_seconds;
+    }
+  }
+  std::ostringstream o;
+  double sum_ceiling = 0;
+  bool all_known = !total.empty();
+  o << "[";
+  for (size_t d = 0; d < total.size(); ++d) {
+    const DriveFigures& t = total[d];
+    const double gbps = t.busy_seconds > 0 ? t.bytes / t.busy_seconds / 1e9 : 0;
+    o << (d ? "," : "") << "{\"device\":\"" << t.name << "\",\"bytes\":" << t.bytes
+      << ",\"busy_seconds\":" << t.busy_seconds << ",\"achieved_gbps\":" << gbps
+      << ",\"ceiling_gbps\":" << t.ceiling_gbps
+      << ",\"share_of_ceiling\":" << (t.ceiling_gbps > 0 ? gbps / t.ceiling_gbps : 0) << "}";
+    if (t.bytes == 0) continue;  // not read during the decode (the spine's drive, resident)
+    sum_ceiling += t.ceiling_gbps;
+    all_known = all_known && t.ceiling_gbps > 0;
+  }
+  o << "],\"io_floor_sum_of_ceilings_seconds_per_token\":"
+    << (all_known && n_tokens > 0 ? needed / n_tokens / (sum_ceiling * 1e9) : 0);
+  return o.str();
+}
+
 using base::fail;
 
 double median(std::vector<double> v) {
@@ -347,7 +381,8 @@ int run_bench(Args& args) {
   o << "],\"pass_decisions\":[";
   for (size_t i = 0; i < reports.size(); ++i)
     o << (i ? "," : "") << '"' << reports[i].decision << '"';
-  o << "],\"ids\":" << token_ids_json(result.ids) << "}";
+  o << "],\"drives\":" << drives_json(passes, n) << ",\"ids\":" << token_ids_json(result.ids)
+    << "}";
   if (json) {
     std::printf("%s\n", o.str().c_str());
   } else {

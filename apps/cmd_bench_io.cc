@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "base/memory_load.h"
 #include "base/stopwatch.h"
+#include "bench_io_dirs.h"
 #include "command.h"
 #include "io/read_ceiling.h"
 
@@ -121,6 +122,10 @@ constexpr const char* kUsage =
     "                         [--pages huge|4k|both] [--read-bytes 17547264]\n"
     "                         [--memory-load N]\n"
     "       deltafin bench-io --file PATH[,PATH...] [same options]\n"
+    "       deltafin bench-io --dirs D1,D2,... [--size-gb 1] [--reads 96] [--window 16]\n"
+    "                         [--depth 2] [--reps 3] [--remeasure] [--ceilings G1,G2,...]\n"
+    "--dirs: one test file per drive folder, each drive's ceiling (cached, --remeasure), then\n"
+    "least expected completion against round robin over the drives, interleaved (JSON).\n"
     "Writes a test file of --size-gb GB (1e9 bytes) in DIR (deleted afterwards unless --keep),\n"
     "then reads random aligned spans of --read-bytes with O_DIRECT for every combination of\n"
     "queue, page size and depth, interleaving the repetitions. Prints GB/s (1e9 bytes/s).\n"
@@ -134,6 +139,38 @@ int run_bench_io(Args& args) {
   }
   const std::string dir = args.get("dir");
   const std::string file_list = args.get("file");
+  if (args.has("dirs")) {
+    DirsBenchArgs d;
+    d.dirs = split_commas(args.get("dirs"));
+    d.size_bytes = static_cast<uint64_t>(args.get_double("size-gb", 1.0) * 1e9);
+    d.keep = args.flag("keep");
+    d.json = args.flag("json");
+    d.remeasure = args.flag("remeasure");
+    for (const std::string& g : split_commas(args.get("ceilings"))) {
+      d.ceiling_override.push_back(std::atof(g.c_str()));
+      if (d.ceiling_override.back() <= 0)
+        fail("deltafin bench-io: --ceilings ", g, ": expected GB/s > 0");
+    }
+    d.options.reads = static_cast<int>(args.get_int("reads", 96));
+    d.options.window = static_cast<int>(args.get_int("window", 16));
+    d.options.depth = static_cast<int>(args.get_int("depth", 2));
+    d.options.repetitions = static_cast<int>(args.get_int("reps", 3));
+    d.options.read_bytes = static_cast<size_t>(args.get_int("read-bytes", io::kK3ExpertSpanBytes));
+    args.check_done();
+    if (d.dirs.empty() || !dir.empty() || !file_list.empty())
+      fail(
+          "deltafin bench-io: --dirs takes a comma-separated list of folders, without "
+          "--dir/--file");
+    if (!d.ceiling_override.empty() && d.ceiling_override.size() != d.dirs.size())
+      fail("deltafin bench-io: --ceilings gives ", d.ceiling_override.size(), " figures for ",
+           d.dirs.size(), " --dirs");
+    if (d.options.reads < 1 || d.options.window < 1 || d.options.depth < 1 ||
+        d.options.repetitions < 1 || d.options.read_bytes == 0 || d.size_bytes == 0)
+      fail(
+          "deltafin bench-io: --reads, --window, --depth, --reps, --read-bytes and --size-gb must "
+          "be positive");
+    return run_bench_io_dirs(d);
+  }
   const double size_gb = args.get_double("size-gb", 4.0);
   const bool keep = args.flag("keep");
   const bool json = args.flag("json");

@@ -126,6 +126,14 @@ PassFigures pass_figures(const StreamStats& a, const StreamStats& b, double wall
   f.predicted_matched = b.predicted_matched - a.predicted_matched;
   f.prefetch_reads = b.prefetch_reads - a.prefetch_reads;
   f.layer_threads = b.layer_threads;
+  for (size_t d = 0; d < b.drives.size(); ++d) {
+    DriveFigures x = b.drives[d];
+    if (d < a.drives.size()) {
+      x.bytes -= a.drives[d].bytes;
+      x.busy_seconds -= a.drives[d].busy_seconds;
+    }
+    f.drives.push_back(x);
+  }
   return f;
 }
 
@@ -147,7 +155,38 @@ std::string describe_pass(const PassFigures& f) {
       static_cast<unsigned long long>(f.prefetch_hits),
       f.busy_seconds > 0 ? f.read_bytes() / f.busy_seconds / 1e9 : 0.0, 1e3 * f.busy_seconds,
       f.layer_threads, f.layer_threads == 1 ? "" : "s");
-  return line;
+  std::string out = line;
+  // Per drive only where there are several: bytes, achieved rate and its share of the ceiling,
+  // and the floor of perfect balance, the bytes over the sum of the ceilings.
+  if (f.drives.size() > 1) {
+    double sum_ceiling = 0;
+    bool all_known = true;
+    out += "; drives:";
+    for (const DriveFigures& d : f.drives) {
+      const double gbps = d.busy_seconds > 0 ? d.bytes / d.busy_seconds / 1e9 : 0.0;
+      char part[160];
+      if (d.ceiling_gbps > 0) {
+        std::snprintf(part, sizeof part, " %s %s %.2f GB/s (%.0f%% of %.2f),", d.name.c_str(),
+                      base::format_bytes(d.bytes).c_str(), gbps, 100 * gbps / d.ceiling_gbps,
+                      d.ceiling_gbps);
+      } else {
+        std::snprintf(part, sizeof part, " %s %s %.2f GB/s (ceiling not measured),", d.name.c_str(),
+                      base::format_bytes(d.bytes).c_str(), gbps);
+      }
+      out += part;
+      if (d.bytes == 0) continue;  // the floor counts the drives this pass read
+      sum_ceiling += d.ceiling_gbps;
+      all_known = all_known && d.ceiling_gbps > 0;
+    }
+    out.pop_back();
+    if (all_known && sum_ceiling > 0) {
+      char floor[96];
+      std::snprintf(floor, sizeof floor, "; I/O floor %.1f ms (needed bytes / sum of ceilings)",
+                    1e3 * f.needed_bytes / (sum_ceiling * 1e9));
+      out += floor;
+    }
+  }
+  return out;
 }
 
 TokenStatsPrinter::TokenStatsPrinter(const Engine& engine)

@@ -32,7 +32,8 @@ struct PassFigures {
   uint64_t expert_bytes = 0, spine_bytes = 0, needed_bytes = 0;
   uint64_t requested = 0, cache_hits = 0, prefetch_hits = 0, demand_reads = 0;
   uint64_t predicted_actual = 0, predicted_matched = 0, prefetch_reads = 0;
-  int layer_threads = 0;  // threads the pass's layers ran on
+  int layer_threads = 0;             // threads the pass's layers ran on
+  std::vector<DriveFigures> drives;  // this pass's share of each drive
   uint64_t read_bytes() const { return expert_bytes + spine_bytes; }
 };
 PassFigures pass_figures(const StreamStats& before, const StreamStats& after, double wall_seconds);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "deltafin/session.h"
 #include "deltafin/text.h"
@@ -97,6 +98,14 @@ struct MemoryPlanInfo {
 };
 
 // Byte and time counters since load; take differences around a token for per-token figures.
+// One drive the engine read from (docs/DRIVES.md); cumulative.
+struct DriveFigures {
+  std::string name;         // the block device ("nvme0n1p2", "loop3")
+  uint64_t bytes = 0;       // read from it
+  double busy_seconds = 0;  // with at least one read in flight on it
+  double ceiling_gbps = 0;  // measured and cached; 0 when not measured yet
+};
+
 struct StreamStats {
   uint64_t expert_bytes_read = 0;  // O_DIRECT expert reads, unused prefetches included
   uint64_t spine_bytes_read = 0;   // streamed spine layers
@@ -113,10 +122,11 @@ struct StreamStats {
   uint64_t prefetch_stopped = 0;    // missed, stopped part-way through its pieces
   uint64_t predicted_actual = 0;    // lookahead recall = predicted_matched / predicted_actual
   uint64_t predicted_matched = 0;
-  double expert_wait_seconds = 0;  // compute blocked on expert reads
-  double spine_wait_seconds = 0;   // compute blocked on spine reads
-  double disk_busy_seconds = 0;    // time with at least one read in flight
-  int layer_threads = 0;           // threads the last pass's layers ran on
+  double expert_wait_seconds = 0;    // compute blocked on expert reads
+  double spine_wait_seconds = 0;     // compute blocked on spine reads
+  double disk_busy_seconds = 0;      // time with at least one read in flight
+  int layer_threads = 0;             // threads the last pass's layers ran on
+  std::vector<DriveFigures> drives;  // by first use; the I/O floor is bytes / sum of ceilings
 };
 
 struct ModelInfo {

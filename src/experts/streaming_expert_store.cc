@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <utility>
 
 #include "base/error.h"
+#include "base/log.h"
 #include "base/stopwatch.h"
 #include "base/timeline.h"
 
@@ -130,9 +132,46 @@ StreamingExpertStore::StreamingExpertStore(ExpertCatalog catalog,
     n_experts_max_ = std::max<uint64_t>(n_experts_max_, layer.spans.size());
     if (fetcher_) continue;
     for (const format::ExpertSpan& span : layer.spans) {
-      if (!files_.contains(span.file))
-        files_.emplace(span.file, io::DirectFile::open(span.file, options_.allow_direct));
+      if (!files_.contains(span.file)) {
+        auto it =
+            files_.emplace(span.file, io::DirectFile::open(span.file, options_.allow_direct)).first;
+        file_drive_[span.file] = scheduler_->drives().drive_of_fd(it->second.fd());
+      }
     }
+  }
+  if (options_.placement && fetcher_) options_.placement = nullptr;
+  if (options_.placement) {
+    const Placement& p = *options_.placement;
+    if (p.dirs.size() > 64)
+      base::fail(p.manifest_path, ": ", p.dirs.size(), " drives; at most 64 are supported");
+    holder_drive_.assign(p.dirs.size(), -1);
+    holder_failed_.assign(p.dirs.size(), false);
+    for (size_t h = 0; h < p.dirs.size(); ++h) {
+      try {
+        holder_drive_[h] = scheduler_->drives().drive_of_path(p.dirs[h]);
+      } catch (const base::Error& e) {
+        fail_holder(static_cast<int>(h), e.what());
+      }
+    }
+    uint64_t placed = 0, copies = 0, stale = 0;
+    for (size_t l = 0; l < catalog_.layers.size(); ++l) {
+      for (size_t e = 0; e < catalog_.layers[l].spans.size(); ++e) {
+        const PlacedExpert* pe = p.find(static_cast<int>(l), static_cast<int>(e));
+        if (pe == nullptr) continue;
+        if (pe->nbytes != catalog_.layers[l].spans[e].nbytes) {
+          ++stale;
+          continue;
+        }
+        ++placed;
+        copies += pe->holders.size();
+      }
+    }
+    base::log_info("placement (", p.manifest_path, "): ", placed, " experts, ", copies,
+                   " copies over ", p.dirs.size(), " drive folders");
+    if (stale > 0)
+      base::log_warn(p.manifest_path, ": ", stale,
+                     " experts' copies do not match the checkpoint's span sizes (placed for "
+                     "another checkpoint?); those are read from the shards");
   }
   slot_stride_ = slot_bytes(catalog_);
   DF_ASSERT(slot_stride_ > 0);
@@ -237,12 +276,80 @@ void StreamingExpertStore::start_load(int s, int layer, int32_t expert, io::Read
   submit_read(s);
 }
 
+int StreamingExpertStore::choose_holder(int layer, int32_t expert, uint64_t tried) const {
+  if (!options_.placement) return -1;
+  const PlacedExpert* pe = options_.placement->find(layer, expert);
+  if (pe == nullptr || pe->nbytes != catalog_.layers[layer].spans[expert].nbytes) return -1;
+  std::vector<int> drives, holders;
+  for (int h : pe->holders) {
+    if (holder_failed_[h] || (tried >> h & 1) != 0) continue;
+    drives.push_back(holder_drive_[h]);
+    holders.push_back(h);
+  }
+  if (holders.empty()) return -1;
+  const int d = scheduler_->drives().pick(drives, pe->nbytes);
+  for (size_t i = 0; i < drives.size(); ++i)
+    if (drives[i] == d) return holders[i];
+  return holders[0];
+}
+
+void StreamingExpertStore::fail_holder(int h, const std::string& why) {
+  if (holder_failed_[h]) return;
+  holder_failed_[h] = true;
+  base::log_warn("drive folder ", options_.placement->dirs[h], " failed: ", why,
+                 "; its experts are read from another holder or the shards from now on");
+}
+
+int StreamingExpertStore::planned_drive(int layer, int32_t expert) const {
+  const int h = choose_holder(layer, expert, 0);
+  if (h >= 0) return holder_drive_[h];
+  if (fetcher_) return -1;
+  return file_drive_.at(catalog_.layers[layer].spans[expert].file);
+}
+
+int StreamingExpertStore::prefetch_allowance(int drive) const {
+  if (drive < 0) return options_.max_prefetch_slots;
+  // A share of the allowance by bandwidth, so a slow drive's guesses cannot hold all of it.
+  double total = 0, mine = 0;
+  const std::vector<io::DriveStats> drives = scheduler_->drives().stats();
+  for (size_t d = 0; d < drives.size(); ++d) {
+    total += drives[d].bandwidth_gbps;
+    if (static_cast<int>(d) == drive) mine = drives[d].bandwidth_gbps;
+  }
+  if (total <= 0) return options_.max_prefetch_slots;
+  return std::max(1, static_cast<int>(std::ceil(options_.max_prefetch_slots * mine / total)));
+}
+
 void StreamingExpertStore::submit_read(int s) {
   Slot& slot = slots_[s];
   const format::ExpertSpan& span = catalog_.layers[slot.layer].spans[slot.expert];
-  const io::AlignedSpan a = io::align_span(span.offset, span.nbytes);
+  int h = -1;
+  while ((h = choose_holder(slot.layer, slot.expert, slot.tried)) >= 0) {
+    slot.tried |= uint64_t{1} << h;
+    const std::string path = placed_file(options_.placement->dirs[h], slot.layer, slot.expert);
+    try {
+      slot.file = io::DirectFile::open(path, options_.allow_direct);
+    } catch (const base::Error& e) {
+      fail_holder(h, e.what());
+      continue;
+    }
+    if (slot.file.size_bytes() != span.nbytes) {
+      fail_holder(h, base::str_cat(path, " has ", slot.file.size_bytes(), " bytes, expected ",
+                                   span.nbytes));
+      slot.file = io::DirectFile{};
+      continue;
+    }
+    break;
+  }
+  slot.holder = h;
+  const io::AlignedSpan a = io::align_span(h >= 0 ? 0 : span.offset, span.nbytes);
+  slot.data_offset = a.data_offset;
   const io::DirectFile* file = nullptr;
-  if (fetcher_) {
+  int drive = -1;
+  if (h >= 0) {
+    file = &slot.file;
+    drive = holder_drive_[h];
+  } else if (fetcher_) {
     try {
       slot.file = io::DirectFile::open(span.file, options_.allow_direct);
     } catch (const base::Error& e) {
@@ -252,7 +359,9 @@ void StreamingExpertStore::submit_read(int s) {
     file = &slot.file;
   } else {
     file = &files_.at(span.file);
+    drive = file_drive_.at(span.file);
   }
+  slot.drive = drive;
   slot.state = SlotState::kReading;
   ++reads_in_flight_;
   io::ReadJob job;
@@ -266,6 +375,7 @@ void StreamingExpertStore::submit_read(int s) {
   job.trace_layer = slot.layer;
   job.trace_expert = slot.expert;
   job.piece_bytes = options_.read_piece_bytes;
+  job.drive = drive;
   slot.job = scheduler_->submit(std::move(job));
 }
 
@@ -289,6 +399,11 @@ void StreamingExpertStore::on_read_done(int s, const io::ReadCompletion& c) {
   } else if (c.ok()) {
     slot.state = SlotState::kReady;
     slot.file = io::DirectFile{};  // a cache file is read once; a shard file is not the slot's
+  } else if (slot.holder >= 0 && c.error != ECANCELED) {
+    // A placed copy that errs: the next holder, or the shard, reads it instead.
+    fail_holder(slot.holder, c.message);
+    slot.file = io::DirectFile{};
+    submit_read(s);
   } else {
     fail_slot(s, base::str_cat("layer ", slot.layer, " expert ", slot.expert, ": ", c.message));
   }
@@ -452,6 +567,12 @@ void StreamingExpertStore::prefetch(int layer, std::span<const int32_t> experts)
     // a local read that only uses the disk's idle time. Remote experts are fetched on demand.
     if (fetcher_ && !fetcher_->is_local(layer, e)) continue;
     if (speculative_slots_ >= options_.max_prefetch_slots) break;
+    if (options_.placement) {
+      const int d = planned_drive(layer, e);
+      int on_drive = 0;
+      for (const Slot& sl : slots_) on_drive += sl.speculative && sl.drive == d;
+      if (on_drive >= prefetch_allowance(d)) continue;
+    }
     const int s = take_slot(/*for_prefetch=*/true);
     if (s < 0) break;
     ++speculative_slots_;  // before start_load: a read that fails to start gives it back

@@ -18,6 +18,7 @@
 
 #include "experts/expert_fetcher.h"
 #include "experts/expert_store.h"
+#include "experts/placement.h"
 #include "io/direct_file.h"
 #include "io/huge_buffer.h"
 #include "io/read_scheduler.h"
@@ -47,6 +48,10 @@ struct StreamingStoreOptions {
   size_t read_piece_bytes = 0;
   bool allow_direct = true;  // false: buffered reads + FADV_DONTNEED (tests)
   CachePolicy policy = CachePolicy::kLfu;
+  // Copies placed over drives (`deltafin place`): each read goes to the live holder expected to
+  // finish first; a holder that is missing or errs is reported once and skipped from then on,
+  // and the shards are the copy of last resort. Ignored with a fetcher.
+  std::shared_ptr<const Placement> placement;
 };
 
 class StreamingExpertStore : public ExpertStore {
@@ -94,6 +99,9 @@ class StreamingExpertStore : public ExpertStore {
     bool cancelled = false;    // kReading a guess stopped mid-read: empty once its pieces land
     bool used = false;         // requested at least once since it was read
     bool checked = false;      // MXFP4 scales validated
+    int drive = -1;            // DriveTable index of the read in flight (or done)
+    int holder = -1;           // placement holder being read; -1: the shard
+    uint64_t tried = 0;        // placement holders this load has tried (bit per holder)
     std::string error;         // kFailed: the whole message, naming layer and expert
     io::DirectFile file;       // with a fetcher: the cache file, open while kReading
   };
@@ -115,7 +123,15 @@ class StreamingExpertStore : public ExpertStore {
   // Puts (layer, expert) into slot s and starts its fetch (not local yet) or its read. Caller
   // holds mu_; a failure to start leaves the slot kFailed.
   void start_load(int s, int layer, int32_t expert, io::ReadPriority priority);
-  void submit_read(int s);                     // caller holds mu_
+  void submit_read(int s);  // caller holds mu_
+  // The live placement holder (not in `tried`) expected to finish a read of the expert first,
+  // or -1 (no copy placed, or none left). Caller holds mu_.
+  int choose_holder(int layer, int32_t expert, uint64_t tried) const;
+  // A holder that failed: reported once, never read again. Caller holds mu_.
+  void fail_holder(int h, const std::string& why);
+  // The drive a read of the expert would go to now (prefetch allowance). Caller holds mu_.
+  int planned_drive(int layer, int32_t expert) const;
+  int prefetch_allowance(int drive) const;     // caller holds mu_
   void fail_slot(int s, std::string message);  // caller holds mu_
   void on_read_done(int s, const io::ReadCompletion& c);
   void on_fetch_done(int s, const std::string& error);
@@ -142,6 +158,9 @@ class StreamingExpertStore : public ExpertStore {
   std::shared_ptr<ExpertFetcher> fetcher_;
   std::shared_ptr<FetchGuard> guard_;
   std::map<std::string, io::DirectFile> files_;  // by shard path (no fetcher)
+  std::map<std::string, int> file_drive_;        // by shard path
+  std::vector<int> holder_drive_;                // [placement holder] DriveTable index, -1 dead
+  std::vector<bool> holder_failed_;
   uint64_t n_experts_max_ = 0;
   size_t slot_stride_ = 0;
   io::HugeBuffer pool_;  // pre-faulted: no read ever waits on a page fault

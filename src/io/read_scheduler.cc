@@ -26,10 +26,19 @@ size_t required_of(const ReadJob& job) {
 
 }  // namespace
 
-ReadScheduler::ReadScheduler(int depth, QueueKind kind)
+ReadScheduler::ReadScheduler(int depth, QueueKind kind, int max_drives)
     : depth_(std::max(depth, 1)),
-      queue_(make_read_queue(depth_, kind)),
-      lane_busy_(static_cast<size_t>(depth_), false) {
+      total_depth_(depth_ * std::max(max_drives, 1)),
+      queue_(make_read_queue(total_depth_, kind)),
+      lane_busy_(static_cast<size_t>(total_depth_), false) {
+  thread_ = std::thread([this] { run(); });
+}
+
+ReadScheduler::ReadScheduler(std::unique_ptr<ReadQueue> queue, int depth)
+    : depth_(std::max(depth, 1)),
+      total_depth_(queue->depth()),
+      queue_(std::move(queue)),
+      lane_busy_(static_cast<size_t>(total_depth_), false) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -41,6 +50,7 @@ ReadScheduler::~ReadScheduler() {
     for (std::deque<uint64_t>& q : queued_) {
       for (uint64_t id : q) {
         Job& job = jobs_.at(id);
+        release_unissued(job);
         if (job.in_flight > 0) {
           job.cancelled = true;  // its callback runs when the pieces in flight land
         } else {
@@ -63,6 +73,12 @@ ReadScheduler::~ReadScheduler() {
 
 uint64_t ReadScheduler::submit(ReadJob job) {
   DF_ASSERT(job.length > 0 && job.piece_bytes % kDirectAlignment == 0);
+  if (job.drive < 0) {
+    // fstat, not a cache by descriptor: descriptors are reused once a cache file closes.
+    job.drive = job.file != nullptr ? drives_.drive_of_fd(job.file->fd()) : -1;
+    if (job.drive < 0) job.drive = drives_.drive_of_device(0);
+  }
+  DF_ASSERT(job.drive < drives_.size());
   uint64_t id;
   bool wake_queue;
   {
@@ -75,13 +91,21 @@ uint64_t ReadScheduler::submit(ReadJob job) {
     j.issue_end = job.piece_bytes > 0 ? align_up(required_of(job), kDirectAlignment) : job.length;
     j.queued_at = base::timeline::on() ? Clock::now() : Clock::time_point{};
     queued_[static_cast<int>(job.priority)].push_back(id);
+    drives_.on_queued(job.drive, j.issue_end);
+    if (drive_in_flight_.size() <= static_cast<size_t>(job.drive))
+      drive_in_flight_.resize(job.drive + 1, 0);
     j.job = std::move(job);
     // The I/O thread is in the queue's wait() exactly when something is in flight.
-    wake_queue = !issued_.empty() && static_cast<int>(issued_.size()) < depth_;
+    wake_queue = !issued_.empty() && static_cast<int>(issued_.size()) < total_depth_;
   }
   if (wake_queue) queue_->wake();
   cv_.notify_one();
   return id;
+}
+
+void ReadScheduler::release_unissued(Job& job) {
+  if (job.issued < job.issue_end) drives_.on_dropped(job.job.drive, job.issue_end - job.issued);
+  job.issue_end = job.issued;
 }
 
 void ReadScheduler::unqueue(uint64_t id) {
@@ -102,6 +126,7 @@ CancelResult ReadScheduler::cancel(uint64_t id) {
   if (job.cancelled) return CancelResult::kStopping;
   if (job.issued >= job.issue_end || job.error != 0) return CancelResult::kTooLate;
   unqueue(id);
+  release_unissued(job);
   if (job.issued == 0) {
     jobs_.erase(it);
     return CancelResult::kDropped;
@@ -141,22 +166,27 @@ void ReadScheduler::trace_read(const ReadJob& job, const Piece& piece, uint64_t 
 
 bool ReadScheduler::pop_next(ReadRequest* request, Piece* piece) {
   for (std::deque<uint64_t>& q : queued_) {
-    if (q.empty()) continue;
-    const uint64_t id = q.front();
-    Job& job = jobs_.at(id);
-    const ReadJob& r = job.job;
-    const uint64_t at = job.issued;
-    const uint64_t length =
-        r.piece_bytes > 0 ? std::min<uint64_t>(r.piece_bytes, job.issue_end - at) : r.length;
-    const size_t required = required_of(r);
-    *request = {r.file, r.offset + at, length, static_cast<uint8_t*>(r.dest) + at, next_tag_++,
-                // Only the piece that holds the end of the required bytes may come back short.
-                required < at + length ? required - at : 0};
-    *piece = {id, r.priority, job.queued_at, Clock::time_point{}, 0};
-    job.issued += length;
-    ++job.in_flight;
-    if (job.issued >= job.issue_end) q.pop_front();
-    return true;
+    // FIFO within the priority, skipping jobs whose drive has its depth in flight: a busy drive
+    // must not hold back a read another drive could start.
+    for (auto qi = q.begin(); qi != q.end(); ++qi) {
+      const uint64_t id = *qi;
+      Job& job = jobs_.at(id);
+      const ReadJob& r = job.job;
+      if (drive_in_flight_[r.drive] >= depth_) continue;
+      const uint64_t at = job.issued;
+      const uint64_t length =
+          r.piece_bytes > 0 ? std::min<uint64_t>(r.piece_bytes, job.issue_end - at) : r.length;
+      const size_t required = required_of(r);
+      *request = {r.file, r.offset + at, length, static_cast<uint8_t*>(r.dest) + at, next_tag_++,
+                  // Only the piece that holds the end of the required bytes may come back short.
+                  required < at + length ? required - at : 0};
+      *piece = {id, r.priority, job.queued_at, Clock::time_point{}, 0, r.drive, length};
+      job.issued += length;
+      ++job.in_flight;
+      ++drive_in_flight_[r.drive];
+      if (job.issued >= job.issue_end) q.erase(qi);
+      return true;
+    }
   }
   return false;
 }
@@ -173,6 +203,7 @@ bool ReadScheduler::piece_done(const ReadCompletion& c, const Piece& piece,
     job.error = c.error;
     job.message = c.message;
     if (job.issued < job.issue_end) unqueue(piece.job);
+    release_unissued(job);
   }
   if (job.in_flight > 0 || (!job.stopped() && job.issued < job.issue_end)) return false;
   out->user_tag = piece.job;
@@ -200,15 +231,17 @@ void ReadScheduler::run() {
     if (stop_ && issued_.empty()) return;
     ReadRequest request;
     Piece piece;
-    while (!stop_ && static_cast<int>(issued_.size()) < depth_ && pop_next(&request, &piece)) {
+    while (!stop_ && static_cast<int>(issued_.size()) < total_depth_ &&
+           pop_next(&request, &piece)) {
       if (issued_.empty()) busy_.restart();
       int lane = 0;
-      while (lane_busy_[lane]) ++lane;  // fewer than depth_ are busy
+      while (lane_busy_[lane]) ++lane;  // fewer than total_depth_ are busy
       lane_busy_[lane] = true;
       piece.lane = lane;
       if (base::timeline::on()) piece.issued_at = Clock::now();
       issued_.emplace(request.user_tag, piece);
       ++stats_.requests;
+      drives_.on_issued(piece.drive);
       lock.unlock();
       queue_->submit(request);  // never blocks: fewer than depth requests are in flight
       lock.lock();
@@ -224,6 +257,8 @@ void ReadScheduler::run() {
     const Piece landed = it->second;
     issued_.erase(it);
     lane_busy_[landed.lane] = false;
+    --drive_in_flight_[landed.drive];
+    drives_.on_completed(landed.drive, landed.length, completion.bytes, completion.ok());
     if (base::timeline::on()) trace_read(jobs_.at(landed.job).job, landed, completion.bytes);
     stats_.bytes[static_cast<int>(landed.priority)] += completion.bytes;
     if (issued_.empty()) stats_.busy_seconds += busy_.elapsed_seconds();

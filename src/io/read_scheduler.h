@@ -22,6 +22,7 @@
 
 #include "base/stopwatch.h"
 #include "io/direct_file.h"
+#include "io/drive.h"
 #include "io/read_queue.h"
 
 namespace deltafin::io {
@@ -49,9 +50,8 @@ struct ReadJob {
   // > 0 (a multiple of kDirectAlignment): issued as requests of at most this many bytes, in
   // order, each taking one of the depth lanes. 0: one request.
   size_t piece_bytes = 0;
-  // Which drive holds `file`: today every job goes to the one queue; per-drive queues will sit
-  // behind the same calls.
-  int drive = 0;
+  // Which drive (DriveTable index) holds `file`; -1: found from the file's st_dev at submit.
+  int drive = -1;
 };
 
 enum class CancelResult {
@@ -70,9 +70,13 @@ struct ReadSchedulerStats {
 
 class ReadScheduler {
  public:
-  // depth: requests in flight at once. kind: io_uring or the pread pool (kAuto picks as
-  // make_read_queue does).
-  explicit ReadScheduler(int depth, QueueKind kind = QueueKind::kAuto);
+  // depth: requests in flight at once on each drive; max_drives: drives that may be busy at once
+  // (the queue holds depth * max_drives). kind: io_uring or the pread pool (kAuto picks as
+  // make_read_queue does). Each drive has its own job lists, depth and figures (drives()).
+  explicit ReadScheduler(int depth, QueueKind kind = QueueKind::kAuto, int max_drives = 1);
+  // Over a queue the caller made (tests inject failures with a wrapping queue): depth per drive,
+  // the queue's depth in all.
+  ReadScheduler(std::unique_ptr<ReadQueue> queue, int depth);
   // Drops queued jobs (their callbacks see ECANCELED) and waits for the reads in flight.
   ~ReadScheduler();
   ReadScheduler(const ReadScheduler&) = delete;
@@ -89,6 +93,9 @@ class ReadScheduler {
   void promote(uint64_t id, ReadPriority priority);
 
   ReadSchedulerStats stats() const;
+  // Every drive a job has named or whose file was submitted; dispatch picks holders here.
+  DriveTable& drives() { return drives_; }
+  const DriveTable& drives() const { return drives_; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -110,6 +117,8 @@ class ReadScheduler {
     ReadPriority priority;
     Clock::time_point queued_at, issued_at;
     int lane;  // which of the depth requests in flight it is (timeline rows)
+    int drive = 0;
+    uint64_t length = 0;
   };
 
   void run();
@@ -117,13 +126,18 @@ class ReadScheduler {
   // false when nothing is queued. Caller holds mu_.
   bool pop_next(ReadRequest* request, Piece* piece);
   void unqueue(uint64_t id);  // caller holds mu_
+  // The job's bytes that will never be issued leave its drive's queue. Caller holds mu_.
+  void release_unissued(Job& job);
   // A landed piece. Returns the job's callback and completion when that was its last piece.
   bool piece_done(const ReadCompletion& c, const Piece& piece,
                   std::function<void(const ReadCompletion&)>* done, ReadCompletion* out);
   // One request on the timeline: issued → now, with its priority, layer, expert.
   void trace_read(const ReadJob& job, const Piece& piece, uint64_t bytes);
 
-  int depth_;
+  int depth_;        // per drive
+  int total_depth_;  // the queue's
+  DriveTable drives_;
+  std::vector<int> drive_in_flight_;  // [drive], under mu_
   // Touched only by the I/O thread after construction, except for wake().
   std::unique_ptr<ReadQueue> queue_;
 

@@ -10,6 +10,7 @@
 #include "base/stopwatch.h"
 #include "base/thread_pool.h"
 #include "experts/mapped_expert_store.h"
+#include "experts/placement.h"
 #include "experts/route_trace.h"
 #include "experts/streaming_expert_store.h"
 #include "io/page_cache_warmer.h"
@@ -175,6 +176,13 @@ model::ModelStores Streaming::make_stores(const model::ModelPlan& plan,
   in.min_slots = 2 * plan.moe_shape.router.top_k;
   // A mapping needs every expert's file in place; a streaming install has them only once fetched.
   in.experts = options.expert_source.catalog ? ExpertMode::kStream : options.experts;
+  // Copies placed over drives are read by the streaming store (docs/DRIVES.md).
+  std::shared_ptr<const experts::Placement> placement =
+      options.expert_source.fetcher ? nullptr : experts::load_placement(options.model_dir);
+  if (placement && in.experts == ExpertMode::kAuto) in.experts = ExpertMode::kStream;
+  if (placement && in.experts == ExpertMode::kMapped)
+    base::log_info("--experts mapped: the copies placed by ", placement->manifest_path,
+                   " are not read (the shards are mapped)");
   in.spine = options.spine;
   in.forced_slots = options.expert_slots;
   const TierPlan tiers = plan_tiers(in);
@@ -204,7 +212,9 @@ model::ModelStores Streaming::make_stores(const model::ModelPlan& plan,
 
   model::ModelStores stores;
   if (!tiers.experts_mapped || tiers.n_streamed > 0)
-    scheduler_ = std::make_shared<io::ReadScheduler>(options.read_depth);
+    scheduler_ = std::make_shared<io::ReadScheduler>(
+        options.read_depth, io::QueueKind::kAuto,
+        placement ? static_cast<int>(placement->dirs.size()) + 1 : 1);
   base::Stopwatch load_time;
   if (!tiers.experts_mapped) {
     experts::StreamingStoreOptions so;
@@ -213,6 +223,7 @@ model::ModelStores Streaming::make_stores(const model::ModelPlan& plan,
     so.read_piece_bytes = static_cast<size_t>(options.read_piece_bytes);
     so.policy = options.cache == ExpertCachePolicy::kLru ? experts::CachePolicy::kLru
                                                          : experts::CachePolicy::kLfu;
+    so.placement = placement;
     stores.experts =
         std::make_unique<experts::StreamingExpertStore>(catalog, scheduler_, so, fetcher);
     // A guess only pays with disk time nothing else wants. A streamed spine keeps the disk busy
@@ -289,7 +300,11 @@ StreamStats Streaming::stats() const {
     out.spine_wait_seconds = sp.wait_seconds;
     out.needed_bytes += sp.passes * spine_->streamed_bytes_per_pass();
   }
-  if (scheduler_) out.disk_busy_seconds = scheduler_->stats().busy_seconds;
+  if (scheduler_) {
+    out.disk_busy_seconds = scheduler_->stats().busy_seconds;
+    for (const io::DriveStats& d : scheduler_->drives().stats())
+      out.drives.push_back({d.name, d.bytes, d.busy_seconds, d.ceiling_gbps});
+  }
   out.layer_threads = model_->last_layer_threads();
   return out;
 }
