@@ -404,7 +404,9 @@ const std::string& model_dir() {
 std::string post(int port, const std::string& path, const Json& body, std::string* head = nullptr) {
   const int fd = connect_to(port);
   const std::string text = body.dump();
-  const std::string req = "POST " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" +
+  // The headers a non-browser client sends (the server refuses other Hosts and content types).
+  const std::string req = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" +
+                          "Content-Type: application/json\r\n" +
                           "Content-Length: " + std::to_string(text.size()) + "\r\n\r\n" + text;
   EXPECT_EQ(::write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
   std::string wire;
