@@ -516,6 +516,15 @@ std::string ResponsesWriter::end(const ResponseMeta& meta, const Outcome& outcom
                           {"response", response(meta, &outcome)}});
 }
 
+std::string ResponsesWriter::fail(const ResponseMeta& meta, const std::string& code,
+                                  const std::string& message) {
+  std::string out = close_item("incomplete");
+  failed_ = true;
+  Json r = response(meta, nullptr);
+  r["error"] = Json{{"code", code}, {"message", message}};
+  return out + event(Json{{"type", "response.failed"}, {"response", r}});
+}
+
 Json ResponsesWriter::whole(const ResponseMeta& meta, const Outcome& outcome) {
   for (const Delta& d : outcome.deltas) delta(d);
   close_item(outcome.finish_reason == "length" ? "incomplete" : "completed");
@@ -528,7 +537,8 @@ Json ResponsesWriter::response(const ResponseMeta& meta, const Outcome* outcome)
       {"id", meta.id},
       {"object", "response"},
       {"created_at", meta.created},
-      {"status", !outcome     ? "in_progress"
+      {"status", failed_      ? "failed"
+                 : !outcome   ? "in_progress"
                  : incomplete ? "incomplete"
                               : "completed"},
       {"background", false},

@@ -37,6 +37,9 @@ class ResponsesWriter {
   std::string begin(const ResponseMeta& meta);  // response.created, response.in_progress
   std::string delta(const Delta& delta);
   std::string end(const ResponseMeta& meta, const Outcome& outcome);  // response.completed
+  // A generation that failed mid-stream: the open item ends incomplete, then response.failed
+  // with the Response's status "failed" and its error {code, message}.
+  std::string fail(const ResponseMeta& meta, const std::string& code, const std::string& message);
 
   // The whole Response object of `outcome`, as a non-streamed request gets it.
   nlohmann::ordered_json whole(const ResponseMeta& meta, const Outcome& outcome);
@@ -46,6 +49,7 @@ class ResponsesWriter {
   std::string event(nlohmann::ordered_json body);
   std::string close_item(const char* status);
   nlohmann::ordered_json response(const ResponseMeta& meta, const Outcome* outcome) const;
+  bool failed_ = false;
 
   nlohmann::ordered_json echo_;
   NewId new_id_;

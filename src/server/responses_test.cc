@@ -393,6 +393,27 @@ TEST(ResponsesWriter, WholeResponseItemsAndLengthIsIncomplete) {
   EXPECT_NE(tail.find("event: response.incomplete\n"), std::string::npos);
 }
 
+TEST(ResponsesWriter, AFailureMidStreamEndsWithResponseFailed) {
+  const ResponseMeta meta{"resp_1", 100, "tiny"};
+  const Outcome o = sample_outcome("stop");
+  ResponsesWriter w = writer();
+  std::string sse = w.begin(meta);
+  sse += w.delta(o.deltas.front());  // an item is open when the generation fails
+  sse += w.fail(meta, "server_error", "generation failed: disk gone");
+  const std::vector<Json> events = parse_events(sse);
+  ASSERT_GE(events.size(), 4u);
+  const Json& last = events.back();
+  EXPECT_EQ(last["type"], "response.failed");
+  EXPECT_EQ(last["sequence_number"], events.size() - 1);
+  EXPECT_EQ(last["response"]["status"], "failed");
+  EXPECT_EQ(last["response"]["error"]["code"], "server_error");
+  EXPECT_EQ(last["response"]["error"]["message"], "generation failed: disk gone");
+  // The open item was closed before the failure, marked incomplete.
+  EXPECT_EQ(events[events.size() - 2]["type"], "response.output_item.done");
+  EXPECT_EQ(events[events.size() - 2]["item"]["status"], "incomplete");
+  EXPECT_EQ(sse.find("[DONE]"), std::string::npos);  // the Responses API sends none
+}
+
 // The endpoint on the fixture: the text is the chat completion's for the same conversation.
 const std::string& model_dir() {
   static const std::string dir = deltafin::testing::make_text_model(

@@ -388,7 +388,14 @@ void Service::execute(Job& job, HttpConnection& conn) {
   } catch (const std::exception& e) {
     session_->reset();  // what it holds is no longer known
     base::log_warn("server: generation failed: ", e.what());
-    send_error(conn, ApiError{500, base::str_cat("generation failed: ", e.what()), "server_error"});
+    const ApiError failed{500, base::str_cat("generation failed: ", e.what()), "server_error"};
+    if (job.responses && conn.responded()) {
+      // Mid-stream on /v1/responses: the Responses API's own ending, not chat's error event.
+      conn.write(job.responses->fail(job.meta, "server_error", failed.message));
+      conn.finish();
+    } else {
+      send_error(conn, failed);
+    }
     conn.set_keep_alive(false);
     return;
   }
@@ -409,6 +416,9 @@ void Service::execute(Job& job, HttpConnection& conn) {
                               "server_error", "", "server_shutting_down"};
       if (!conn.responded()) {
         conn.send(stopping.status, kJson, error_json(stopping));
+      } else if (job.responses) {
+        if (conn.write(job.responses->fail(job.meta, "server_shutting_down", stopping.message)))
+          conn.finish();
       } else if (conn.write(sse_event(Json::parse(error_json(stopping))))) {
         if (conn.write(kSseDone)) conn.finish();
       }
