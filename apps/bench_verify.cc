@@ -195,7 +195,8 @@ int run_bench_verify(Args& args) {
     dir += c;
   }
   o << "{\"model\":\"" << dir << "\",\"tokens\":" << n_tokens << ",\"accept\":" << accept
-    << ",\"reps\":" << reps << ",\"device_ceiling_gbps\":" << ceiling_gbps << ",\"widths\":[";
+    << ",\"reps\":" << reps << ",\"device_ceiling_gbps\":" << ceiling_gbps
+    << ",\"achieved_read_gbps\":" << achieved_gbps << ",\"widths\":[";
   double one_row = 0;
   bool first = true;
   for (const int w : widths) {

@@ -37,6 +37,22 @@ for sampling in "" "--temperature 0.9 --seed 5"; do
   grep -q "stats: speculation auto:" "$tmp/run.err" || fail "run --stats: no speculation line"
 done
 
+# bench verify: every width decodes the same ids (it fails otherwise) and reports each width.
+"$deltafin" bench verify --model "$tmp/demo" --widths 1,2,4 --tokens 9 --reps 1 --json \
+  >"$tmp/verify.json" 2>"$tmp/verify.err" || { cat "$tmp/verify.err" >&2; fail "bench verify failed"; }
+python3 - "$tmp/verify.json" <<'PY' || fail "bench verify: $(cat "$tmp/verify.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+widths = {w["width"]: w for w in d["widths"]}
+assert sorted(widths) == [1, 2, 4], widths
+# 9 decoded ids: 9 one-row passes, 4 of 2 rows, 2 of 4 (the last ids run in narrower passes)
+assert widths[1]["vs_one_row"] == 1 and widths[1]["passes"] == 9, widths
+assert widths[2]["passes"] == 4 and widths[4]["passes"] == 2, widths
+assert "achieved_read_gbps" in d
+assert all(w["pass_seconds"][0] <= w["pass_seconds"][1] <= w["pass_seconds"][2] for w in d["widths"])
+assert len(d["ids"]) == 10  # the prompt's pass gives the first
+PY
+
 for bad in "--speculate maybe" "--draft-max 17" "--draft-min -1"; do
   # shellcheck disable=SC2086
   if "$deltafin" run --model "$tmp/demo" --prompt x --max-new 1 $bad >/dev/null 2>"$tmp/bad"; then
