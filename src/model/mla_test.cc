@@ -2,6 +2,7 @@
 // rows, with and without the q low-rank path and the output gate.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 
 #include "model/mla.h"
@@ -106,6 +107,30 @@ TEST(Mla, CacheReservedForThePlannedContextNeverMoves) {
                 o2.data() + t * d);
   EXPECT_EQ(o1, o2);  // the reservation changes where the cache lives, not what it computes
   EXPECT_EQ(planned.latent, unplanned.latent);
+}
+
+// A verify pass's rows attend as one-row decode steps would (MlaMode::kDecodeRows): on a short
+// cache, kAuto picks the expanded form for four rows where one row at a time picks the absorbed
+// one from the second position on, so the rounding of a four-row kAuto call differs from decode
+// steps, and kDecodeRows must not.
+TEST(Mla, DecodeRowsEqualOneRowStepsWhereAutoDiffers) {
+  std::mt19937 rng(21);
+  MlaFixture f = make_mla(rng, true, true);
+  const int64_t d = f.shape.hidden, n = 4;
+  const std::vector<float> x = testing::random_vector(rng, n * d, 0.0f, 1.0f);
+  MlaWorkspace ws;
+  MlaCache steps, rows, together;
+  std::vector<float> o_steps(n * d), o_rows(n * d), o_together(n * d);
+  for (int64_t r = 0; r < n; ++r)
+    mla_forward(f.shape, f.w, x.data() + r * d, 1, steps, MlaMode::kAuto, ws,
+                o_steps.data() + r * d);
+  mla_forward(f.shape, f.w, x.data(), n, rows, MlaMode::kDecodeRows, ws, o_rows.data());
+  mla_forward(f.shape, f.w, x.data(), n, together, MlaMode::kAuto, ws, o_together.data());
+  EXPECT_EQ(0, std::memcmp(o_steps.data(), o_rows.data(), o_steps.size() * sizeof(float)));
+  EXPECT_EQ(rows.latent, steps.latent);
+  EXPECT_EQ(rows.k_pe, steps.k_pe);
+  // The case is one where the form matters: otherwise this test would not tell the modes apart.
+  EXPECT_NE(0, std::memcmp(o_steps.data(), o_together.data(), o_steps.size() * sizeof(float)));
 }
 
 }  // namespace
