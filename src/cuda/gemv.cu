@@ -58,6 +58,34 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// v + w[0]·a.x + ... + w[7]·b.w, one fused multiply-add at a time in this order: the order the
+// CPU emulation (gemv_order_ref.cc) reproduces, shared by the MXFP4 and BF16 kernels.
+__device__ __forceinline__ float fma8(const float (&w)[8], float4 a, float4 b, float v) {
+  v = __fmaf_rn(w[0], a.x, v);
+  v = __fmaf_rn(w[1], a.y, v);
+  v = __fmaf_rn(w[2], a.z, v);
+  v = __fmaf_rn(w[3], a.w, v);
+  v = __fmaf_rn(w[4], b.x, v);
+  v = __fmaf_rn(w[5], b.y, v);
+  v = __fmaf_rn(w[6], b.z, v);
+  return __fmaf_rn(w[7], b.w, v);
+}
+
+// Each lane's partial sums reduced across the warp; lane 0 stores the rows and activations that
+// exist (y is [n, rows], activation-major).
+template <int N, int kRowsPerWarp>
+__device__ __forceinline__ void store_rows(const float (&acc)[kRowsPerWarp][N], int lane, int n,
+                                           int rows, int row0, float* y) {
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const float v = warp_sum(acc[r][i]);
+      if (lane == 0 && i < n && row0 + r < rows) y[static_cast<int64_t>(i) * rows + row0 + r] = v;
+    }
+  }
+}
+
 __device__ __forceinline__ uint4 load_stream(const void* p) {
   // Weights are read once per pass: don't let them evict the activations from L1.
   return __ldcs(reinterpret_cast<const uint4*>(p));
@@ -141,18 +169,7 @@ __global__ void __launch_bounds__(kThreads)
             reinterpret_cast<const float4*>(xs + (i * kMxTileGroups + lane) * kMxGroupStride);
         const float4 a = xg[2 * k], b = xg[2 * k + 1];
 #pragma unroll
-        for (int r = 0; r < kRowsPerWarp; ++r) {
-          float v = p[r][i];
-          v = __fmaf_rn(wv[r][0], a.x, v);
-          v = __fmaf_rn(wv[r][1], a.y, v);
-          v = __fmaf_rn(wv[r][2], a.z, v);
-          v = __fmaf_rn(wv[r][3], a.w, v);
-          v = __fmaf_rn(wv[r][4], b.x, v);
-          v = __fmaf_rn(wv[r][5], b.y, v);
-          v = __fmaf_rn(wv[r][6], b.z, v);
-          v = __fmaf_rn(wv[r][7], b.w, v);
-          p[r][i] = v;
-        }
+        for (int r = 0; r < kRowsPerWarp; ++r) p[r][i] = fma8(wv[r], a, b, p[r][i]);
       }
     }
 #pragma unroll
@@ -163,14 +180,7 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 
-#pragma unroll
-  for (int r = 0; r < kRowsPerWarp; ++r) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-      const float v = warp_sum(acc[r][i]);
-      if (lane == 0 && i < n && row0 + r < rows) y[static_cast<int64_t>(i) * rows + row0 + r] = v;
-    }
-  }
+  store_rows<N, kRowsPerWarp>(acc, lane, n, rows, row0, y);
 }
 
 template <int N>
@@ -246,30 +256,12 @@ __global__ void __launch_bounds__(kThreads)
             xs + (i * kBfTileChunks + u * 32 + lane) * kBfChunkStride);
         const float4 a = xc[0], b = xc[1];
 #pragma unroll
-        for (int r = 0; r < kRowsPerWarp; ++r) {
-          float v = acc[r][i];
-          v = __fmaf_rn(wv[r][0], a.x, v);
-          v = __fmaf_rn(wv[r][1], a.y, v);
-          v = __fmaf_rn(wv[r][2], a.z, v);
-          v = __fmaf_rn(wv[r][3], a.w, v);
-          v = __fmaf_rn(wv[r][4], b.x, v);
-          v = __fmaf_rn(wv[r][5], b.y, v);
-          v = __fmaf_rn(wv[r][6], b.z, v);
-          v = __fmaf_rn(wv[r][7], b.w, v);
-          acc[r][i] = v;
-        }
+        for (int r = 0; r < kRowsPerWarp; ++r) acc[r][i] = fma8(wv[r], a, b, acc[r][i]);
       }
     }
   }
 
-#pragma unroll
-  for (int r = 0; r < kRowsPerWarp; ++r) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-      const float v = warp_sum(acc[r][i]);
-      if (lane == 0 && i < n && row0 + r < rows) y[static_cast<int64_t>(i) * rows + row0 + r] = v;
-    }
-  }
+  store_rows<N, kRowsPerWarp>(acc, lane, n, rows, row0, y);
 }
 
 void check_launch(const char* what) {
