@@ -8,24 +8,10 @@ deltafin=$1
 tests=$2
 tmp=$(mktemp -d)
 source "$tests/e2e/lib/server.sh"
-bg_pids=()
-cleanup() {
-  for p in "${bg_pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  server_cleanup
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-failures=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
+source "$tests/e2e/lib/tally.sh"
 # Every request declares its body JSON, as the SDKs do: the server refuses a POST without it (415,
 # what a web page could send; server_limits.sh tests that).
 curl() { command curl -H "Content-Type: application/json" "$@"; }
-json() {  # json FILE EXPR: a Python expression over the parsed file, bound to d
-  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"
-}
 
 "$deltafin" synth --out "$tmp/demo" --preset demo >/dev/null
 # An empty key is refused at startup, not taken as "no key" (bounded: it must not start serving).

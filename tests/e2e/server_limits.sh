@@ -10,21 +10,7 @@ deltafin=$1
 tests=$2
 tmp=$(mktemp -d)
 source "$tests/e2e/lib/server.sh"
-bg_pids=()
-cleanup() {
-  for p in "${bg_pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  server_cleanup
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-failures=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
-json() {  # json FILE EXPR: a Python expression over the parsed file, bound to d
-  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"
-}
+source "$tests/e2e/lib/tally.sh"
 # status NAME WANT CURL_ARGS...: the status, and an OpenAI-shaped error body when it is not 200.
 status() {
   local name=$1 want=$2
