@@ -12,19 +12,11 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "bench_common.h"
 #include "io/drive.h"
 #include "io/drive_bench.h"
 
 namespace deltafin::apps {
-namespace {
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-}  // namespace
 
 int run_bench_io_dirs(const DirsBenchArgs& a) {
   std::vector<std::string> files, names;
@@ -76,7 +68,7 @@ int run_bench_io_dirs(const DirsBenchArgs& a) {
           gbps.push_back(run.gbps);
           runs.push_back(&run);
         }
-      const double med = median_of(gbps);
+      const double med = median(gbps);
       medians[p == io::DispatchPolicy::kLeastEta ? 0 : 1] = med;
       // Per drive figures of the run closest to the median.
       const io::DriveBenchRun* mid = runs[0];

@@ -16,11 +16,10 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/stopwatch.h"
+#include "bench_common.h"
 #include "bench_verify.h"
 #include "deltafin/engine.h"
-#include "format/checkpoint.h"
 #include "format/config.h"
-#include "io/direct_file.h"
 #include "io/read_ceiling.h"
 #include "load_engine.h"
 #include "stream_flags.h"
@@ -37,17 +36,6 @@ struct PassSample {
   double ids = 0;  // ids the pass generated
   PassFigures figures;
 };
-
-struct Spread {
-  double min = 0, median = 0, max = 0;
-};
-
-Spread spread(std::vector<double> v) {
-  if (v.empty()) return {};
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return {v.front(), n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v.back()};
-}
 
 std::vector<int> parse_widths(const std::string& text) {
   std::vector<int> widths;
@@ -108,18 +96,9 @@ int run_bench_verify(Args& args) {
   if (n_tokens < 2 || n_prompt < 1 || reps < 1)
     fail("deltafin bench verify: need --tokens >= 2, --prompt-tokens >= 1, --reps >= 1");
 
-  std::vector<std::string> shards;
-  uint64_t smallest = UINT64_MAX;
-  {
-    const format::Checkpoint checkpoint = format::Checkpoint::open(options.model_dir);
-    for (const format::Checkpoint::Shard& s : checkpoint.shards()) {
-      shards.push_back(s.path);
-      smallest = std::min(smallest, s.size_bytes);
-    }
-  }
-  if (!args_keep_cache) {
-    for (const std::string& p : shards) io::drop_page_cache(p);
-  }
+  const ModelShards model = model_shards(options.model_dir, !args_keep_cache);
+  const std::vector<std::string>& shards = model.paths;
+  const uint64_t smallest = model.smallest_bytes;
   const format::ModelConfig config = format::load_config(options.model_dir);
   const int64_t moe_layers = std::max<int64_t>(1, config.count_layers(format::MlpKind::kMoe));
   std::unique_ptr<Engine> engine = load_engine(options);
@@ -140,9 +119,7 @@ int run_bench_verify(Args& args) {
   measure_ceiling();
 
   const int64_t vocab = engine->info().vocab_size;
-  std::vector<int32_t> prompt;
-  for (long long i = 0; i < n_prompt; ++i)
-    prompt.push_back(static_cast<int32_t>((100 + 37 * i) % vocab));
+  const std::vector<int32_t> prompt = bench_prompt(n_prompt, vocab);
   SpeculationOptions off;
   off.mode = Speculation::kOff;
   std::vector<int32_t> greedy;
@@ -189,11 +166,7 @@ int run_bench_verify(Args& args) {
 
   std::ostringstream o;
   o.precision(6);
-  std::string dir;
-  for (const char c : options.model_dir) {
-    if (c == '"' || c == '\\') dir += '\\';
-    dir += c;
-  }
+  const std::string dir = json_escaped(options.model_dir);
   o << "{\"model\":\"" << dir << "\",\"tokens\":" << n_tokens << ",\"accept\":" << accept
     << ",\"reps\":" << reps << ",\"device_ceiling_gbps\":" << ceiling_gbps
     << ",\"achieved_read_gbps\":" << achieved_gbps << ",\"widths\":[";

@@ -21,10 +21,10 @@
 #include "base/memory_budget.h"
 #include "base/stopwatch.h"
 #include "base/thread_pool.h"
+#include "bench_common.h"
 #include "bench_verify.h"
 #include "command.h"
 #include "deltafin/engine.h"
-#include "format/checkpoint.h"
 #include "io/huge_buffer.h"
 #include "io/read_ceiling.h"
 #include "kernels/weight_matrix.h"
@@ -71,13 +71,6 @@ std::string drives_json(const std::vector<PassFigures>& passes, double n_tokens)
 }
 
 using base::fail;
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // /proc/self/io read_bytes: what this process made the block layer fetch (mmap faults included),
 // the one byte count that covers the mapped store too.
@@ -166,18 +159,9 @@ int run_bench(Args& args) {
     fail("deltafin bench decode: --tokens and --prompt-tokens must be >= 1");
   if (ceiling_reps < 1 || ceiling_gb <= 0) fail("deltafin bench decode: bad ceiling options");
 
-  std::vector<std::string> shards;
-  uint64_t smallest = UINT64_MAX;
-  {
-    const format::Checkpoint checkpoint = format::Checkpoint::open(options.model_dir);
-    for (const format::Checkpoint::Shard& s : checkpoint.shards()) {
-      shards.push_back(s.path);
-      smallest = std::min(smallest, s.size_bytes);
-    }
-  }
-  if (!keep_cache) {
-    for (const std::string& p : shards) io::drop_page_cache(p);
-  }
+  const ModelShards model = model_shards(options.model_dir, !keep_cache);
+  const std::vector<std::string>& shards = model.paths;
+  const uint64_t smallest = model.smallest_bytes;
   io::CeilingOptions copt;
   copt.queues = {io::QueueKind::kAuto};
   copt.pages = {io::PageKind::kHuge};
@@ -222,9 +206,7 @@ int run_bench(Args& args) {
   const double ceiling_before_gbps = measure_ceiling("before the decode");
   std::unique_ptr<Session> session = engine->new_session();
   const int64_t vocab = engine->info().vocab_size;
-  std::vector<int32_t> prompt;
-  for (long long i = 0; i < n_prompt; ++i)
-    prompt.push_back(static_cast<int32_t>((100 + 37 * i) % vocab));
+  const std::vector<int32_t> prompt = bench_prompt(n_prompt, vocab);
 
   GenerateOptions gen;
   gen.max_new_tokens = static_cast<int>(n_tokens) + 1;  // the first id needs no decode pass
@@ -330,11 +312,7 @@ int run_bench(Args& args) {
 
   std::ostringstream o;
   o.precision(6);
-  std::string dir;
-  for (char c : options.model_dir) {
-    if (c == '"' || c == '\\') dir += '\\';
-    dir += c;
-  }
+  const std::string dir = json_escaped(options.model_dir);
   o << "{\"model\":\"" << dir << "\",\"experts\":\"" << (plan.streaming ? "stream" : "mapped")
     << "\",\"prefetch\":" << (plan.lookahead ? "true" : "false")
     << ",\"read_depth\":" << plan.read_depth << ",\"read_piece_bytes\":" << plan.read_piece_bytes
