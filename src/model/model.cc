@@ -174,12 +174,8 @@ void Model::predict_next_moe(int64_t from, int64_t n, PassKind kind) {
   for (int64_t l = from; l < plan_.config.num_hidden_layers; ++l) {
     if (plan_.layers[l].moe() == nullptr) continue;
     base::timeline::Phase phase("lookahead", l);
-    if (n == 1) {
-      store_->prefetch(static_cast<int>(l),
-                       predict_route(plan_, plan_.layers[l], ws_.stream, 0, ws_.lookahead));
-      return;
-    }
-    // A verify pass reads the union of its rows' routes: guess each row's, row 0's first.
+    // A pass reads the union of its rows' routes: guess each row's, row 0's first (a decode
+    // pass's one row gives its route unchanged: a route's experts are distinct).
     predicted_union_.clear();
     for (int64_t r = 0; r < n; ++r) {
       for (const int32_t e : predict_route(plan_, plan_.layers[l], ws_.stream, r, ws_.lookahead))
