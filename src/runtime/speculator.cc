@@ -8,7 +8,6 @@
 #include "runtime/ngram_drafter.h"
 
 namespace deltafin::runtime {
-namespace {
 
 // Proposes the script's ids after the g-th generated id (Speculation::kScript).
 class ScriptDrafter final : public Drafter {
@@ -29,6 +28,8 @@ class ScriptDrafter final : public Drafter {
   int generated_ = 0;
 };
 
+namespace {
+
 bool same_settings(const SpeculationOptions& a, const SpeculationOptions& b) {
   return a.mode == b.mode && a.draft_max == b.draft_max && a.draft_min == b.draft_min &&
          a.script == b.script;
@@ -46,10 +47,13 @@ void Speculator::begin(const SpeculationOptions& options) {
   options_ = options;
   configured_ = true;
   drafter_.reset();
+  script_ = nullptr;
   controller_.reset();
   if (options.mode == Speculation::kOff || options.draft_max == 0) return;
   if (options.mode == Speculation::kScript) {
-    drafter_ = std::make_unique<ScriptDrafter>(options.script);
+    auto script = std::make_unique<ScriptDrafter>(options.script);
+    script_ = script.get();
+    drafter_ = std::move(script);
   } else {
     drafter_ = std::make_unique<NgramDrafter>();
   }
@@ -73,7 +77,7 @@ Speculator::Plan Speculator::plan(std::span<const int32_t> history, int generate
   const int budget = std::min(asked, std::max(room, 0));
   Draft draft;
   if (budget > 0) {
-    if (auto* script = dynamic_cast<ScriptDrafter*>(drafter_.get())) script->at(generated);
+    if (script_) script_->at(generated);
     draft = drafter_->propose(history, budget);
     // draft_min: pad to the forced width with the pending id, so every pass verifies.
     const int forced = std::min(options_.draft_min, budget);

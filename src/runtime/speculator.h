@@ -18,6 +18,8 @@ namespace deltafin::runtime {
 // budgets its tentative rows.
 inline constexpr uint64_t kMaxVerifyRows = SpecController::kMaxDraft + 1;
 
+class ScriptDrafter;  // speculator.cc
+
 class Speculator {
  public:
   struct Plan {
@@ -39,6 +41,7 @@ class Speculator {
   SpeculationOptions options_;
   bool configured_ = false;
   std::unique_ptr<Drafter> drafter_;  // null: speculation off
+  ScriptDrafter* script_ = nullptr;   // drafter_ when it is a script (told the position)
   std::unique_ptr<SpecController> controller_;
 };
 
