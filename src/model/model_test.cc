@@ -8,14 +8,13 @@
 #include "base/error.h"
 #include "experts/mapped_expert_store.h"
 #include "model/model.h"
+#include "testing/k3_tiny_a.h"
 
 namespace deltafin::model {
 namespace {
 
 const std::string kFixtures = std::string(DELTAFIN_SOURCE_DIR) + "/tests/fixtures/";
-// k3-tiny-a's prompt (tests/fixtures/k3-tiny-a/README.md).
-const std::vector<int32_t> kPrompt = {488, 250, 115, 269, 384, 67,  152, 153, 398, 289, 199, 395,
-                                      485, 75,  449, 114, 323, 470, 200, 333, 180, 382, 244, 329};
+const std::vector<int32_t>& kPrompt = ::deltafin::testing::kK3TinyAPrompt;
 
 int32_t argmax(const float* row, int64_t n) {
   return static_cast<int32_t>(std::max_element(row, row + n) - row);

@@ -7,15 +7,14 @@
 
 #include "base/error.h"
 #include "model/model.h"
+#include "testing/k3_tiny_a.h"
 
 namespace deltafin::model {
 namespace {
 
 const std::string kFixtures = std::string(DELTAFIN_SOURCE_DIR) + "/tests/fixtures/";
-// k3-tiny-a's prompt (tests/fixtures/k3-tiny-a/README.md): the first ids are the prefill, the
-// rest the rows decoded or verified.
-const std::vector<int32_t> kIds = {488, 250, 115, 269, 384, 67,  152, 153, 398, 289, 199, 395,
-                                   485, 75,  449, 114, 323, 470, 200, 333, 180, 382, 244, 329};
+// k3-tiny-a's prompt: the first ids are the prefill, the rest the rows decoded or verified.
+const std::vector<int32_t>& kIds = ::deltafin::testing::kK3TinyAPrompt;
 constexpr int64_t kPrefill = 8;
 
 // memcmp of two float arrays (empty ones, whose data() may be null, are equal without a call).

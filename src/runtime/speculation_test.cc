@@ -5,16 +5,14 @@
 #include <gtest/gtest.h>
 
 #include "deltafin/engine.h"
+#include "testing/k3_tiny_a.h"
 
 namespace deltafin {
 namespace {
 
-const std::string kModel = std::string(DELTAFIN_SOURCE_DIR) + "/tests/fixtures/k3-tiny-a";
-const std::vector<int32_t> kPrompt = {488, 250, 115, 269, 384, 67,  152, 153, 398, 289, 199, 395,
-                                      485, 75,  449, 114, 323, 470, 200, 333, 180, 382, 244, 329};
-// The oracle's greedy continuation (tests/fixtures/k3-tiny-a/README.md).
-const std::vector<int32_t> kGreedy = {376, 232, 269, 171, 355, 346, 332, 163,
-                                      13,  203, 67,  428, 204, 509, 508, 113};
+const std::string& kModel = ::deltafin::testing::kK3TinyADir;
+const std::vector<int32_t>& kPrompt = ::deltafin::testing::kK3TinyAPrompt;
+const std::vector<int32_t>& kGreedy = ::deltafin::testing::kK3TinyAGreedy;
 
 struct Outcome {
   GenerateResult result;

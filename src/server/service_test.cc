@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "server/test_socket.h"
+#include "testing/k3_tiny_a.h"
 #include "testing/text_model.h"
 
 namespace deltafin::server {
@@ -27,10 +28,8 @@ const std::string& model_dir() {
       DELTAFIN_SOURCE_DIR, "k3-tiny-a", ::testing::TempDir() + "service-text-model");
   return dir;
 }
-const std::vector<int32_t> kPrompt = {488, 250, 115, 269, 384, 67,  152, 153, 398, 289, 199, 395,
-                                      485, 75,  449, 114, 323, 470, 200, 333, 180, 382, 244, 329};
-const std::vector<int32_t> kGreedy = {376, 232, 269, 171, 355, 346, 332, 163,
-                                      13,  203, 67,  428, 204, 509, 508, 113};
+const std::vector<int32_t>& kPrompt = ::deltafin::testing::kK3TinyAPrompt;
+const std::vector<int32_t>& kGreedy = ::deltafin::testing::kK3TinyAGreedy;
 
 void send_request(int fd, const std::string& method, const std::string& path,
                   const std::string& body, const std::string& extra_headers = "") {
