@@ -1,7 +1,7 @@
 // The streamed spine and the streaming expert store on k3-tiny-a: every mix of resident (read
 // into our own memory) and streamed layers, lm_head moved there too, with and without the
-// lookahead, gives logits bit-identical to the mapped model; the spine reads cover exactly the
-// tensors the plan uses.
+// lookahead, gives logits bit-identical to the mapped model (verify passes too); the spine reads
+// cover exactly the tensors the plan uses.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -93,33 +93,48 @@ struct Case {
 
 class StreamedModel : public ::testing::TestWithParam<Case> {};
 
+// k3-tiny-a with its spine streamed or resident as `c` says and its experts streamed.
+struct Streamed {
+  std::shared_ptr<io::ReadScheduler> scheduler = std::make_shared<io::ReadScheduler>(3);
+  std::vector<bool> resident;
+  StreamedSpine* spine = nullptr;
+  std::unique_ptr<Model> model;
+};
+
+Streamed build_streamed(const Case& c) {
+  Streamed s;
+  s.model = Model::build(
+      kModel, std::nullopt,
+      [&](const ModelPlan& plan, const format::Checkpoint& ckpt,
+          const experts::ExpertCatalog& catalog) {
+        const size_t n = plan.layers.size();
+        s.resident.assign(n, false);
+        for (size_t l = 0; l < n && c.resident_every > 0; ++l)
+          s.resident[l] = l % c.resident_every == 0;
+        ModelStores stores;
+        stores.spine_globals = global_spine_tensors(plan, ckpt);
+        stores.spine =
+            std::make_unique<StreamedSpine>(plan, ckpt, spine_layer_reads(plan, ckpt), s.resident,
+                                            stores.spine_globals, s.scheduler);
+        s.spine = stores.spine.get();
+        stores.experts = std::make_unique<experts::StreamingExpertStore>(
+            catalog, s.scheduler,
+            experts::StreamingStoreOptions{.n_slots = c.slots, .max_prefetch_slots = 4});
+        stores.lookahead = c.lookahead;
+        return stores;
+      });
+  return s;
+}
+
 TEST_P(StreamedModel, LogitsAreBitIdenticalToTheMappedModel) {
   const Case c = GetParam();
   std::unique_ptr<Model> ref = Model::load(kModel);
   const std::vector<float> want = run(*ref);
 
-  auto scheduler = std::make_shared<io::ReadScheduler>(3);
-  std::vector<bool> resident;
-  StreamedSpine* spine_ptr = nullptr;
-  std::unique_ptr<Model> m = Model::build(
-      kModel, std::nullopt,
-      [&](const ModelPlan& plan, const format::Checkpoint& ckpt,
-          const experts::ExpertCatalog& catalog) {
-        const size_t n = plan.layers.size();
-        resident.assign(n, false);
-        for (size_t l = 0; l < n && c.resident_every > 0; ++l)
-          resident[l] = l % c.resident_every == 0;
-        ModelStores stores;
-        stores.spine_globals = global_spine_tensors(plan, ckpt);
-        stores.spine = std::make_unique<StreamedSpine>(plan, ckpt, spine_layer_reads(plan, ckpt),
-                                                       resident, stores.spine_globals, scheduler);
-        spine_ptr = stores.spine.get();
-        stores.experts = std::make_unique<experts::StreamingExpertStore>(
-            catalog, scheduler,
-            experts::StreamingStoreOptions{.n_slots = c.slots, .max_prefetch_slots = 4});
-        stores.lookahead = c.lookahead;
-        return stores;
-      });
+  Streamed streamed = build_streamed(c);
+  std::unique_ptr<Model>& m = streamed.model;
+  const std::vector<bool>& resident = streamed.resident;
+  StreamedSpine* spine_ptr = streamed.spine;
   // The lm_head is used from the spine's copy of its bytes.
   EXPECT_NE(m->plan().lm_head.data, ref->plan().lm_head.data);
   EXPECT_EQ(
@@ -143,6 +158,42 @@ TEST_P(StreamedModel, LogitsAreBitIdenticalToTheMappedModel) {
   }
   // Running again reuses the buffers and the cache and still matches.
   EXPECT_TRUE(identical(run(*m), want));
+}
+
+// A verify pass through streamed stores, with the lookahead guessing the union of its rows'
+// routes, gives the mapped model's decode steps bit for bit, and so does decoding after a commit.
+TEST(StreamedModelVerify, EqualsMappedDecodeStepsWithTheLookahead) {
+  std::unique_ptr<Model> ref = Model::load(kModel);
+  Streamed streamed = build_streamed(Case{0, 5, true});
+  Model& m = *streamed.model;
+  const int64_t vocab = m.config().vocab_size;
+  constexpr int64_t kPrefill = 6, kWidth = 4, kKeep = 2;
+  ForwardOptions prefill, decode, verify;
+  decode.kind = PassKind::kDecode;
+  verify.kind = PassKind::kVerify;
+  std::vector<float> last(vocab);
+  SequenceState plain = ref->new_state(), spec = m.new_state();
+  ref->forward(plain, std::span(kPrompt).first(kPrefill), false, last.data(), prefill);
+  m.forward(spec, std::span(kPrompt).first(kPrefill), false, last.data(), prefill);
+  // The mapped model's decode steps over the next kWidth ids, then two more after kKeep of them.
+  std::vector<float> want(kWidth * vocab), got(kWidth * vocab);
+  SequenceState after_keep;
+  for (int64_t r = 0; r < kWidth; ++r) {
+    if (r == kKeep) after_keep = plain;
+    ref->forward(plain, std::span(kPrompt).subspan(kPrefill + r, 1), false, want.data() + r * vocab,
+                 decode);
+  }
+  m.forward(spec, std::span(kPrompt).subspan(kPrefill, kWidth), true, got.data(), verify);
+  EXPECT_TRUE(identical(got, want));
+  EXPECT_GT(m.expert_store().stats().predicted_actual, 0u);
+  m.commit(spec, kKeep);
+  std::vector<float> want_next(2 * vocab), got_next(2 * vocab);
+  for (int64_t r = 0; r < 2; ++r) {
+    const auto id = std::span(kPrompt).subspan(kPrefill + kWidth + r, 1);
+    ref->forward(after_keep, id, false, want_next.data() + r * vocab, decode);
+    m.forward(spec, id, false, got_next.data() + r * vocab, decode);
+  }
+  EXPECT_TRUE(identical(got_next, want_next));
 }
 
 INSTANTIATE_TEST_SUITE_P(Mixes, StreamedModel,
