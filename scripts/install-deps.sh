@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   clang-14 clang-format-14 libclang-rt-14-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev libpcre2-dev liburing-dev libcurl4-openssl-dev libcpp-httplib-dev
+  nlohmann-json3-dev libpcre2-dev libutf8proc-dev liburing-dev libcurl4-openssl-dev libcpp-httplib-dev
   python3 python3-numpy python3-regex
   curl ca-certificates
 )

@@ -143,8 +143,18 @@ struct PieceSplitter::Compiled {
   ~Compiled() { pcre2_code_free(code); }
 };
 
-PieceSplitter::PieceSplitter(Pattern pattern) : compiled_(std::make_unique<Compiled>()) {
-  const std::string source = build_pcre2(pattern);
+PieceSplitter::PieceSplitter() = default;
+
+PieceSplitter::PieceSplitter(Pattern pattern) {
+  compile(build_pcre2(pattern), pattern_name(pattern));
+}
+
+PieceSplitter::PieceSplitter(std::string_view pcre2_source, std::string_view name) {
+  compile(std::string(pcre2_source), name);
+}
+
+void PieceSplitter::compile(const std::string& source, std::string_view name) {
+  compiled_ = std::make_unique<Compiled>();
   int error = 0;
   PCRE2_SIZE offset = 0;
   compiled_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(source.data()), source.size(),
@@ -152,8 +162,8 @@ PieceSplitter::PieceSplitter(Pattern pattern) : compiled_(std::make_unique<Compi
   if (!compiled_->code) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof(message));
-    base::fail("pre-tokenizer pattern ", pattern_name(pattern), " does not compile at offset ",
-               offset, ": ", reinterpret_cast<const char*>(message));
+    base::fail("pre-tokenizer pattern ", name, " does not compile at offset ", offset, ": ",
+               reinterpret_cast<const char*>(message));
   }
   compiled_->jit = pcre2_jit_compile(compiled_->code, PCRE2_JIT_COMPLETE) == 0;
 }
@@ -162,18 +172,20 @@ PieceSplitter::~PieceSplitter() = default;
 PieceSplitter::PieceSplitter(PieceSplitter&&) noexcept = default;
 PieceSplitter& PieceSplitter::operator=(PieceSplitter&&) noexcept = default;
 
-void PieceSplitter::split(std::string_view text,
-                          const std::function<void(std::string_view)>& fn) const {
+void PieceSplitter::each_match(std::string_view text, bool with_gaps,
+                               const std::function<void(std::string_view)>& fn) const {
+  DF_ASSERT(compiled_);
   MatchState& state = match_state();
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(state.data);
   size_t pos = 0;
+  size_t gap_start = 0;  // end of the previous match
   while (pos < text.size()) {
     const int rc = compiled_->jit ? pcre2_jit_match(compiled_->code, subject, text.size(), pos, 0,
                                                     state.data, state.context)
                                   : pcre2_match(compiled_->code, subject, text.size(), pos,
                                                 PCRE2_NO_UTF_CHECK, state.data, state.context);
-    if (rc == PCRE2_ERROR_NOMATCH) return;
+    if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
       PCRE2_UCHAR message[256];
       pcre2_get_error_message(rc, message, sizeof(message));
@@ -187,9 +199,21 @@ void PieceSplitter::split(std::string_view text,
       pos = begin + (len > 0 ? len : 1);
       continue;
     }
+    if (with_gaps && begin > gap_start) fn(text.substr(gap_start, begin - gap_start));
     fn(text.substr(begin, end - begin));
-    pos = end;
+    pos = gap_start = end;
   }
+  if (with_gaps && text.size() > gap_start) fn(text.substr(gap_start));
+}
+
+void PieceSplitter::split(std::string_view text,
+                          const std::function<void(std::string_view)>& fn) const {
+  each_match(text, /*with_gaps=*/false, fn);
+}
+
+void PieceSplitter::split_isolated(std::string_view text,
+                                   const std::function<void(std::string_view)>& fn) const {
+  each_match(text, /*with_gaps=*/true, fn);
 }
 
 void kimi_slices(std::string_view text, const std::function<void(std::string_view)>& fn) {

@@ -24,7 +24,12 @@ std::string pcre2_pattern(Pattern pattern);
 
 class PieceSplitter {
  public:
+  // An empty splitter (split() must not be called): a placeholder for tokenizers that do not
+  // split with one of the patterns above.
+  PieceSplitter();
   explicit PieceSplitter(Pattern pattern);
+  // Any PCRE2 pattern (compiled with UTF and UCP, JIT where available); `name` labels errors.
+  PieceSplitter(std::string_view pcre2_source, std::string_view name);
   ~PieceSplitter();
   PieceSplitter(PieceSplitter&&) noexcept;
   PieceSplitter& operator=(PieceSplitter&&) noexcept;
@@ -33,9 +38,15 @@ class PieceSplitter {
   // text the regex skipped would be dropped, as in tiktoken; the supported patterns match every
   // character.
   void split(std::string_view text, const std::function<void(std::string_view)>& fn) const;
+  // Like split, but the text between matches comes out as pieces too (Hugging Face's Split with
+  // behavior "Isolated"), so the pieces always concatenate to `text`.
+  void split_isolated(std::string_view text, const std::function<void(std::string_view)>& fn) const;
 
  private:
   struct Compiled;
+  void compile(const std::string& source, std::string_view name);
+  void each_match(std::string_view text, bool with_gaps,
+                  const std::function<void(std::string_view)>& fn) const;
   std::unique_ptr<Compiled> compiled_;
 };
 

@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "tokenizer/bpe.h"
+#include "tokenizer/hf_tokenizer.h"
 #include "tokenizer/utf8.h"
 
 namespace deltafin::tokenizer {
@@ -73,6 +74,28 @@ Tokenizer::Tokenizer(Vocab vocab, Pattern pattern)
   vocab_size_ = vocab_.size();
 }
 
+Tokenizer::Tokenizer(std::shared_ptr<const HfTokenizer> hf)
+    : pattern_(Pattern::kCl100k), hf_(std::move(hf)) {
+  vocab_size_ = hf_->vocab_size();
+  for (const HfAddedToken& a : hf_->added_tokens()) {
+    if (!a.special) continue;
+    specials_by_name_.emplace(a.content, a.id);
+    specials_by_id_.emplace(a.id, a.content);
+  }
+}
+
+Tokenizer Tokenizer::load_hf_json(const std::string& path) {
+  return Tokenizer(std::make_shared<const HfTokenizer>(HfTokenizer::load(path)));
+}
+
+Tokenizer Tokenizer::from_hf_json(std::string_view json_text, const std::string& source) {
+  return Tokenizer(std::make_shared<const HfTokenizer>(HfTokenizer::from_json(json_text, source)));
+}
+
+Tokenizer load_hf_tokenizer(const std::string& path) { return Tokenizer::load_hf_json(path); }
+
+const char* Tokenizer::kind_name() const { return hf_ ? "tokenizer.json" : pattern_name(pattern_); }
+
 void Tokenizer::add_special(const std::string& name, int32_t id, const std::string& source) {
   if (name.empty()) base::fail(source, ": special token ", id, " has an empty name");
   if (id < vocab_.size() && vocab_.has(id)) {
@@ -131,6 +154,7 @@ void Tokenizer::encode_chunk(std::string_view text, std::vector<int32_t>& out) c
 }
 
 void Tokenizer::encode_ordinary_into(std::string_view text, std::vector<int32_t>& out) const {
+  if (hf_) return hf_->encode_into(text, /*allow_special=*/false, out);
   if (pattern_ == Pattern::kKimi) {
     kimi_slices(text, [&](std::string_view slice) { encode_chunk(slice, out); });
   } else {
@@ -164,6 +188,7 @@ void Tokenizer::encode_markup_chunk(std::string_view text, std::vector<int32_t>&
 }
 
 void Tokenizer::encode_markup_into(std::string_view text, std::vector<int32_t>& out) const {
+  if (hf_) return hf_->encode_into(text, /*allow_special=*/true, out);
   // tokenization_kimi.py slices before tiktoken looks for specials, so a special cut by a slice
   // boundary stays text there too.
   if (pattern_ == Pattern::kKimi) {
@@ -187,6 +212,7 @@ std::vector<int32_t> Tokenizer::encode_markup(std::string_view text) const {
 }
 
 std::string_view Tokenizer::token_bytes(int32_t id) const {
+  if (hf_) return hf_->token_bytes(id);
   if (vocab_.has(id)) return vocab_.bytes(id);
   const auto it = specials_by_id_.find(id);
   if (it != specials_by_id_.end()) return it->second;
@@ -231,6 +257,7 @@ std::vector<std::string> Tokenizer::pieces(Pattern pattern, std::string_view tex
 }
 
 std::vector<std::string> Tokenizer::pieces(std::string_view text) const {
+  if (hf_) return hf_->pieces(text);
   return pieces(pattern_, text);
 }
 

@@ -1,10 +1,12 @@
-// The tiktoken-compatible tokenizer: vocabulary + pre-tokenizer + special tokens, with encoding
-// of untrusted text (never special ids), of trusted markup (special ids allowed), and decoding.
+// The tokenizer runtime holds: tiktoken-compatible (vocabulary + pre-tokenizer + special tokens)
+// or a Hugging Face tokenizer.json (HfTokenizer), with encoding of untrusted text (never special
+// ids), of trusted markup (special ids allowed), and decoding.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,6 +17,8 @@
 #include "tokenizer/vocab.h"
 
 namespace deltafin::tokenizer {
+
+class HfTokenizer;
 
 class Tokenizer {
  public:
@@ -28,6 +32,12 @@ class Tokenizer {
   static Tokenizer from_parts(std::vector<std::string> tokens, Pattern pattern,
                               const std::map<std::string, int32_t>& specials,
                               int32_t n_reserved = 0);
+
+  // A Hugging Face tokenizer.json (byte-level BPE, e.g. Qwen3's; see hf_tokenizer.h). Its
+  // special added tokens are this tokenizer's specials; non-special added tokens (<think>, ...)
+  // are ordinary tokens that encode_ordinary matches too, as Hugging Face does.
+  static Tokenizer load_hf_json(const std::string& path);
+  static Tokenizer from_hf_json(std::string_view json_text, const std::string& source);
 
   // Untrusted text: special-token strings in it are ordinary text. Valid UTF-8 follows the
   // reference exactly; a byte that is not valid UTF-8 becomes its own single-byte token, so
@@ -51,7 +61,11 @@ class Tokenizer {
   // A special's name, or the token's raw bytes (not necessarily valid UTF-8).
   std::string token_text(int32_t id) const { return std::string(token_bytes(id)); }
   int32_t vocab_size() const { return vocab_size_; }
+  // The tiktoken pattern; meaningless when is_hf_json() (the file's own Split stages apply).
   Pattern pattern() const { return pattern_; }
+  bool is_hf_json() const { return hf_ != nullptr; }
+  // "kimi", "o200k", "cl100k" or "tokenizer.json", for logs.
+  const char* kind_name() const;
 
   // The pre-tokenizer's pieces of `text` (after Kimi's slicing for kKimi), for verification
   // against other regex engines. Bytes that are not valid UTF-8 come out as one-byte pieces.
@@ -60,6 +74,7 @@ class Tokenizer {
 
  private:
   Tokenizer(Vocab vocab, Pattern pattern);
+  explicit Tokenizer(std::shared_ptr<const HfTokenizer> hf);
   void add_special(const std::string& name, int32_t id, const std::string& source);
   void encode_chunk(std::string_view text, std::vector<int32_t>& out) const;
   void encode_markup_chunk(std::string_view text, std::vector<int32_t>& out) const;
@@ -77,7 +92,12 @@ class Tokenizer {
   std::vector<size_t> special_lengths_;  // distinct name lengths, longest first
   bool special_first_byte_[256] = {};
   int32_t vocab_size_ = 0;
+  std::shared_ptr<const HfTokenizer> hf_;  // set for tokenizer.json; then vocab_ is unused
 };
+
+// Qwen3's (or any byte-level BPE) tokenizer.json, e.g. "<model dir>/tokenizer.json": the same as
+// Tokenizer::load_hf_json. base::Error naming the file and JSON path for unsupported content.
+Tokenizer load_hf_tokenizer(const std::string& path);
 
 // Turns ids into text one id at a time without ever emitting part of a UTF-8 character: bytes of
 // an incomplete character are held until the id that completes it (or flush). The concatenation
