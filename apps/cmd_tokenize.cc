@@ -46,12 +46,56 @@ void log_timing(const tokenizer::Tokenizer& tok, const std::string& text, int n_
   char line[200];
   std::snprintf(line, sizeof(line),
                 "%s encode_ordinary %.2f MB x %d runs: MB/s min %.1f median %.1f max %.1f",
-                tokenizer::pattern_name(tok.pattern()), text.size() / 1e6, n_runs, mb_per_s.front(),
+                tok.kind_name(), text.size() / 1e6, n_runs, mb_per_s.front(),
                 mb_per_s[mb_per_s.size() / 2], mb_per_s.back());
   base::log_info(line);
 }
 
+// `--tokenizer-json FILE`: a Hugging Face tokenizer.json instead of a tiktoken vocabulary. With
+// --decode the input is a JSON array of ids and the output their decoded text.
+int run_tokenize_hf(Args& args, const std::string& json_path) {
+  const std::string input = args.required("input");
+  const bool pieces = args.flag("pieces");
+  const bool markup = args.flag("markup");
+  const bool decode = args.flag("decode");
+  const bool batch = args.flag("batch");
+  const int n_timing_runs = static_cast<int>(args.get_int("timing-runs", 0));
+  args.check_done();
+  const base::Stopwatch load_time;
+  const auto tok = tokenizer::load_hf_tokenizer(json_path);
+  base::log_info("loaded " + json_path + " in " +
+                 std::to_string(static_cast<int>(load_time.elapsed_seconds() * 1000)) + " ms");
+  const std::string text = read_file(input);
+  if (batch) {
+    // One process for a whole corpus: loading the vocabulary dominates a single short string.
+    for (const auto& item : nlohmann::json::parse(text)) {
+      const auto s = item.get<std::string>();
+      const auto ids = markup ? tok.encode_markup(s) : tok.encode_ordinary(s);
+      const nlohmann::json line = {{"ids", ids}, {"text", tok.decode(ids)}};
+      std::printf("%s\n",
+                  line.dump(-1, ' ', false, nlohmann::json::error_handler_t::strict).c_str());
+    }
+    return 0;
+  }
+  if (decode) {
+    const auto ids = nlohmann::json::parse(text).get<std::vector<int32_t>>();
+    const std::string out = tok.decode(ids);
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    return 0;
+  }
+  if (pieces) {
+    const nlohmann::json out = tok.pieces(text);
+    std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return 0;
+  }
+  print_ids(markup ? tok.encode_markup(text) : tok.encode_ordinary(text));
+  if (n_timing_runs > 0) log_timing(tok, text, n_timing_runs);
+  return 0;
+}
+
 int run_tokenize(Args& args) {
+  const std::string json_path = args.get("tokenizer-json");
+  if (!json_path.empty()) return run_tokenize_hf(args, json_path);
   const auto pattern = tokenizer::parse_pattern(args.required("pattern"));
   const std::string input = args.required("input");
   const bool pieces = args.flag("pieces");
@@ -78,6 +122,8 @@ int run_tokenize(Args& args) {
 }  // namespace
 
 // Options: --vocab tiktoken.model --pattern kimi|o200k|cl100k --input FILE
+// or: --tokenizer-json tokenizer.json --input FILE [--decode: FILE holds ids, print their text]
+// [--batch: FILE holds a JSON array of strings; prints {"ids": [...], "text": decoded} per string]
 // [--special-config tokenizer_config.json] [--markup: trusted text, special tokens allowed]
 // [--pieces: print the pre-tokenizer pieces instead; no vocabulary needed]
 // [--timing-runs N: also log encode speed over N runs to stderr]
