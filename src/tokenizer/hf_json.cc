@@ -43,6 +43,9 @@ const Alphabet& alphabet() {
   return a;
 }
 
+// Ids may leave gaps, but not so many that a small file could make the tables huge.
+int64_t max_id(size_t n_tokens) { return 2 * static_cast<int64_t>(n_tokens) + 1024; }
+
 class Reader {
  public:
   explicit Reader(const std::string& source) : source_(source) {}
@@ -122,8 +125,8 @@ class Reader {
     ids.reserve(vocab.size());
     for (const auto& [token, value] : vocab.items()) {
       if (!value.is_number_integer() || value.get<int64_t>() < 0 ||
-          value.get<int64_t>() >= (int64_t{1} << 30)) {
-        fail("model.vocab[\"", token, "\"] is not a token id");
+          value.get<int64_t>() >= max_id(vocab.size())) {
+        fail("model.vocab[\"", token, "\"] is not a token id below ", max_id(vocab.size()));
       }
       const auto id = value.get<int32_t>();
       if (static_cast<size_t>(id) >= spec.token_bytes.size()) spec.token_bytes.resize(id + 1);
@@ -179,8 +182,9 @@ class Reader {
       only_keys(t, path,
                 {"id", "content", "single_word", "lstrip", "rstrip", "normalized", "special"});
       const Json& id = field(t, "id", path);
-      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (1 << 30)) {
-        fail(path, ".id is not a token id");
+      const int64_t limit = max_id(spec.token_bytes.size() + added.size());
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= limit) {
+        fail(path, ".id is not a token id below ", limit);
       }
       HfAddedToken token{string_field(t, "content", path), id.get<int32_t>(), false};
       if (token.content.empty()) fail(path, ".content is empty");
