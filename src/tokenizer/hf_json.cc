@@ -4,10 +4,10 @@
 
 #include <array>
 #include <nlohmann/json.hpp>
-#include <unordered_map>
 
 #include "base/error.h"
 #include "tokenizer/utf8.h"
+#include "tokenizer/vocab.h"
 
 namespace deltafin::tokenizer {
 
@@ -121,8 +121,7 @@ class Reader {
 
     const Json& vocab = field(model, "vocab", "model");
     if (!vocab.is_object()) fail("model.vocab is not an object");
-    std::unordered_map<std::string, int32_t> ids;
-    ids.reserve(vocab.size());
+    bool have_byte[256] = {};
     for (const auto& [token, value] : vocab.items()) {
       if (!value.is_number_integer() || value.get<int64_t>() < 0 ||
           value.get<int64_t>() >= max_id(vocab.size())) {
@@ -132,16 +131,20 @@ class Reader {
       if (static_cast<size_t>(id) >= spec.token_bytes.size()) spec.token_bytes.resize(id + 1);
       if (!spec.token_bytes[id].empty()) fail("model.vocab: id ", id, " is used twice");
       spec.token_bytes[id] = token_to_bytes(token, "model.vocab");
-      ids.emplace(token, id);
+      if (spec.token_bytes[id].size() == 1)
+        have_byte[static_cast<uint8_t>(spec.token_bytes[id][0])] = true;
     }
     for (int b = 0; b < 256; ++b) {
-      std::string ch;
-      utf8_append(byte_to_char(static_cast<uint8_t>(b)), ch);
-      const auto it = ids.find(ch);
-      if (it == ids.end())
+      if (!have_byte[b]) {
+        std::string ch;
+        utf8_append(byte_to_char(static_cast<uint8_t>(b)), ch);
         fail("model.vocab lacks the one-byte token for byte ", b, " (\"", ch, "\")");
-      spec.byte_ids[b] = it->second;
+      }
     }
+    // The tiktoken vocabulary's hash table, over bytes, serves the merge lookups (the alphabet is
+    // a bijection, so distinct token strings are distinct bytes).
+    const Vocab ids = Vocab::from_tokens(spec.token_bytes, source_ + ": model.vocab");
+    for (int b = 0; b < 256; ++b) spec.byte_ids[b] = static_cast<int32_t>(ids.byte_rank(b));
 
     const Json& merges = field(model, "merges", "model");
     if (!merges.is_array()) fail("model.merges is not an array");
@@ -164,12 +167,15 @@ class Reader {
       } else {
         fail(path, " is neither \"a b\" nor [\"a\", \"b\"]");
       }
-      const auto find = [&](const std::string& token) {
-        const auto it = ids.find(token);
-        if (it == ids.end()) fail(path, ": \"", token, "\" is not in model.vocab");
-        return it->second;
+      const std::string left_bytes = token_to_bytes(left, path);
+      const std::string right_bytes = token_to_bytes(right, path);
+      const auto find = [&](const std::string& bytes, const std::string& token) {
+        const Rank r = ids.find(bytes);
+        if (r == kNoRank) fail(path, ": \"", token, "\" is not in model.vocab");
+        return static_cast<int32_t>(r);
       };
-      spec.merges.push_back({find(left), find(right), find(left + right)});
+      spec.merges.push_back({find(left_bytes, left), find(right_bytes, right),
+                             find(left_bytes + right_bytes, left + right)});
     }
   }
 
