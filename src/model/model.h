@@ -24,10 +24,11 @@
 namespace deltafin::model {
 
 // One sequence's state across all layers. Only the kind each layer uses is filled: kda[l] for KDA
-// layers, mla[l] for MLA layers. Copyable, so a snapshot is a copy.
+// layers, mla[l] for MLA layers, gqa[l] for GQA layers. Copyable, so a snapshot is a copy.
 struct SequenceState {
   std::vector<KdaState> kda;
   std::vector<MlaCache> mla;
+  std::vector<GqaCache> gqa;
   int64_t n_positions = 0;  // tentative rows included
   // Rows of the last verify pass not yet kept or dropped (Model::commit); no pass runs until then.
   int64_t tentative_rows = 0;
