@@ -84,7 +84,8 @@ cmp -s "$work/auto.safetensors" "$work/stream.safetensors" ||
 for speculate in off ngram auto; do
   got=$("$deltafin" generate --model "$case_dir" --ids "$prompt" --max-new 16 --ignore-eos \
     --speculate "$speculate" 2>"$work/gen.err") || { cat "$work/gen.err" >&2; got="(exit $?)"; }
-  [[ $got == "[$greedy]" ]] || fail "generate --speculate $speculate printed $got, expected [$greedy]"
+  [[ $got == "[$greedy]" ]] ||
+    fail "generate --speculate $speculate printed $got, expected [$greedy]"
 done
 echo "qwen3_dense: generate: 16 greedy ids identical (speculation off, ngram, auto)"
 
