@@ -304,4 +304,25 @@ void Model::commit(SequenceState& state, int64_t keep) {
   state.tentative_rows = 0;
 }
 
+void Model::truncate(SequenceState& state, int64_t n) {
+  if (n < 0 || n > state.n_positions)
+    base::fail("truncate: ", n, " positions asked, the sequence holds ", state.n_positions);
+  if (state.tentative_rows > 0)
+    base::fail("truncate: a verify pass's rows are still tentative: commit them first");
+  for (const LayerPlan& lp : plan_.layers)
+    if (lp.kda() != nullptr)
+      base::fail(
+          "truncate: this model has KDA layers, whose recurrent state cannot be rolled back "
+          "to an earlier position (use a verify pass and commit, or a snapshot)");
+  base::timeline::Phase phase("truncate");
+  for (size_t l = 0; l < plan_.layers.size(); ++l) {
+    if (plan_.layers[l].gqa() != nullptr) {
+      state.gqa[l].truncate(plan_.gqa_shape, n);
+    } else {
+      state.mla[l].truncate(plan_.mla_shape, n);
+    }
+  }
+  state.n_positions = n;
+}
+
 }  // namespace deltafin::model

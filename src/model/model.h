@@ -117,6 +117,12 @@ class Model {
   // Keeps the first `keep` rows of the last verify pass and drops the rest: the state is then
   // what `keep` decode passes over those ids would have left, bit for bit. keep 0 discards them.
   void commit(SequenceState& state, int64_t keep);
+  // Rolls `state` back to its first n_positions positions (<= state.n_positions), committed ones
+  // included: the state is then what passes over those ids alone would have left, bit for bit
+  // (a drafter dropping the drafts the target refused). Only for models whose every layer caches
+  // per position (MLA, GQA); throws base::Error for a model with KDA layers (their recurrent state
+  // keeps no history: verify and commit(), or keep a snapshot) or while rows are tentative.
+  void truncate(SequenceState& state, int64_t n_positions);
 
  private:
   Model() = default;

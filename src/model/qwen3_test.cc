@@ -232,6 +232,38 @@ TEST_F(Qwen3, APassBeforeTheCommitIsRefused) {
                base::Error);
 }
 
+// A drafter's rollback: decode steps, then truncate back past the refused ones.
+TEST_F(Qwen3, TruncateEqualsNeverHavingDecodedThePositions) {
+  const SequenceState start = prefilled();
+  for (int64_t keep = 0; keep <= 5; ++keep) {
+    const std::string what = "keep " + std::to_string(keep) + " of 5";
+    SequenceState plain = start, rolled = start;
+    decode(plain, kPrefill, keep);
+    decode(rolled, kPrefill, 5);
+    m->truncate(rolled, kPrefill + keep);
+    expect_same_state(plain, rolled, what);
+    EXPECT_TRUE(same_bytes(decode(plain, kPrefill + keep, 3), decode(rolled, kPrefill + keep, 3)))
+        << what;
+  }
+  SequenceState st = start;
+  EXPECT_THROW(m->truncate(st, kPrefill + 1), base::Error);  // beyond the sequence
+  verify(st, kPrefill, 2);
+  EXPECT_THROW(m->truncate(st, 1), base::Error);  // rows still tentative
+  m->commit(st, 2);
+  m->truncate(st, 0);
+  EXPECT_EQ(st.n_positions, 0);
+}
+
+TEST(Qwen3Truncate, AModelWithKdaLayersRefusesIt) {
+  std::unique_ptr<Model> k3 =
+      Model::load(std::string(DELTAFIN_SOURCE_DIR) + "/tests/fixtures/k3-tiny-a");
+  SequenceState st = k3->new_state();
+  std::vector<float> logits(k3->config().vocab_size);
+  const std::vector<int32_t> ids = {1, 2, 3};
+  k3->forward(st, ids, false, logits.data());
+  EXPECT_THROW(k3->truncate(st, 2), base::Error);
+}
+
 // Two sequences on one model (a drafter's and another): passes interleaved on them give what
 // each gives alone.
 TEST_F(Qwen3, TwoStatesOnOneModelStayIndependent) {
