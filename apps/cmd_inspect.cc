@@ -72,14 +72,28 @@ std::string layer_ranges(int64_t n_layers, Pick pick) {
   return out.empty() ? "none" : out;
 }
 
+const char* attention_label(format::AttentionKind kind) {
+  switch (kind) {
+    case format::AttentionKind::kKda:
+      return "KDA";
+    case format::AttentionKind::kMla:
+      return "MLA";
+    case format::AttentionKind::kGqa:
+      return "GQA";
+  }
+  return "?";
+}
+
 void print_config(const ModelConfig& c) {
   const int64_t n = c.num_hidden_layers;
   std::printf("arch         %s (tensor prefix \"%s\")\n", format::arch_name(c.arch),
               format::family_schema(c.arch).tensor_prefix);
-  std::printf("layers       %lld: %lld KDA + %lld MLA attention; %lld dense MLP + %lld MoE\n",
+  const int64_t n_gqa = c.count_layers(format::AttentionKind::kGqa);
+  std::printf("layers       %lld: %lld KDA + %lld MLA%s attention; %lld dense MLP + %lld MoE\n",
               static_cast<long long>(n),
               static_cast<long long>(c.count_layers(format::AttentionKind::kKda)),
               static_cast<long long>(c.count_layers(format::AttentionKind::kMla)),
+              n_gqa > 0 ? base::str_cat(" + ", n_gqa, " GQA").c_str() : "",
               static_cast<long long>(c.count_layers(format::MlpKind::kDense)),
               static_cast<long long>(c.count_layers(format::MlpKind::kMoe)));
   const auto attention_is = [&](format::AttentionKind kind) {
@@ -90,8 +104,23 @@ void print_config(const ModelConfig& c) {
   };
   std::printf("  KDA        %s\n", attention_is(format::AttentionKind::kKda).c_str());
   std::printf("  MLA        %s\n", attention_is(format::AttentionKind::kMla).c_str());
+  if (n_gqa > 0) {
+    std::printf(
+        "  GQA        %s: %lld query heads, %lld key/value heads, head_dim %lld, "
+        "RoPE theta %g\n",
+        attention_is(format::AttentionKind::kGqa).c_str(),
+        static_cast<long long>(c.num_attention_heads),
+        static_cast<long long>(c.num_key_value_heads), static_cast<long long>(c.head_dim),
+        c.rope_theta);
+  }
   std::printf("  dense MLP  %s\n", mlp_is(format::MlpKind::kDense).c_str());
   std::printf("  MoE        %s\n", mlp_is(format::MlpKind::kMoe).c_str());
+  std::printf("lm_head      %s\n",
+              c.tie_word_embeddings ? "tied: the embedding (no lm_head.weight)" : "lm_head.weight");
+  if (c.num_experts == 0) {
+    std::printf("experts      none (a dense model)\n");
+    return;
+  }
   std::printf("experts      %lld per MoE layer, top-%lld, %lld shared; %lld routed in all; %s\n",
               static_cast<long long>(c.num_experts),
               static_cast<long long>(c.num_experts_per_token),
@@ -252,7 +281,7 @@ void print_report(const ModelConfig& c, const format::InventoryReport& r, bool s
     const uint64_t expert_bytes =
         static_cast<uint64_t>(r.experts_by_layer[l]) * format::expert_span_bytes(c);
     std::printf("%5lld  %-4s  %-5s  %7lld  %15s  %16s\n", static_cast<long long>(l),
-                c.layer_kinds[l].attention == format::AttentionKind::kKda ? "KDA" : "MLA",
+                attention_label(c.layer_kinds[l].attention),
                 c.layer_kinds[l].mlp == format::MlpKind::kMoe ? "MoE" : "dense",
                 static_cast<long long>(r.experts_by_layer[l]),
                 with_commas(r.spine_bytes_by_layer[l]).c_str(), with_commas(expert_bytes).c_str());

@@ -1,5 +1,5 @@
-// config.json parsing: the Kimi K3 / Kimi-Linear schema with its consistency checks, read with
-// base::JsonObject so that every error names the file and the field.
+// config.json parsing: the Kimi K3 / Kimi-Linear schema (Qwen3 in format/family_qwen3.cc) with its
+// consistency checks, read with base::JsonObject so that every error names the file and the field.
 #include "format/config.h"
 
 #include <fstream>
@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "base/json_fields.h"
+#include "format/family_qwen3.h"
 
 namespace deltafin::format {
 
@@ -144,7 +145,17 @@ int64_t token_id(const JsonObject& text, const JsonObject& top, const std::strin
 
 }  // namespace
 
-const char* arch_name(Arch arch) { return arch == Arch::kKimiK3 ? "kimi_k3" : "kimi_linear"; }
+const char* arch_name(Arch arch) {
+  switch (arch) {
+    case Arch::kKimiK3:
+      return "kimi_k3";
+    case Arch::kKimiLinear:
+      return "kimi_linear";
+    case Arch::kQwen3:
+      return "qwen3";
+  }
+  return "?";
+}
 
 int64_t ModelConfig::expert_in_size() const {
   return routed_expert_hidden_size > 0 ? routed_expert_hidden_size : hidden_size;
@@ -173,9 +184,11 @@ ModelConfig parse_config_json(const std::string& json_text, const std::string& f
     c.arch = Arch::kKimiK3;
   } else if (c.model_type == "kimi_linear") {
     c.arch = Arch::kKimiLinear;
+  } else if (c.model_type == "qwen3") {
+    return parse_qwen3_config(top);  // a family of its own keys (format/family_qwen3.cc)
   } else {
-    fail_field(top, "model_type", "expected \"kimi_k3\" or \"kimi_linear\", got \"", c.model_type,
-               "\"");
+    fail_field(top, "model_type", "expected \"kimi_k3\", \"kimi_linear\" or \"qwen3\", got \"",
+               c.model_type, "\"");
   }
   // K3 wraps the language model's fields in text_config; Kimi-Linear has them at the top level.
   const JsonObject text = c.arch == Arch::kKimiK3 ? top.object("text_config") : top;

@@ -1,5 +1,6 @@
 // config.json into a typed, validated model configuration: Kimi K3 (kimi_k3 with a kimi_linear
-// text_config, MXFP4 experts) and plain Kimi-Linear (kimi_linear at the top level, BF16 experts).
+// text_config, MXFP4 experts), plain Kimi-Linear (kimi_linear at the top level, BF16 experts) and
+// Qwen3 dense (qwen3: GQA with RoPE, dense MLP on every layer; format/family_qwen3.cc).
 #pragma once
 
 #include <cstdint>
@@ -9,12 +10,13 @@
 
 namespace deltafin::format {
 
-enum class Arch { kKimiK3, kKimiLinear };
+enum class Arch { kKimiK3, kKimiLinear, kQwen3 };
 
 // What a layer's two blocks are; the family's schema (format/schema.h) lists each kind's tensors.
 enum class AttentionKind {
   kKda,  // Kimi Delta Attention: linear attention with a recurrent state
   kMla,  // gated multi-head latent attention: a latent cache per position
+  kGqa,  // grouped-query attention with RoPE (Qwen3): keys and values cached per position
 };
 enum class MlpKind {
   kDense,  // a gated MLP of intermediate_size
@@ -26,7 +28,7 @@ struct LayerKind {
   bool operator==(const LayerKind&) const = default;
 };
 
-const char* arch_name(Arch arch);  // "kimi_k3", "kimi_linear"
+const char* arch_name(Arch arch);  // "kimi_k3", "kimi_linear", "qwen3"
 
 struct ModelConfig {
   Arch arch;
@@ -37,6 +39,9 @@ struct ModelConfig {
   int64_t q_lora_rank;  // 0 = no q low-rank (Kimi-Linear: q_proj)
   int64_t kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
   bool mla_use_nope, mla_use_output_gate;
+  // GQA (Qwen3; 0 otherwise): head_dim may differ from hidden_size / num_attention_heads.
+  int64_t head_dim;
+  double rope_theta;
   // KDA (linear_attn_config)
   int64_t kda_num_heads, kda_head_dim, short_conv_kernel_size;
   bool use_full_rank_gate;                 // K3: g_proj [H*D, d]; else g_a_proj/g_b_proj

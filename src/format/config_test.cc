@@ -214,7 +214,8 @@ TEST(Config, ErrorsNameTheFieldAndWhatWasExpected) {
       {[](json& j) { j["text_config"]["num_hidden_layers"] = 0; },
        "text_config.num_hidden_layers: expected an integer"},
       {[](json& j) { j["model_type"] = "deepseek_v3"; },
-       "field model_type: expected \"kimi_k3\" or \"kimi_linear\", got \"deepseek_v3\""},
+       "field model_type: expected \"kimi_k3\", \"kimi_linear\" or \"qwen3\", got "
+       "\"deepseek_v3\""},
       {[](json& j) { j.erase("model_type"); }, "field model_type: missing"},
       {[](json& j) { j.erase("text_config"); }, "field text_config: missing"},
       {[](json& j) { j["text_config"] = 3; }, "field text_config: expected an object"},

@@ -43,7 +43,15 @@ std::vector<DType> allowed(const DTypes& d) {
 }
 
 Block attention_block(AttentionKind kind) {
-  return kind == AttentionKind::kKda ? Block::kKda : Block::kMla;
+  switch (kind) {
+    case AttentionKind::kKda:
+      return Block::kKda;
+    case AttentionKind::kMla:
+      return Block::kMla;
+    case AttentionKind::kGqa:
+      return Block::kGqa;
+  }
+  return Block::kMla;
 }
 
 Block mlp_block(MlpKind kind) { return kind == MlpKind::kDense ? Block::kDense : Block::kMoe; }
@@ -94,6 +102,12 @@ int64_t dim_size(Dim dim, const ModelConfig& c) {
       return c.num_attention_heads * (c.qk_nope_head_dim + c.v_head_dim);
     case Dim::kMlaOWidth:
       return c.num_attention_heads * c.v_head_dim;
+    case Dim::kHeadDim:
+      return c.head_dim;
+    case Dim::kGqaQWidth:
+      return c.num_attention_heads * c.head_dim;
+    case Dim::kGqaKvWidth:
+      return c.num_key_value_heads * c.head_dim;
     case Dim::kExperts:
       return c.num_experts;
     case Dim::kSharedWidth:
@@ -114,6 +128,8 @@ const FamilySchema& family_schema(Arch arch) {
       return kimi_k3_schema();
     case Arch::kKimiLinear:
       return kimi_linear_schema();
+    case Arch::kQwen3:
+      return qwen3_schema();
   }
   base::fail("config.json: no tensor schema for this architecture");
 }

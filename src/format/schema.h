@@ -57,6 +57,13 @@ enum class Role : uint8_t {
   kMlaKvBProj,
   kMlaOProj,
   kMlaGProj,  // output gate
+  // GQA (Qwen3)
+  kGqaQProj,
+  kGqaKProj,
+  kGqaVProj,
+  kGqaOProj,
+  kGqaQNorm,  // per head, over head_dim, before RoPE
+  kGqaKNorm,
   // Dense MLP
   kMlpGate,
   kMlpUp,
@@ -78,7 +85,7 @@ enum class Role : uint8_t {
 
 // Which block a row belongs to: a layer holds the kLayer rows, those of its attention kind and
 // those of its MLP kind; a MoE layer's routed experts each hold the kExpert rows.
-enum class Block : uint8_t { kGlobal, kLayer, kKda, kMla, kDense, kMoe, kExpert };
+enum class Block : uint8_t { kGlobal, kLayer, kKda, kMla, kGqa, kDense, kMoe, kExpert };
 
 // Where a tensor's bytes live while the model runs.
 enum class Placement : uint8_t {
@@ -104,6 +111,9 @@ enum class Dim : uint8_t {
   kMlaKvAWidth,  // kv_lora_rank + qk_rope
   kMlaKvBWidth,  // heads x (qk_nope + v): per head k_nope rows, then v rows
   kMlaOWidth,    // heads x v
+  kHeadDim,      // GQA head_dim
+  kGqaQWidth,    // GQA query heads x head_dim
+  kGqaKvWidth,   // GQA key/value heads x head_dim
   kExperts,      // routed experts per MoE layer
   kSharedWidth,  // moe_intermediate x shared experts (fused)
   kLatent,       // routed_expert_hidden_size
@@ -178,6 +188,7 @@ struct FamilySchema {
 };
 const FamilySchema& kimi_k3_schema();
 const FamilySchema& kimi_linear_schema();
+const FamilySchema& qwen3_schema();
 const FamilySchema& family_schema(Arch arch);
 
 // One tensor of a model, resolved from its family's table for a config.

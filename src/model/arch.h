@@ -1,6 +1,7 @@
 // What a model family decides beyond its config's sizes: the KDA gate function, the output gates,
 // the q low-rank path, the activation, routed scaling, attention residuals. Each family's rules
-// live in one file (arch_kimi_k3.cc, arch_kimi_linear.cc); the blocks only read these traits.
+// live in one file (arch_kimi_k3.cc, arch_kimi_linear.cc, arch_qwen3.cc); the blocks only read
+// these traits.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +29,7 @@ struct ArchTraits {
 // the config field otherwise.
 ArchTraits kimi_k3_traits(const format::ModelConfig& config);
 ArchTraits kimi_linear_traits(const format::ModelConfig& config);
+ArchTraits qwen3_traits(const format::ModelConfig& config);
 ArchTraits arch_traits(const format::ModelConfig& config);  // by config.arch
 
 }  // namespace deltafin::model

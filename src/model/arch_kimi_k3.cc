@@ -43,6 +43,8 @@ ArchTraits arch_traits(const format::ModelConfig& c) {
       return kimi_k3_traits(c);
     case format::Arch::kKimiLinear:
       return kimi_linear_traits(c);
+    case format::Arch::kQwen3:
+      return qwen3_traits(c);
   }
   base::fail("config.json: unsupported architecture");
 }

@@ -1,5 +1,5 @@
 // Model loading and the layer loop: embedding, per layer (attention-residual mix →) RMSNorm →
-// KDA or MLA → (mix →) RMSNorm → dense MLP or MoE, final mix → norm → lm_head.
+// KDA, MLA or GQA → (mix →) RMSNorm → dense MLP or MoE, final mix → norm → lm_head.
 #include "model/model.h"
 
 #include <algorithm>
@@ -99,6 +99,8 @@ SequenceState Model::new_state(int64_t max_positions) const {
   s.kda.resize(plan_.layers.size());
   s.mla.resize(plan_.layers.size());
   for (MlaCache& cache : s.mla) cache.max_positions = max_positions;
+  s.gqa.resize(plan_.layers.size());
+  for (GqaCache& cache : s.gqa) cache.max_positions = max_positions;
   reset(s);
   return s;
 }
@@ -114,6 +116,8 @@ void Model::reset(SequenceState& s) const {
   for (size_t l = 0; l < plan_.layers.size(); ++l) {
     if (plan_.layers[l].kda() != nullptr) {
       s.kda[l].reset(plan_.kda_shape);
+    } else if (plan_.layers[l].gqa() != nullptr) {
+      s.gqa[l].reset(plan_.gqa_shape, s.gqa[l].max_positions);
     } else {
       s.mla[l].reset(plan_.mla_shape, s.mla[l].max_positions);
     }
@@ -152,6 +156,9 @@ void Model::attention(const LayerPlan& lp, int64_t layer, SequenceState& state, 
     if (const KdaWeights* kda = lp.kda()) {
       kda_forward(plan_.kda_shape, *kda, x + r * d, rows, state.kda[layer], kda_mode, ws_.kda,
                   out + r * d, tentative);
+    } else if (const GqaWeights* gqa = lp.gqa()) {
+      // Every pass kind takes the same per-row arithmetic: a verify row is a decode step.
+      gqa_forward(plan_.gqa_shape, *gqa, x + r * d, rows, state.gqa[layer], ws_.gqa, out + r * d);
     } else {
       mla_forward(plan_.mla_shape, *lp.mla(), x + r * d, rows, state.mla[layer], mla_mode, ws_.mla,
                   out + r * d);
@@ -287,12 +294,35 @@ void Model::commit(SequenceState& state, int64_t keep) {
   for (size_t l = 0; l < plan_.layers.size(); ++l) {
     if (plan_.layers[l].kda() != nullptr) {
       kda_commit(plan_.kda_shape, state.kda[l], keep, ws_.kda);
+    } else if (plan_.layers[l].gqa() != nullptr) {
+      state.gqa[l].truncate(plan_.gqa_shape, state.gqa[l].n_positions - drop);
     } else {
       state.mla[l].truncate(plan_.mla_shape, state.mla[l].n_positions - drop);
     }
   }
   state.n_positions -= drop;
   state.tentative_rows = 0;
+}
+
+void Model::truncate(SequenceState& state, int64_t n) {
+  if (n < 0 || n > state.n_positions)
+    base::fail("truncate: ", n, " positions asked, the sequence holds ", state.n_positions);
+  if (state.tentative_rows > 0)
+    base::fail("truncate: a verify pass's rows are still tentative: commit them first");
+  for (const LayerPlan& lp : plan_.layers)
+    if (lp.kda() != nullptr)
+      base::fail(
+          "truncate: this model has KDA layers, whose recurrent state cannot be rolled back "
+          "to an earlier position (use a verify pass and commit, or a snapshot)");
+  base::timeline::Phase phase("truncate");
+  for (size_t l = 0; l < plan_.layers.size(); ++l) {
+    if (plan_.layers[l].gqa() != nullptr) {
+      state.gqa[l].truncate(plan_.gqa_shape, n);
+    } else {
+      state.mla[l].truncate(plan_.mla_shape, n);
+    }
+  }
+  state.n_positions = n;
 }
 
 }  // namespace deltafin::model

@@ -24,10 +24,11 @@
 namespace deltafin::model {
 
 // One sequence's state across all layers. Only the kind each layer uses is filled: kda[l] for KDA
-// layers, mla[l] for MLA layers. Copyable, so a snapshot is a copy.
+// layers, mla[l] for MLA layers, gqa[l] for GQA layers. Copyable, so a snapshot is a copy.
 struct SequenceState {
   std::vector<KdaState> kda;
   std::vector<MlaCache> mla;
+  std::vector<GqaCache> gqa;
   int64_t n_positions = 0;  // tentative rows included
   // Rows of the last verify pass not yet kept or dropped (Model::commit); no pass runs until then.
   int64_t tentative_rows = 0;
@@ -116,6 +117,12 @@ class Model {
   // Keeps the first `keep` rows of the last verify pass and drops the rest: the state is then
   // what `keep` decode passes over those ids would have left, bit for bit. keep 0 discards them.
   void commit(SequenceState& state, int64_t keep);
+  // Rolls `state` back to its first n_positions positions (<= state.n_positions), committed ones
+  // included: the state is then what passes over those ids alone would have left, bit for bit
+  // (a drafter dropping the drafts the target refused). Only for models whose every layer caches
+  // per position (MLA, GQA); throws base::Error for a model with KDA layers (their recurrent state
+  // keeps no history: verify and commit(), or keep a snapshot) or while rows are tentative.
+  void truncate(SequenceState& state, int64_t n_positions);
 
  private:
   Model() = default;

@@ -63,6 +63,17 @@ MlaWeights load_mla(WeightLoader& ld, const MlaShape& s) {
   return w;
 }
 
+GqaWeights load_gqa(WeightLoader& ld) {
+  GqaWeights w;
+  w.q_proj = ld.matrix(Role::kGqaQProj);
+  w.k_proj = ld.matrix(Role::kGqaKProj);
+  w.v_proj = ld.matrix(Role::kGqaVProj);
+  w.o_proj = ld.matrix(Role::kGqaOProj);
+  w.q_norm = ld.vector(Role::kGqaQNorm);
+  w.k_norm = ld.vector(Role::kGqaKNorm);
+  return w;
+}
+
 GluWeights load_glu(WeightLoader& ld, Role gate, Role up, Role down) {
   return {ld.matrix(gate), ld.matrix(up), ld.matrix(down)};
 }
@@ -82,6 +93,10 @@ MoeWeights load_moe(WeightLoader& ld) {
 }
 
 void check_supported(const format::ModelConfig& c) {
+  // A dense model (Qwen3) has no router and its GQA shares keys between heads.
+  if (c.count_layers(format::MlpKind::kMoe) == 0 &&
+      c.count_layers(format::AttentionKind::kMla) == 0)
+    return;
   if (c.moe_router_activation_func != "sigmoid")
     base::fail("config.json: moe_router_activation_func \"", c.moe_router_activation_func,
                "\" is not supported (expected \"sigmoid\")");
@@ -114,6 +129,9 @@ LayerPlan build_layer_plan(const ModelPlan& plan, int64_t l, WeightSource& sourc
       break;
     case format::AttentionKind::kMla:
       lp.attention = load_mla(ld, plan.mla_shape);
+      break;
+    case format::AttentionKind::kGqa:
+      lp.attention = load_gqa(ld);
       break;
   }
   switch (kind.mlp) {
@@ -152,6 +170,7 @@ ModelPlan build_plan(const format::ModelConfig& c, WeightSource& source) {
   plan.mla_shape.v_dim = c.v_head_dim;
   plan.mla_shape.output_gate = t.mla_output_gate;
   plan.mla_shape.latent_norm_eps = t.mla_latent_norm_eps;
+  plan.gqa_shape = {d, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.rope_theta, eps};
   plan.moe_shape.hidden = d;
   plan.moe_shape.width = c.expert_in_size();
   plan.moe_shape.router = {static_cast<int>(c.num_experts),

@@ -12,6 +12,7 @@
 #include "format/config.h"
 #include "model/arch.h"
 #include "model/attn_res.h"
+#include "model/gqa.h"
 #include "model/kda.h"
 #include "model/mla.h"
 #include "model/moe.h"
@@ -19,9 +20,9 @@
 
 namespace deltafin::model {
 
-// A layer's token mixer: KDA (linear attention with a recurrent state) or gated MLA (a latent
-// cache per position).
-using AttentionBlock = std::variant<KdaWeights, MlaWeights>;
+// A layer's token mixer: KDA (linear attention with a recurrent state), gated MLA (a latent
+// cache per position) or GQA with RoPE (keys and values cached per position).
+using AttentionBlock = std::variant<KdaWeights, MlaWeights, GqaWeights>;
 // A layer's channel mixer: a dense gated MLP or a routed MoE.
 using MlpBlock = std::variant<GluWeights, MoeWeights>;
 
@@ -36,6 +37,7 @@ struct LayerPlan {
   // The block of that kind, or nullptr when the layer has the other one.
   const KdaWeights* kda() const { return std::get_if<KdaWeights>(&attention); }
   const MlaWeights* mla() const { return std::get_if<MlaWeights>(&attention); }
+  const GqaWeights* gqa() const { return std::get_if<GqaWeights>(&attention); }
   const GluWeights* dense() const { return std::get_if<GluWeights>(&mlp); }
   const MoeWeights* moe() const { return std::get_if<MoeWeights>(&mlp); }
 };
@@ -45,6 +47,7 @@ struct ModelPlan {
   ArchTraits traits;
   KdaShape kda_shape;
   MlaShape mla_shape;
+  GqaShape gqa_shape;
   MoeShape moe_shape;
   WeightMatrix embed;             // [vocab, hidden]
   std::vector<float> final_norm;  // [hidden]

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "model/attn_res.h"
+#include "model/gqa.h"
 #include "model/kda.h"
 #include "model/lookahead.h"
 #include "model/mla.h"
@@ -21,6 +22,7 @@ struct Workspace {
   Scratch<float> y;  // [n, hidden]: a block's output; the final norm
   KdaWorkspace kda;
   MlaWorkspace mla;
+  GqaWorkspace gqa;
   GluWorkspace dense;
   MoeWorkspace moe;
   LookaheadWorkspace lookahead;

@@ -14,6 +14,7 @@
 #include "experts/route_trace.h"
 #include "experts/streaming_expert_store.h"
 #include "io/page_cache_warmer.h"
+#include "model/gqa.h"
 #include "model/mla.h"
 #include "runtime/memory_plan.h"
 #include "runtime/speculator.h"
@@ -57,11 +58,13 @@ uint64_t working_bytes(const model::ModelPlan& plan, int attention_chunk_tokens,
   return (uint64_t{256} << 20) + kda_state + activations + logits + mla_scratch + tentative;
 }
 
-// Every MLA layer's cache at max_context positions (KDA layers keep a fixed state instead).
+// Every MLA and GQA layer's cache at max_context positions (KDA layers keep a fixed state).
 uint64_t context_bytes(const model::ModelPlan& plan, int64_t max_context) {
   uint64_t per_position = 0;
-  for (const model::LayerPlan& lp : plan.layers)
+  for (const model::LayerPlan& lp : plan.layers) {
     if (lp.mla() != nullptr) per_position += model::mla_cache_bytes_per_position(plan.mla_shape);
+    if (lp.gqa() != nullptr) per_position += model::gqa_cache_bytes_per_position(plan.gqa_shape);
+  }
   return per_position * static_cast<uint64_t>(max_context);
 }
 
