@@ -2,7 +2,8 @@
 # End-to-end test of `deltafin draft`: the DSpark trace on the fixtures (k3-tiny-a drafted for by
 # dspark-tiny-a) against the oracle's step table (context lengths, anchors, draft ids, accepted
 # counts, new context lengths), and the --logits file against its draft logits (5e-4 of max|logit|).
-# Then refusals: a damaged drafter folder fails naming the field or tensor.
+# Then refusals: a damaged drafter folder fails naming the field or tensor, and `deltafin inspect`
+# accepts the drafter folder and refuses one with a renamed tensor.
 #   bash tests/e2e/draft_dspark.sh path/to/deltafin path/to/tests
 set -uo pipefail
 deltafin=$1
@@ -96,4 +97,27 @@ expect_refused "target layer count" "$bad" "target_num_hidden_layers 12 differs"
 cp "$drafter/config.json" "$bad/config.json"
 sed -i 's/"k3_dspark"/"k3_dflash"/' "$bad/config.json"
 expect_refused "model_type" "$bad" "model_type"
+
+# `deltafin inspect` checks a drafter folder like a model folder.
+out=$("$deltafin" inspect --model "$drafter" 2>&1)
+if [[ $? != 0 ]] || ! grep -q "^check        OK" <<<"$out"; then
+  echo "FAIL: inspect of the drafter fixture: $out"
+  failures=$((failures + 1))
+else
+  echo "ok: inspect accepts the drafter fixture"
+fi
+rm -rf "$bad" && cp -r "$drafter" "$bad" && chmod -R u+w "$bad"
+python3 - "$bad/model.safetensors" <<'PY'
+import sys
+p = sys.argv[1]
+b = open(p, "rb").read()
+open(p, "wb").write(b.replace(b'"final_norm.weight"', b'"final_norx.weight"', 1))
+PY
+out=$("$deltafin" inspect --model "$bad" 2>&1)
+if [[ $? == 0 ]] || ! grep -qF "missing tensor final_norm.weight" <<<"$out"; then
+  echo "FAIL: inspect of a renamed tensor: $out"
+  failures=$((failures + 1))
+else
+  echo "ok: inspect refuses a renamed tensor"
+fi
 exit $((failures > 0))
