@@ -146,6 +146,10 @@ DSparkProposal DSparkModel::propose(const DSparkContext& ctx, int32_t anchor, in
   if (anchor < 0 || anchor >= c.vocab_size)
     base::fail("DSpark: anchor id ", anchor, " is outside the vocabulary [0, ", c.vocab_size, ")");
   DF_ASSERT(ctx.n_layers() == c.num_layers);
+  if (ctx.length() + kDSparkBlockRows > c.max_position_embeddings)
+    base::fail("DSpark: the block at positions ", ctx.length(), "..",
+               ctx.length() + kDSparkBlockRows - 1, " passes max_position_embeddings ",
+               c.max_position_embeddings);
   constexpr int64_t n = kDSparkBlockRows;
   const int64_t d = c.hidden_size, nh = c.num_heads, qk = c.qk_dim(), rank = c.kv_lora_rank;
   const int64_t ckv_w = rank + c.rope_dim, L = ctx.length();

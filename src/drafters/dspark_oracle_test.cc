@@ -133,14 +133,13 @@ TEST(DSparkOracle, ContextFeaturesMatchTheOracle) {
   Fixture& f = fixture();
   for (const bool oracle : {false, true}) {
     const std::vector<float> taps = oracle ? f.oracle_taps() : f.our_taps();
-    DSparkSequence seq(*f.dspark);
+    DSparkContext ctx(f.dspark->config());
     std::vector<float> u(static_cast<size_t>(f.rows() * f.hidden()));
-    f.dspark->append_context(const_cast<DSparkContext&>(seq.context()), taps.data(), f.rows(),
-                             f.rows(), 0, u.data());
+    f.dspark->append_context(ctx, taps.data(), f.rows(), f.rows(), 0, u.data());
     const double e = rel_err(u.data(), ref()["context_feature"].data(), u.size());
     std::cout << (oracle ? "oracle" : "our") << " taps: context features err " << e << "\n";
     EXPECT_LT(e, oracle ? 1e-5 : kBound);
-    EXPECT_EQ(seq.length(), f.rows());
+    EXPECT_EQ(ctx.length(), f.rows());
   }
 }
 
