@@ -33,6 +33,32 @@ DSparkConfig real_config() {
   return c;
 }
 
+// The published checkpoint's table: 68 tensors, 3,562,312,961 parameters, 4,775,815,682 bytes
+// without the embedding (spec §1.1, from the real file's header).
+TEST(DSparkWeights, TheTableOfThePublishedShape) {
+  DSparkConfig c = real_config();
+  c.intermediate_size = 14336;
+  c.num_layers = 5;
+  c.q_lora_rank = 1536;
+  c.kv_lora_rank = 512;
+  c.v_dim = 128;
+  c.vocab_size = 163840;
+  c.target_hidden_size = 7168;
+  c.target_layer_ids = {2, 23, 47, 71, 89};
+  c.markov_rank = 256;
+  const std::vector<DSparkTensor> table = dspark_tensor_table(c);
+  EXPECT_EQ(table.size(), 68u);
+  int64_t params = 0, embed = 0;
+  for (const DSparkTensor& t : table) {
+    int64_t n = 1;
+    for (const int64_t d : t.shape) n *= d;
+    params += n;
+    if (t.name == kDSparkEmbedName) embed = n;
+  }
+  EXPECT_EQ(params, 3'562'312'961);
+  EXPECT_EQ((params - embed) * 2, 4'775'815'682);
+}
+
 TEST(DSparkConfig, ReadsTheFixture) {
   const DSparkConfig c = load_dspark_config(kDir);
   EXPECT_EQ(c.hidden_size, 64);
