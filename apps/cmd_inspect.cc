@@ -1,18 +1,23 @@
 // `deltafin inspect --model DIR`: what a checkpoint holds (layers by kind, experts, bytes of spine
 // and experts, the expert read size) and whether it is complete and consistent with its config.
 // A streaming install is checked as one: its spine shards, its expert manifest against the
-// config, and the state of its expert pool (local and remote counts and bytes).
+// config, and the state of its expert pool (local and remote counts and bytes). A DSpark drafter
+// folder (model_type k3_dspark) is checked against its own config and tensor table.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
+#include "base/json_fields.h"
 #include "base/stopwatch.h"
 #include "command.h"
+#include "drafters/dspark_config.h"
+#include "drafters/dspark_weights.h"
 #include "format/checkpoint.h"
 #include "format/config.h"
 #include "format/inventory.h"
@@ -288,11 +293,92 @@ void print_report(const ModelConfig& c, const format::InventoryReport& r, bool s
   }
 }
 
+// Whether DIR/config.json names a k3_dspark drafter (anything unreadable: no, and the model
+// path reports it).
+bool is_dspark_folder(const std::string& dir) {
+  std::ifstream in(dir + "/config.json", std::ios::binary);
+  if (!in) return false;
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  try {
+    const base::Json j = base::parse_json(text, {});
+    return j.is_object() && j.contains("model_type") && j["model_type"] == "k3_dspark";
+  } catch (const base::Error&) {
+    return false;
+  }
+}
+
+// The drafter folder: config (every key), then every tensor's name, shape and dtype.
+int inspect_dspark(const std::string& dir, bool values, long long max_problems) {
+  std::vector<std::string> problems;
+  std::printf("drafter      %s\n", dir.c_str());
+  std::optional<drafters::DSparkConfig> config;
+  try {
+    config = drafters::load_dspark_config(dir);
+  } catch (const base::Error& e) {
+    problems.push_back(e.what());
+  }
+  std::optional<Checkpoint> ckpt;
+  try {
+    ckpt = Checkpoint::open(dir);
+  } catch (const base::Error& e) {
+    problems.push_back(e.what());
+  }
+  if (config) {
+    const drafters::DSparkConfig& c = *config;
+    std::string taps;
+    for (const int64_t l : c.target_layer_ids) {
+      if (!taps.empty()) taps += ',';
+      taps += std::to_string(l);
+    }
+    std::printf(
+        "arch         k3_dspark: %lld MLA layers, hidden %lld, %lld heads, vocab %lld, "
+        "block of 7 rows\n",
+        static_cast<long long>(c.num_layers), static_cast<long long>(c.hidden_size),
+        static_cast<long long>(c.num_heads), static_cast<long long>(c.vocab_size));
+    std::printf("target       taps after layers [%s] of a %lld-layer target, hidden %lld\n",
+                taps.c_str(), static_cast<long long>(c.target_num_hidden_layers),
+                static_cast<long long>(c.target_hidden_size));
+  }
+  if (config && ckpt) {
+    try {
+      drafters::check_dspark_tensors(ckpt->tensors(), *config, dir + "/" + format::kSingleFileName);
+      uint64_t owned = 0, embed = 0;
+      for (const auto& t : ckpt->tensors())
+        (t.name == drafters::kDSparkEmbedName ? embed : owned) += t.nbytes;
+      std::printf(
+          "tensors      %zu: %s owned; embed_tokens %s (never loaded: the target's is used)\n",
+          ckpt->tensors().size(), bytes(owned).c_str(), bytes(embed).c_str());
+    } catch (const base::Error& e) {
+      problems.push_back(e.what());
+    }
+  }
+  if (values && ckpt) {
+    uint64_t n_tensors = 0, n_bytes = 0;
+    const std::vector<std::string> bad = check_values(*ckpt, &n_tensors, &n_bytes);
+    std::printf("values       %s floating-point tensors read (%s): %zu hold NaN or Inf\n",
+                with_commas(n_tensors).c_str(), bytes(n_bytes).c_str(), bad.size());
+    for (const std::string& p : bad) problems.push_back(p);
+  }
+  if (problems.empty()) {
+    std::printf(
+        "check        OK: the k3_dspark config and every tensor (name, shape, dtype) match\n");
+    return 0;
+  }
+  std::printf("check        FAILED: %zu problem%s\n", problems.size(),
+              problems.size() == 1 ? "" : "s");
+  for (size_t i = 0; i < problems.size() && static_cast<long long>(i) < max_problems; ++i)
+    std::printf("  - %s\n", problems[i].c_str());
+  std::fprintf(stderr, "deltafin inspect: %s is not a complete DSpark drafter folder\n",
+               dir.c_str());
+  return 1;
+}
+
 int run_inspect(Args& args) {
   const std::string dir = args.required("model");
   const long long max_problems = args.get_int("max-problems", 50);
   const bool values = args.flag("values");
   args.check_done();
+  if (is_dspark_folder(dir)) return inspect_dspark(dir, values, max_problems);
 
   std::vector<std::string> problems;
   base::Stopwatch step_time;
