@@ -158,15 +158,23 @@ std::string qwen_tokenizer_json(const BpeVocab& bpe) {
                            {"add_prefix_space", false},
                            {"trim_offsets", false},
                            {"use_regex", false}};
-  Json vocab = Json::object();
+  // vocab and merges are written by hand: an ordered_json object looks keys up linearly, which
+  // for Qwen3's 151,643 tokens would take minutes.
   std::vector<std::string> encoded;
   encoded.reserve(bpe.tokens.size());
+  std::string vocab = "{";
   for (size_t id = 0; id < bpe.tokens.size(); ++id) {
-    encoded.push_back(byte_level_encode(bpe.tokens[id]));
-    vocab[encoded.back()] = id;
+    encoded.push_back(Json(byte_level_encode(bpe.tokens[id])).dump());  // quoted, escaped
+    vocab += (id ? ",\n      " : "\n      ") + encoded.back() + ": " + std::to_string(id);
   }
-  Json merges = Json::array();
-  for (const auto& [a, b] : bpe.merges) merges.push_back({encoded[a], encoded[b]});
+  vocab += "\n    }";
+  std::string merges = "[";
+  for (size_t m = 0; m < bpe.merges.size(); ++m) {
+    merges += (m ? ",\n      [" : "\n      [") + encoded[bpe.merges[m].first] + ", " +
+              encoded[bpe.merges[m].second] + "]";
+  }
+  merges += "\n    ]";
+  const std::string kVocabMark = "@@vocab@@", kMergesMark = "@@merges@@";
   Json model = {{"type", "BPE"},
                 {"dropout", nullptr},
                 {"unk_token", nullptr},
@@ -175,8 +183,8 @@ std::string qwen_tokenizer_json(const BpeVocab& bpe) {
                 {"fuse_unk", false},
                 {"byte_fallback", false},
                 {"ignore_merges", false},
-                {"vocab", std::move(vocab)},
-                {"merges", std::move(merges)}};
+                {"vocab", kVocabMark},
+                {"merges", kMergesMark}};
   Json split = {{"type", "Split"},
                 {"pattern", {{"Regex", kQwenPattern}}},
                 {"behavior", "Isolated"},
@@ -191,7 +199,10 @@ std::string qwen_tokenizer_json(const BpeVocab& bpe) {
   t["post_processor"] = byte_level;
   t["decoder"] = byte_level;
   t["model"] = std::move(model);
-  return t.dump(2) + "\n";
+  std::string out = t.dump(2) + "\n";
+  out.replace(out.find('"' + kVocabMark + '"'), kVocabMark.size() + 2, vocab);
+  out.replace(out.find('"' + kMergesMark + '"'), kMergesMark.size() + 2, merges);
+  return out;
 }
 
 std::string qwen_tokenizer_config_json(int base_vocab) {
