@@ -13,6 +13,7 @@
 
 #include "format/drafter_dirs.h"
 #include "format/safetensors.h"
+#include "format/safetensors_writer.h"
 #include "synth/qwen_tokenizer.h"
 #include "synth/synth.h"
 
@@ -63,6 +64,10 @@ TEST(DSparkSynth, K3ScaleIsThePublishedCheckpoint) {
     EXPECT_EQ(s.name.find("lm_head"), std::string::npos);
   }
   EXPECT_EQ(total_bytes(t) - embed, 4775815682u);  // owned bytes without the embedding
+  // The header is the published one's size too (7,520 bytes): same names, shapes and metadata.
+  std::vector<format::TensorDecl> decls;
+  for (const TensorSpec& s : t) decls.push_back({s.name, s.dtype, s.shape});
+  EXPECT_EQ(format::safetensors_header_json(decls, {{"torchspec_version", "0.1.0"}}).size(), 7520u);
   for (size_t i = 1; i < t.size(); ++i) EXPECT_LT(t[i - 1].name, t[i].name);
   const json c = json::parse(dspark_config_json(d));
   EXPECT_EQ(c["target_layer_ids"], json({2, 23, 47, 71, 89}));
@@ -109,6 +114,14 @@ TEST(QwenSynth, K3ScaleIsTheBaseCheckpoints) {
   EXPECT_EQ(total_bytes(small), 2u * 596049920u);
   EXPECT_EQ(total_bytes(big), 2u * 1720574976u);
   EXPECT_EQ(small.size(), 28u * 11 + 2);
+  // Headers of the published files' sizes (35,248 and 35,648 bytes), so the files are too
+  // (1,192,135,096 and 3,441,185,608 bytes).
+  for (const auto& [tensors, header] :
+       {std::pair{&small, size_t{35248}}, std::pair{&big, size_t{35648}}}) {
+    std::vector<format::TensorDecl> decls;
+    for (const TensorSpec& s : *tensors) decls.push_back({s.name, s.dtype, s.shape});
+    EXPECT_EQ(format::safetensors_header_json(decls, {{"format", "pt"}}).size(), header);
+  }
   for (const TensorSpec& s : small) EXPECT_EQ(s.name.find("lm_head"), std::string::npos);
   const json oracle = json::parse(read_text(fixture("qwen3-tiny-a.config.json")));
   const json c = json::parse(qwen_config_json(qwen_dims(k3_dims(), QwenSize::k0_6b)));
