@@ -93,7 +93,14 @@ int run_setup_command(Args& args) {
         o.dir, "` fetches them all now (a full install needs ", setup::human_bytes(r.full_bytes),
         ")");
   }
-  if (dspark) report_drafter(d, setup::install_dspark(d));
+  if (dspark) {
+    try {
+      report_drafter(d, setup::install_dspark(d));
+    } catch (const base::Error& e) {  // the model itself is installed: say so, and how to skip
+      base::fail(e.what(), " (the model in ", o.dir, " is complete; rerun to resume the DSpark ",
+                 "drafter, or pass --no-dspark)");
+    }
+  }
   if (qwen) report_drafter(q, setup::install_qwen(q));
   std::printf("%s\n", o.dir.c_str());  // for scripts: where the model is
   return 0;

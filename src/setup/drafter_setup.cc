@@ -93,6 +93,15 @@ std::string resolve_commit(HttpClient& client, const DrafterInstallOptions& o) {
   return commit;
 }
 
+// The disk must hold what is still to come (a partial download counts as there).
+void check_disk(const std::string& dest, uint64_t size) {
+  const uint64_t need = size - local_progress(dest, size);
+  const uint64_t free = free_bytes(parent_dir(dest));
+  if (free < need)
+    fail("not enough disk at ", parent_dir(dest), " for ", dest, ": ", human_bytes(need),
+         " still to download, ", human_bytes(free), " free");
+}
+
 // Downloads one whole file, verified by size and digest; returns its size (0 when skipped).
 uint64_t fetch_whole(HttpClient& client, const RemoteRepo& remote, const std::string& dir,
                      const std::string& name, bool required, const std::vector<PinnedFile>& pins,
@@ -107,6 +116,7 @@ uint64_t fetch_whole(HttpClient& client, const RemoteRepo& remote, const std::st
     log_info("setup: ", dest, " differs from the repository; downloading it again");
     remove_file(dest);
   }
+  check_disk(dest, facts->size);
   std::optional<Progress> progress;
   if (show_progress) progress.emplace(remote.repo + " " + name, facts->size);
   download_file(client, remote.file_url(name), dest, facts->size, facts->digest,
@@ -178,6 +188,7 @@ DrafterInstallReport install_dspark(const DrafterInstallOptions& o) {
   log_info("setup: ", remote.repo, ": ", tensors.size() - 1, " of ", tensors.size(), " tensors (",
            human_bytes(shard.file_bytes), "); ", kDSparkEmbedding, " (",
            human_bytes(embedding->nbytes), ") is skipped: K3's own embedding is used");
+  check_disk(dest, shard.file_bytes);
   {
     Progress progress(remote.repo, shard.file_bytes);
     std::atomic<bool> stop{false};

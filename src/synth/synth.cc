@@ -158,7 +158,7 @@ SynthReport synthesize(const SynthOptions& options) {
     const fs::path path = dir / shard_file_name(static_cast<int>(s), report.n_shards);
     report.file_bytes += streamer.write(path.string(), shard_tensors(report.config, shards[s]));
   }
-  write_index_json(dims, report.config, (dir / "model.safetensors.index.json").string());
+  // Drafters before the index: a folder with an index is complete, drafters included.
   if (options.drafters) {
     report.drafter = write_drafters(dir.string(), dims, options.seed, options.qwen);
     report.drafters = true;
@@ -168,6 +168,7 @@ SynthReport synthesize(const SynthOptions& options) {
   } else {
     remove_drafters(dir.string());
   }
+  write_index_json(dims, report.config, (dir / "model.safetensors.index.json").string());
   report.seconds = synth_time.elapsed_seconds();
   return report;
 }

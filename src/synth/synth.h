@@ -37,10 +37,10 @@ struct SynthReport {
   DrafterReport drafter;  // when drafters
 };
 
-// Writes config.json, generation_config.json, tiktoken.model, tokenizer_config.json, the shards
-// and model.safetensors.index.json (last, so an interrupted run leaves no index). Shards and the
-// index of an earlier synth run in the same folder are replaced; then the drafters (or, with
-// drafters off, an earlier run's drafters are removed: their weights would not match). Throws
+// Writes config.json, generation_config.json, tiktoken.model, tokenizer_config.json, the shards,
+// the drafters (with drafters off, an earlier run's drafters are removed: their weights would not
+// match) and model.safetensors.index.json (last, so an interrupted run leaves no index). Shards and
+// the index of an earlier synth run in the same folder are replaced. Throws
 // base::Error (for example when the disk has too little free space for the whole model).
 SynthReport synthesize(const SynthOptions& options);
 
