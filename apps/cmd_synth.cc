@@ -1,5 +1,6 @@
 // `deltafin synth`: a seeded random model in the exact K3 release layout (demo size, or K3's real
-// per-layer sizes for benchmarks larger than RAM). Prints one JSON summary line on stdout.
+// per-layer sizes for benchmarks larger than RAM), with its DSpark and Qwen3 drafters unless
+// --no-drafters. Prints one JSON summary line on stdout.
 #include <cstdio>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -28,6 +29,10 @@ int run_synth(Args& args) {
   const long long seed = args.get_int("seed", 0);
   if (seed < 0) base::fail("--seed must be a non-negative integer");
   options.seed = static_cast<uint64_t>(seed);
+  options.drafters = !args.flag("no-drafters");
+  const std::string qwen = args.get("qwen", "0.6b");
+  if (qwen != "0.6b" && qwen != "1.7b") base::fail("--qwen must be 0.6b or 1.7b, not '", qwen, "'");
+  options.qwen = qwen == "1.7b" ? synth::QwenSize::k1_7b : synth::QwenSize::k0_6b;
   args.check_done();
 
   const synth::SynthReport r = synth::synthesize(options);
@@ -43,15 +48,23 @@ int run_synth(Args& args) {
       {"file_bytes", r.file_bytes},
       {"seconds", r.seconds},
       {"gb_per_s", r.seconds > 0 ? r.file_bytes / 1e9 / r.seconds : 0.0}};
+  if (r.drafters) {
+    summary["drafters"] = {{"dspark", r.drafter.dspark_dir},
+                           {"dspark_bytes", r.drafter.dspark_bytes},
+                           {"qwen", r.drafter.qwen_dir},
+                           {"qwen_bytes", r.drafter.qwen_bytes}};
+  }
   std::printf("%s\n", summary.dump().c_str());
   return 0;
 }
 
 }  // namespace
 
-DELTAFIN_COMMAND(synth, "synth",
-                 "write a seeded random model in the K3 layout: --out DIR --preset demo|k3-scale "
-                 "[--layers N] [--experts N] [--seed S]",
-                 run_synth);
+DELTAFIN_COMMAND(
+    synth, "synth",
+    "write a seeded random model in the K3 layout: --out DIR --preset demo|k3-scale "
+    "[--layers N] [--experts N] [--seed S] [--no-drafters] [--qwen 0.6b|1.7b] (drafters in "
+    "DIR/drafters/)",
+    run_synth);
 
 }  // namespace deltafin::apps

@@ -18,7 +18,8 @@ namespace deltafin::setup {
 using base::fail;
 
 std::vector<SpineShard> plan_spine(const std::vector<std::vector<format::TensorInfo>>& shards,
-                                   const std::function<bool(const format::TensorInfo&)>& keep) {
+                                   const std::function<bool(const format::TensorInfo&)>& keep,
+                                   const format::SafetensorsMetadata& metadata) {
   std::vector<SpineShard> out;
   for (const auto& tensors : shards) {
     SpineShard s;
@@ -31,7 +32,7 @@ std::vector<SpineShard> plan_spine(const std::vector<std::vector<format::TensorI
     }
     if (kept.empty()) continue;
     s.remote_file = kept[0]->file;
-    const std::string json = format::safetensors_header_json(decls, {{"format", "pt"}});
+    const std::string json = format::safetensors_header_json(decls, metadata);
     const uint64_t len = json.size();
     s.prefix.assign(reinterpret_cast<const char*>(&len), 8);  // little-endian length word
     s.prefix += json;

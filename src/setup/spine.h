@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "format/safetensors.h"
+#include "format/safetensors_writer.h"
 #include "setup/http.h"
 
 namespace deltafin::setup {
@@ -34,8 +35,11 @@ struct SpineShard {
 
 // `shards[i]` holds remote shard i's tensors in offset order (TensorInfo::file = its name);
 // `keep` selects the spine tensors. Shards with nothing kept get no spine shard.
+// `metadata` is the written header's __metadata__.
 std::vector<SpineShard> plan_spine(const std::vector<std::vector<format::TensorInfo>>& shards,
-                                   const std::function<bool(const format::TensorInfo&)>& keep);
+                                   const std::function<bool(const format::TensorInfo&)>& keep,
+                                   const format::SafetensorsMetadata& metadata = {
+                                       {"format", "pt"}});
 
 // Writes one spine shard to `dest` from `url` (the remote shard): resumable through
 // dest.partial, checked (size, and the written header parses back to the same tensors), fsynced

@@ -133,7 +133,13 @@ SynthReport synthesize(const SynthOptions& options) {
   report.dims = dims;
   report.config = synth_config(dims);
   report.tensor_bytes = total_tensor_bytes(report.config);
-  check_free_space(dir, report.tensor_bytes);
+  uint64_t drafter_bytes = 0;
+  if (options.drafters) {
+    for (const TensorSpec& t : dspark_tensors(dspark_dims(dims))) drafter_bytes += t.nbytes();
+    for (const TensorSpec& t : qwen_tensors(qwen_dims(dims, options.qwen)))
+      drafter_bytes += t.nbytes();
+  }
+  check_free_space(dir, report.tensor_bytes + drafter_bytes);
 
   const ConfigTokenIds ids = k3_relative_token_ids(dims.base_vocab);
   write_text_file((dir / "config.json").string(), config_json(dims, ids));
@@ -151,6 +157,16 @@ SynthReport synthesize(const SynthOptions& options) {
   for (size_t s = 0; s < shards.size(); ++s) {
     const fs::path path = dir / shard_file_name(static_cast<int>(s), report.n_shards);
     report.file_bytes += streamer.write(path.string(), shard_tensors(report.config, shards[s]));
+  }
+  // Drafters before the index: a folder with an index is complete, drafters included.
+  if (options.drafters) {
+    report.drafter = write_drafters(dir.string(), dims, options.seed, options.qwen);
+    report.drafters = true;
+    base::log_info("synth: drafters ", report.drafter.dspark_dir, " (",
+                   report.drafter.dspark_bytes / 1e9, " GB) and ", report.drafter.qwen_dir, " (",
+                   report.drafter.qwen_bytes / 1e9, " GB)");
+  } else {
+    remove_drafters(dir.string());
   }
   write_index_json(dims, report.config, (dir / "model.safetensors.index.json").string());
   report.seconds = synth_time.elapsed_seconds();

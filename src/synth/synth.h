@@ -7,6 +7,7 @@
 #include <string>
 
 #include "format/config.h"
+#include "synth/drafters.h"
 #include "synth/layout.h"
 
 namespace deltafin::synth {
@@ -17,6 +18,8 @@ struct SynthOptions {
   std::optional<int> layers;   // total layers, dense layer 0 included
   std::optional<int> experts;  // routed experts per MoE layer
   uint64_t seed = 0;
+  bool drafters = true;  // MODEL/drafters/dspark and the Qwen3 drafter (drafters.h)
+  QwenSize qwen = QwenSize::k0_6b;
 };
 
 // The sizes the options ask for (preset, then --layers / --experts; top-k capped at the expert
@@ -30,12 +33,15 @@ struct SynthReport {
   uint64_t tensor_bytes = 0;  // index.json's total_size
   uint64_t file_bytes = 0;    // all shards, headers included
   double seconds = 0.0;
+  bool drafters = false;
+  DrafterReport drafter;  // when drafters
 };
 
-// Writes config.json, generation_config.json, tiktoken.model, tokenizer_config.json, the shards
-// and model.safetensors.index.json (last, so an interrupted run leaves no index). Shards and the
-// index of an earlier synth run in the same folder are replaced. Throws base::Error (for example
-// when the disk has too little free space for the whole model).
+// Writes config.json, generation_config.json, tiktoken.model, tokenizer_config.json, the shards,
+// the drafters (with drafters off, an earlier run's drafters are removed: their weights would not
+// match) and model.safetensors.index.json (last, so an interrupted run leaves no index). Shards and
+// the index of an earlier synth run in the same folder are replaced. Throws
+// base::Error (for example when the disk has too little free space for the whole model).
 SynthReport synthesize(const SynthOptions& options);
 
 }  // namespace deltafin::synth

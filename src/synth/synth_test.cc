@@ -86,6 +86,7 @@ TEST_F(SynthTest, SameSeedSameBytesOtherSeedOtherWeights) {
   run("c", 8);
   size_t n_files = 0;
   for (const auto& entry : fs::directory_iterator(dir_ / "a")) {
+    if (!entry.is_regular_file()) continue;  // drafters/ is compared below
     const std::string name = entry.path().filename().string();
     const std::string a = read_text(entry.path());
     EXPECT_EQ(a, read_text(dir_ / "b" / name)) << name;
@@ -95,6 +96,16 @@ TEST_F(SynthTest, SameSeedSameBytesOtherSeedOtherWeights) {
     ++n_files;
   }
   EXPECT_EQ(n_files, 4u + 2 + 1);  // config, generation, tokenizer x2, shards, index
+  for (const char* f :
+       {"drafters/dspark/model.safetensors", "drafters/dspark/config.json",
+        "drafters/qwen3-0.6b-base/model.safetensors", "drafters/qwen3-0.6b-base/tokenizer.json"}) {
+    const std::string a = read_text(dir_ / "a" / f);
+    ASSERT_FALSE(a.empty()) << f;
+    EXPECT_EQ(a, read_text(dir_ / "b" / f)) << f;
+    if (std::string(f).ends_with(".safetensors")) {
+      EXPECT_NE(a, read_text(dir_ / "c" / f)) << f;
+    }
+  }
 }
 
 TEST_F(SynthTest, RerunReplacesEarlierShards) {

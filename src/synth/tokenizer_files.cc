@@ -184,7 +184,12 @@ std::vector<std::string_view> pretokenize_ascii(std::string_view text) {
 }
 
 std::vector<std::string> train_bpe(std::string_view text, int n_tokens) {
-  std::vector<std::string> tokens;
+  return train_bpe_pieces(pretokenize_ascii(text), n_tokens).tokens;
+}
+
+BpeVocab train_bpe_pieces(const std::vector<std::string_view>& pieces, int n_tokens) {
+  BpeVocab result;
+  std::vector<std::string>& tokens = result.tokens;
   std::map<std::string, int> rank_of;
   int byte_rank[256];
   for (unsigned char b : byte_rank_order()) {
@@ -193,7 +198,7 @@ std::vector<std::string> train_bpe(std::string_view text, int n_tokens) {
     tokens.emplace_back(1, static_cast<char>(b));
   }
   std::map<std::string_view, int64_t> piece_counts;
-  for (std::string_view piece : pretokenize_ascii(text)) ++piece_counts[piece];
+  for (std::string_view piece : pieces) ++piece_counts[piece];
   struct Word {
     std::vector<int> symbols;
     int64_t count;
@@ -229,6 +234,7 @@ std::vector<std::string> train_bpe(std::string_view text, int n_tokens) {
     auto [it, inserted] = rank_of.emplace(merged, static_cast<int>(tokens.size()));
     if (inserted) tokens.push_back(merged);
     const int id = it->second;
+    result.merges.push_back(best);
     for (Word& w : words) {
       size_t out = 0;
       for (size_t i = 0; i < w.symbols.size(); ++i) {
@@ -243,7 +249,7 @@ std::vector<std::string> train_bpe(std::string_view text, int n_tokens) {
       w.symbols.resize(out);
     }
   }
-  return tokens;
+  return result;
 }
 
 std::vector<std::string> synth_tokenizer_ranks(int base_vocab) {

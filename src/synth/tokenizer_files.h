@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace deltafin::synth {
@@ -40,6 +41,13 @@ std::vector<std::string_view> pretokenize_ascii(std::string_view text);
 // token per merge (the most frequent adjacent pair, ties to the smallest pair of ranks), until
 // `n_tokens` tokens exist. Deterministic.
 std::vector<std::string> train_bpe(std::string_view text, int n_tokens);
+// The same training on given pre-tokenized pieces, with the merges in the order they were learned
+// (pairs of token ids; a merge whose bytes already had a token reuses it).
+struct BpeVocab {
+  std::vector<std::string> tokens;
+  std::vector<std::pair<int, int>> merges;
+};
+BpeVocab train_bpe_pieces(const std::vector<std::string_view>& pieces, int n_tokens);
 
 // The ranks of a synthetic tokenizer with exactly `base_vocab` entries: BPE on the built-in
 // English text (up to 768 tokens), then, for K3's 163,584, filler tokens of two and three bytes

@@ -12,7 +12,7 @@ trap 'rm -rf "$TMP"' EXIT
 
 fail() { echo "synth.sh: FAILED: $*" >&2; exit 1; }
 has_command() { "$DF" --help 2>&1 | grep -qE "^  $1 "; }
-hashes() { (cd "$1" && sha256sum -- * | sort -k2); }
+hashes() { (cd "$1" && find . -type f -print0 | xargs -0 sha256sum | sort -k2); }
 
 # Same seed, byte-identical folders; another seed, other weights.
 "$DF" synth --out "$TMP/a" --preset demo --seed 11 > "$TMP/a.json"
@@ -22,6 +22,29 @@ hashes() { (cd "$1" && sha256sum -- * | sort -k2); }
 cmp -s "$TMP/a/model-00001-of-000004.safetensors" "$TMP/c/model-00001-of-000004.safetensors" \
   && fail "different seeds gave identical shards"
 cmp -s "$TMP/a/config.json" "$TMP/c/config.json" || fail "config.json depends on the seed"
+
+# The demo's drafters: DSpark's embedding is the model's own, bit for bit; Qwen3 ties its lm_head.
+[ -f "$TMP/a/drafters/dspark/model.safetensors" ] && [ -f "$TMP/a/drafters/qwen3-0.6b-base/tokenizer.json" ] \
+  || fail "synth wrote no drafters"
+$PY - "$TMP/a" <<'EOF' || fail "drafter layout"
+import json, struct, sys
+def load(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    h = json.loads(raw[8:8 + n])
+    return {k: raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items() if k != "__metadata__"}, h
+d = sys.argv[1]
+k3, _ = load(d + "/model-00001-of-000004.safetensors")
+ds, dh = load(d + "/drafters/dspark/model.safetensors")
+qw, qh = load(d + "/drafters/qwen3-0.6b-base/model.safetensors")
+assert ds["embed_tokens.weight"] == k3["language_model.model.embed_tokens.weight"]
+assert len(ds) == 68 and dh["__metadata__"] == {"torchspec_version": "0.1.0"}
+assert not any("lm_head" in k for k in list(ds) + list(qw)) and "model.norm.weight" in qw
+c = json.load(open(d + "/drafters/dspark/config.json"))
+assert c["target_hidden_size"] == 256 and c["vocab_size"] == 1024 and c["target_layer_ids"] == [1, 3, 4, 7, 11]
+t = json.load(open(d + "/drafters/qwen3-0.6b-base/tokenizer.json"))
+assert t["model"]["type"] == "BPE" and t["added_tokens"][0]["content"] == "<|endoftext|>"
+EOF
 
 # Independent layout check plus a float64 forward (activations sane, greedy output varied).
 $PY "$CHECK" "$TMP/a" --forward > "$TMP/a.check" || fail "synth_check on the demo model"
@@ -76,7 +99,10 @@ done
 
 # K3's real sizes with 4 experts: the release's expert record (17,547,264 bytes, six tensors back
 # to back) and one contiguous run per layer; ~8 GB, mostly the 163,840-row embedding and lm_head.
-"$DF" synth --out "$TMP/k3" --preset k3-scale --layers 2 --experts 4 > "$TMP/k3.json"
+# (--no-drafters: K3-scale drafters are the published 7.1 GB DSpark and 1.2 GB Qwen3-0.6B, whose
+# sizes src/synth/drafters_test.cc checks without writing them.)
+"$DF" synth --out "$TMP/k3" --preset k3-scale --layers 2 --experts 4 --no-drafters > "$TMP/k3.json"
+[ ! -e "$TMP/k3/drafters" ] || fail "--no-drafters wrote drafters"
 $PY "$CHECK" "$TMP/k3" > "$TMP/k3.check" || fail "synth_check on k3-scale"
 $PY - "$TMP/k3.check" "$TMP/k3/config.json" <<'EOF' || fail "k3-scale sizes"
 import json, sys
