@@ -35,13 +35,20 @@ try() {
   echo "[$((SECONDS - start)) s] $ids -> $c" >&2
   LAST=$c
 }
+# Self-feed: P(k+1) = P(k) + C(P(k)) + S. Measured on the VM's copy of the device checkpoint, the
+# id after S was the same whatever came before it (9292 after 100,137,174,211) while later ids
+# changed, so these prompts hold several continuations of S: drafts get proposed, and hold as far
+# as the continuations agree.
+for s in "100,137,174,211" "500,900,1300,1700"; do
+  p=$s
+  for k in 1 2 3 4; do
+    try "$p"
+    p="$p,$(echo "$LAST" | tr -d '[] '),$s"
+  done
+done
+
 for t in 1000 5 60000 163000; do try "$t,$t,$t,$t,$t,$t,$t,$t"; done
 for p in "7,8" "300,301,302" "11,22,33,44"; do try "$p,$p,$p,$p"; done
-for s in "100,137,174,211" "500,900,1300,1700"; do
-  try "$s"
-  c=$(echo "$LAST" | tr -d '[] ')
-  try "$s,$c,$s"
-done
 
 python3 - "$out/candidates.txt" "$tokens" <<'EOF' | tee "$out/picks.txt"
 import json, sys
