@@ -1,14 +1,14 @@
-// `deltafin bench decode --model DIR [--tokens N] [--prompt-tokens P] [--json]` plus the streaming
-// flags (stream_flags.h): drops the shards from the page cache, measures the device's read ceiling
-// on them in this process (as bench-io does, at depths 1-8: after the load and after the run; the
-// highest figure counts, and so does the rate the decode's own reads reached), loads the model,
-// runs a P-token prompt, then N greedy decode steps, and reports time per token against two floors.
-// The I/O floor: the bytes each token needed from disk (its requested experts that were not in
-// memory from an earlier use, and every streamed spine layer) divided by the ceiling; speculative
-// reads that went unused count in the bytes read but not in the floor, so waste shows in the ratio.
-// The compute floor: every weight the token multiplies, at the GEMV rates of the engine's own
-// kernels over RAM measured after the run. With streamed experts, a peak RSS above the budget is an
-// error.
+// `deltafin bench decode --model DIR [--tokens N] [--prompt-tokens P | --ids 1,2,3] [--json]` plus
+// the streaming and speculation flags (stream_flags.h, speculation_flags.h): drops the shards from
+// the page cache, measures the device's read ceiling on them in this process (as bench-io does, at
+// depths 1-8: after the load and after the run; the highest figure counts, and so does the rate the
+// decode's own reads reached), loads the model, runs a P-token prompt, then N greedy decode steps,
+// and reports time per token against two floors. The I/O floor: the bytes each token needed from
+// disk (its requested experts that were not in memory from an earlier use, and every streamed spine
+// layer) divided by the ceiling; speculative reads that went unused count in the bytes read but not
+// in the floor, so waste shows in the ratio. The compute floor: every weight the token multiplies,
+// at the GEMV rates of the engine's own kernels over RAM measured after the run. With streamed
+// experts, a peak RSS above the budget is an error.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -147,7 +147,12 @@ int run_bench(Args& args) {
   EngineOptions options;
   options.model_dir = args.required("model");
   const long long n_tokens = args.get_int("tokens", 8);
+  // --ids: a chosen prompt (one whose continuation repeats, or one whose drafts fail), for the
+  // speculation figures and the peers' comparison; otherwise the bench's own P-token prompt.
+  const std::string ids_text = args.get("ids");
   const long long n_prompt = args.get_int("prompt-tokens", 4);
+  if (!ids_text.empty() && args.has("prompt-tokens"))
+    fail("deltafin bench decode: give --ids or --prompt-tokens, not both");
   const bool json = args.flag("json");
   const bool keep_cache = args.flag("keep-page-cache");
   const long long ceiling_reps = args.get_int("ceiling-reps", 3);
@@ -206,7 +211,11 @@ int run_bench(Args& args) {
   const double ceiling_before_gbps = measure_ceiling("before the decode");
   std::unique_ptr<Session> session = engine->new_session();
   const int64_t vocab = engine->info().vocab_size;
-  const std::vector<int32_t> prompt = bench_prompt(n_prompt, vocab);
+  const std::vector<int32_t> prompt =
+      ids_text.empty() ? bench_prompt(n_prompt, vocab) : parse_token_ids(ids_text);
+  for (int32_t id : prompt)
+    if (id >= vocab)
+      fail("deltafin bench decode: --ids has ", id, ", past the vocabulary (", vocab, ")");
 
   GenerateOptions gen;
   gen.max_new_tokens = static_cast<int>(n_tokens) + 1;  // the first id needs no decode pass
@@ -316,7 +325,7 @@ int run_bench(Args& args) {
   o << "{\"model\":\"" << dir << "\",\"experts\":\"" << (plan.streaming ? "stream" : "mapped")
     << "\",\"prefetch\":" << (plan.lookahead ? "true" : "false")
     << ",\"read_depth\":" << plan.read_depth << ",\"read_piece_bytes\":" << plan.read_piece_bytes
-    << ",\"tokens\":" << decoded << ",\"prompt_tokens\":" << n_prompt
+    << ",\"tokens\":" << decoded << ",\"prompt_tokens\":" << prompt.size()
     << ",\"load_seconds\":" << load_seconds << ",\"prompt_seconds\":" << prompt_seconds
     << ",\"seconds_per_token\":" << spt
     << ",\"seconds_per_token_min\":" << *std::min_element(wall.begin(), wall.end())

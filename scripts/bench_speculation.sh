@@ -1,29 +1,75 @@
 #!/usr/bin/env bash
-# Speculation's figures on a streamed spine (docs/PERFORMANCE.md, "Speculation"): synthesizes a
-# k3-scale checkpoint (4 MoE layers unless LAYERS says otherwise), then, inside a memory cgroup of
-# MEM_LIMIT (most of the spine stays on disk) with the page cache dropped before every run:
-#   bench verify: the cost of a verify pass of width 1, 2, 4, 8 against a 1-row pass and its own
-#                 I/O floor, full acceptance (the model's own continuation as the drafts);
-#   bench decode: speculation off against auto on the bench's prompt, where drafts fail,
-#                 interleaved over ROUNDS rounds.
-# Needs root (cgroup v2 or v1's memory controller, drop_caches).
+# Speculation's figures on a streamed spine (docs/PERFORMANCE.md, "Speculation"), one command:
+# synthesizes a k3-scale checkpoint (5 layers, 32 experts unless LAYERS/EXPERTS say otherwise),
+# then, inside a memory cgroup of MEM_LIMIT (most of the spine stays on disk) with the page cache
+# dropped before every run, the PARTS (default "verify fail repeat"):
+#   verify: bench verify --widths VERIFY_WIDTHS: a verify pass's cost against a 1-row pass and its
+#           own I/O floor, full acceptance (the model's own continuation as the drafts);
+#   fail:   bench decode --speculate off vs auto on FAIL_IDS (drafts proposed and failing: the
+#           controller's back-off), interleaved over ROUNDS rounds;
+#   repeat: on REPEAT_IDS (a prompt whose greedy continuation repeats), through
+#           tools/peers/bench_peers.sh: deltafin off and auto (tokens per pass, speed-up) and, with
+#           PEERS set, kimi-k3-in-c --spec 8 --incremental on its packed trunk at the same memory,
+#           interleaved over ROUNDS rounds, ids compared.
+# FAIL_IDS and REPEAT_IDS come from scripts/find_spec_prompts.sh on the same checkpoint.
+# Results: OUT/summary.json (every figure the docs need), OUT/log.txt, OUT/raw.tar.gz (every
+# run's output). Needs root (cgroup v2 or v1's memory controller, drop_caches).
 # usage: scripts/bench_speculation.sh DELTAFIN WORKDIR OUTDIR
-#   env: LAYERS (5), EXPERTS (32), MEM_LIMIT (4G), ROUNDS (2), TOKENS (9), REPS (2)
+#   env: LAYERS (5), EXPERTS (32), MEM_LIMIT (9G), ROUNDS (2), PARTS, PEERS (unset: no k3c),
+#        VERIFY_WIDTHS (1,4), VERIFY_TOKENS (9), REPS (2), FAIL_TOKENS (12), REPEAT_TOKENS (16),
+#        S_PER_TOKEN (2.2) and OVERHEAD_S (25, load + ceiling + prompt per run) for the estimate
 set -euo pipefail
-deltafin=$1
+deltafin=$(realpath "$1")
 work=$2
 out=$3
+here=$(dirname "$(realpath "$0")")
 layers=${LAYERS:-5}
 experts=${EXPERTS:-32}
-mem=${MEM_LIMIT:-4G}
+mem=${MEM_LIMIT:-9G}
 rounds=${ROUNDS:-2}
-tokens=${TOKENS:-9}
+parts=${PARTS:-"verify fail repeat"}
+widths=${VERIFY_WIDTHS:-1,4}
+vtokens=${VERIFY_TOKENS:-9}
 reps=${REPS:-2}
-mkdir -p "$work" "$out"
+ftokens=${FAIL_TOKENS:-12}
+rtokens=${REPEAT_TOKENS:-16}
+spt=${S_PER_TOKEN:-2.2}
+ovh=${OVERHEAD_S:-25}
+raw=$out/raw
+mkdir -p "$work" "$raw"
+exec 2> >(tee -a "$out/log.txt" >&2)
+for p in $parts; do
+  case $p in
+    fail) [[ -n ${FAIL_IDS:-} ]] || { echo "PARTS has fail: set FAIL_IDS" >&2; exit 2; } ;;
+    repeat) [[ -n ${REPEAT_IDS:-} ]] || { echo "PARTS has repeat: set REPEAT_IDS" >&2; exit 2; } ;;
+    verify) ;;
+    *) echo "unknown part $p" >&2; exit 2 ;;
+  esac
+done
+
+# The estimate: a plain pass per token, verify's passes (each width runs its tokens REPS times),
+# k3c at about 1.5x deltafin's plain step. Printed first so a run that cannot fit is not started.
+python3 - "$parts" "$spt" "$ovh" "$rounds" "$widths" "$vtokens" "$reps" "$ftokens" "$rtokens" \
+  "${PEERS:+1}" <<'EOF' >&2
+import sys
+parts, spt, ovh, rounds = sys.argv[1].split(), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+widths, vt, reps, ft, rt = sys.argv[5].split(","), int(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8]), int(sys.argv[9])
+peers = sys.argv[10] == "1"
+t = {}
+if "verify" in parts:  # a plain run for the drafts, then every width's passes
+    t["verify"] = ovh + vt * spt + reps * sum(vt / int(w) * spt * (1 + 0.3 * (int(w) > 1)) for w in widths)
+if "fail" in parts:
+    t["fail"] = rounds * 2 * (ovh + ft * spt)
+if "repeat" in parts:
+    t["repeat"] = rounds * ((ovh + rt * spt) + (ovh + rt * spt / 2) + (peers and ovh + rt * spt * 1.5 or 0))
+print("bench_speculation: estimate " + ", ".join(f"{k} {v / 60:.1f} min" for k, v in t.items())
+      + f"; total {sum(t.values()) / 60:.1f} min at {spt} s/token, {ovh} s per run")
+EOF
+
 model=$work/k3s-$layers-$experts
 [[ -f $model/config.json ]] ||
   "$deltafin" synth --out "$model" --preset k3-scale --layers "$layers" --experts "$experts" \
-    >"$out/synth.log" 2>&1
+    >"$raw/synth.log" 2>&1
 du -sh "$model" >"$out/model_size.txt"
 
 limit=$(numfmt --from=iec "$mem")
@@ -40,22 +86,88 @@ else
 fi
 trap 'rmdir "$cg" 2>/dev/null || true' EXIT
 
-capped() {  # capped NAME CMD...: one cold run inside the cgroup, stdout to OUT/NAME.json
+capped() {  # capped NAME CMD...: one cold run inside the cgroup, stdout to RAW/NAME.json
   local name=$1
   shift
   sync
   echo 3 >/proc/sys/vm/drop_caches
   echo "[$(date +%T)] $name" >&2
-  (echo "$BASHPID" >"$cg/cgroup.procs" && exec "$@") >"$out/$name.json" 2>"$out/$name.err" ||
-    echo "  $name exited $? (see $out/$name.err)" >&2
+  (echo "$BASHPID" >"$cg/cgroup.procs" && exec "$@") >"$raw/$name.json" 2>"$raw/$name.err" ||
+    echo "  $name exited $? (see $raw/$name.err)" >&2
 }
 
-capped verify "$deltafin" bench verify --model "$model" --widths 1,2,4,8 --tokens "$tokens" \
-  --reps "$reps" --memory-budget "$mem" --json
-for r in $(seq 1 "$rounds"); do
-  for mode in off auto; do
-    capped "decode_${mode}_r$r" "$deltafin" bench decode --model "$model" --tokens "$((tokens - 1))" \
-      --memory-budget "$mem" --speculate "$mode" --json
-  done
+for p in $parts; do
+  case $p in
+    verify)
+      capped verify "$deltafin" bench verify --model "$model" --widths "$widths" --tokens "$vtokens" \
+        --reps "$reps" --memory-budget "$mem" --json ;;
+    fail)
+      for r in $(seq 1 "$rounds"); do
+        for mode in off auto; do
+          capped "fail_${mode}_r$r" "$deltafin" bench decode --model "$model" --ids "$FAIL_IDS" \
+            --tokens "$ftokens" --memory-budget "$mem" --speculate "$mode" --ceiling-reps 1 --json
+        done
+      done ;;
+    repeat)
+      # bench_peers makes its own cgroup of the same size and drops the cache before each run.
+      engines="df_off df_spec"
+      [[ -n ${PEERS:-} ]] && engines="$engines k3c_spec"
+      echo "[$(date +%T)] repeat: bench_peers.sh ENGINES=\"$engines\"" >&2
+      SPEC_IDS=$REPEAT_IDS ENGINES=$engines MEM_LIMIT=$mem \
+        "$here/../tools/peers/bench_peers.sh" "${PEERS:-/nonexistent}" "$model" "$deltafin" \
+        "$raw/repeat" "$rounds" "$rtokens" >"$raw/repeat.log" 2>&1 ||
+        echo "  bench_peers exited $? (see $raw/repeat.log)" >&2
+      cat "$raw/repeat.log" >&2 ;;
+  esac
 done
-echo "bench_speculation: figures in $out" >&2
+
+# One summary of everything: the verify JSON whole, per decode run its key figures, the peers'
+# summary, and the off/auto ratios per round.
+python3 - "$raw" "$rounds" "$out/summary.json" "${FAIL_IDS:-}" "${REPEAT_IDS:-}" <<'EOF' >&2
+import json, os, statistics, sys
+raw, rounds, dest = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+s = {"fail_ids": sys.argv[4], "repeat_ids": sys.argv[5]}
+def load(p):
+    try:
+        return json.loads(open(p).read().strip().splitlines()[-1])
+    except Exception as ex:
+        return {"error": f"{os.path.basename(p)}: {ex}"}
+if os.path.exists(os.path.join(raw, "verify.json")):
+    s["verify"] = load(os.path.join(raw, "verify.json"))
+keys = ("seconds_per_token", "seconds_per_token_mean", "seconds_per_token_min",
+        "seconds_per_token_max", "io_floor_seconds_per_token", "ratio", "passes",
+        "tokens_per_pass", "drafted", "accepted", "verify_passes", "pass_rows", "pass_accepted",
+        "pass_decisions", "device_ceiling_gbps", "disk_read_bytes_per_token", "rss_peak_bytes",
+        "rss_within_budget", "load_seconds", "prompt_seconds", "ids")
+fail = {}
+for r in range(1, rounds + 1):
+    for mode in ("off", "auto"):
+        p = os.path.join(raw, f"fail_{mode}_r{r}.json")
+        if os.path.exists(p):
+            j = load(p)
+            fail.setdefault(mode, []).append({k: j.get(k) for k in keys} | {"round": r})
+if fail:
+    spread = lambda v: dict(min=min(v), median=statistics.median(v), max=max(v))
+    for mode, runs in fail.items():
+        s[f"fail_{mode}"] = runs
+        v = [x["seconds_per_token_mean"] for x in runs if x["seconds_per_token_mean"]]
+        if v:
+            s[f"fail_{mode}_s_per_token"] = spread(v)
+    if "off" in fail and "auto" in fail:
+        per = [o["seconds_per_token_mean"] / a["seconds_per_token_mean"]
+               for o, a in zip(fail["off"], fail["auto"])
+               if o["seconds_per_token_mean"] and a["seconds_per_token_mean"]]
+        s["fail_auto_speed_vs_off_per_round"] = [round(x, 3) for x in per]
+        s["fail_ids_equal"] = all(o["ids"] == a["ids"] for o, a in zip(fail["off"], fail["auto"]))
+p = os.path.join(raw, "repeat", "summary.json")
+if os.path.exists(p):
+    s["repeat"] = json.load(open(p))
+json.dump(s, open(dest, "w"), indent=1)
+print("bench_speculation: summary in", dest)
+for k in ("fail_off_s_per_token", "fail_auto_s_per_token", "fail_auto_speed_vs_off_per_round",
+          "fail_ids_equal"):
+    if k in s:
+        print(" ", k, s[k])
+EOF
+tar -czf "$out/raw.tar.gz" -C "$out" raw && rm -rf "$raw"
+echo "bench_speculation: figures in $out (summary.json, log.txt, raw.tar.gz)" >&2

@@ -21,6 +21,13 @@
 #        MEM_LIMIT (e.g. 21G; default none) every run inside a memory cgroup capped there, page
 #        cache included, and deltafin given --memory-budget MEM_LIMIT: the same memory for every
 #        engine on a host with more RAM (needs root; cgroup v2, or v1's memory controller)
+#        Speculation pair (issue #16): df_off / df_spec (deltafin bench decode --ids SPEC_IDS,
+#        --speculate off / DF_SPECULATE, default auto) against k3c_spec (kimi-k3-in-c --spec 8
+#        --incremental on its packed trunk) and k3c_serial (the same without --spec):
+#        SPEC_IDS (default PROMPT_IDS) the prompt; K3C_TRUNK (default MODEL_DIR.k3trunk) its packed
+#        trunk, written once by its own tools/pack_trunk.py when missing; K3C_SPEC_TRUNK_GB and
+#        K3C_SPEC_CACHE_GB its budgets (default: from MEM_LIMIT, embeddings and lm_head taken off,
+#        trunk first as its presets do, 1 GB of expert cache); K3C_SPEC (default 8)
 # Every engine gets the same prompt ids as `deltafin bench decode --prompt-tokens 2` (100, 137)
 # and runs TOKENS decode steps; s/token is the mean of those steps (prompt and load excluded).
 set -euo pipefail
@@ -41,6 +48,10 @@ COLI_RAM_GB=${COLI_RAM_GB:-25}
 ENGINES=${ENGINES:-"df df_mapped k3c coli"}
 MEM_LIMIT=${MEM_LIMIT:-}
 PROMPT_IDS="100,137"  # deltafin bench decode's 2-token prompt: (100 + 37 i) mod vocab
+SPEC_IDS=${SPEC_IDS:-$PROMPT_IDS}
+export SPEC_IDS
+K3C_SPEC=${K3C_SPEC:-8}
+K3C_TRUNK=${K3C_TRUNK:-${MODEL%/}.k3trunk}
 K3C=$PEERS/kimi-k3-in-c/bin/k3
 COLI=$PEERS/colibri/c/kimi_k3
 HERE=$(dirname "$(realpath "$0")")
@@ -58,6 +69,36 @@ if [[ " $ENGINES " == *" lcpp "* ]]; then
   [[ -d $HERE/node_modules/node-llama-cpp ]] ||
     (cd "$HERE" && npm install --omit=optional --no-audit --no-fund --loglevel=error)
   [[ -s $LCPP_GGUF ]] || "$PY" "$HERE/k3_to_gguf.py" "$MODEL" "$LCPP_GGUF"
+fi
+
+# kimi-k3-in-c streams its trunk only from its own packed copy (tools/pack_trunk.py: each layer's
+# non-expert tensors as one 4096-aligned run, read with O_DIRECT). Packed once, outside the runs.
+if [[ " $ENGINES " == *" k3c_spec "* || " $ENGINES " == *" k3c_serial "* ]]; then
+  n_layers=$("$PY" -c 'import json,sys; c=json.load(open(sys.argv[1])); print(c.get("text_config", c)["num_hidden_layers"])' "$MODEL/config.json")
+  [[ -s $K3C_TRUNK/trunk.json ]] ||
+    "$PY" "$PEERS/kimi-k3-in-c/tools/pack_trunk.py" "$MODEL" "$K3C_TRUNK" "$n_layers" >"$OUT/k3c_pack.log"
+  # Its budgets at the same memory as deltafin's: MEM_LIMIT less the embeddings, lm_head and
+  # norms it holds resident in BF16 and 0.6 GB for its KV cache, state and buffers; then the
+  # trunk first (its presets' rule, docs/TUNING.md there), 1 GB of expert cache.
+  K3C_SPEC_CACHE_GB=${K3C_SPEC_CACHE_GB:-1}
+  if [[ -n $MEM_LIMIT && -z ${K3C_SPEC_TRUNK_GB:-} ]]; then
+    K3C_SPEC_TRUNK_GB=$("$PY" - "$MODEL" "$(numfmt --from=iec "$MEM_LIMIT")" "$K3C_SPEC_CACHE_GB" <<'EOF'
+import json, os, struct, sys
+d, limit, cache_gb = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+wm = json.load(open(os.path.join(d, "model.safetensors.index.json")))["weight_map"]
+globals_bytes = 0
+for shard in sorted(set(wm.values())):
+    with open(os.path.join(d, shard), "rb") as f:
+        hdr = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+    for k, v in hdr.items():
+        if k != "__metadata__" and ".layers." not in k:
+            globals_bytes += v["data_offsets"][1] - v["data_offsets"][0]
+print(round((limit - globals_bytes) / 1e9 - 0.6 - cache_gb, 2))
+EOF
+)
+  fi
+  K3C_SPEC_TRUNK_GB=${K3C_SPEC_TRUNK_GB:-4}
+  echo "k3c: packed trunk $K3C_TRUNK, --trunk-gb $K3C_SPEC_TRUNK_GB --cache-gb $K3C_SPEC_CACHE_GB" >&2
 fi
 
 # Cold start for every run: the shards must come from the disk, not from the previous engine's
@@ -142,6 +183,20 @@ engine() {
       run coli "$r" env K3_BITS=32 K3_MLA_BITS=32 K3_HEAD_BITS=32 K3_IDOT=0 K3_TOPP=0 \
         K3_EXPERT_GB="$COLI_EXPERT_GB" RAM_GB="$COLI_RAM_GB" USAGE_SAVE=0 COLI_USAGE="$OUT/coli_usage.none" \
         "$COLI" "$MODEL" --ids "$PROMPT_IDS" --ngen $((TOKENS + 1)) ;;
+    df_off | df_spec)
+      # The speculation pair: the chosen prompt; s/token is the JSON's mean over the decoded ids
+      # (a pass that yields several ids counts once per id).
+      local mode=off
+      [[ $e == df_spec ]] && mode=${DF_SPECULATE:-auto}
+      run "$e" "$r" "$DF" bench decode --model "$MODEL" --tokens "$TOKENS" --ids "$SPEC_IDS" --json \
+        --speculate "$mode" --ceiling-reps 1 "${DF_BUDGET[@]}" ;;
+    k3c_spec | k3c_serial)
+      [[ -x $K3C ]] || return 0
+      local spec=()
+      [[ $e == k3c_spec ]] && spec=(--spec "$K3C_SPEC")
+      run "$e" "$r" "$K3C" "$MODEL" --ids "$SPEC_IDS" --gen $((TOKENS + 1)) --incremental "${spec[@]}" \
+        --trunk "$K3C_TRUNK" --trunk-gb "$K3C_SPEC_TRUNK_GB" --cache-gb "$K3C_SPEC_CACHE_GB" \
+        --out "$OUT/$e.r$r.json" ;;
     lcpp)
       # Prompt in one batch, then TOKENS greedy steps; per-step wall times on stderr in deltafin's
       # "token i: ... wall X ms" form, ids and load time in its JSON line.
@@ -172,11 +227,29 @@ def parse(e, base):
         j = json.loads(o.strip().splitlines()[-1])
         return dict(steps=j["step_seconds"], ids=j["ids"], load=round(j["load_seconds"], 2),
                     prompt_s=round(j["prompt_seconds"], 2), threads=j["threads"])
+    if e in ("df_off", "df_spec"):
+        j = json.loads(o.strip().splitlines()[-1])
+        n = j["tokens"]
+        return dict(steps=[j["seconds_per_token_mean"]] * n, ids=j["ids"], load=j["load_seconds"],
+                    budget=j["budget_bytes"] / 2**30, tokens_per_pass=j["tokens_per_pass"],
+                    passes=j["passes"], drafted=j["drafted"], accepted=j["accepted"],
+                    rss_within_budget=j["rss_within_budget"])
     if e.startswith("df"):
         j = json.loads(o.strip().splitlines()[-1])
         steps = [float(x) / 1e3 for x in re.findall(r"token \d+: wall ([\d.]+) ms", err)]
         return dict(steps=steps, ids=j["ids"], load=j["load_seconds"], budget=j["budget_bytes"] / 2**30,
                     median=j["seconds_per_token"])
+    if e in ("k3c_spec", "k3c_serial"):
+        # One STEP row per sweep; step 0 is the prompt (one id), each later sweep emits 1 + its
+        # accepted drafts, so s/token = the decode sweeps' seconds over the ids they emitted.
+        rows = re.findall(r"^(\d+)\s+(\d+)\s+([\d.]+)\s", o, re.M)
+        ids = json.loads(read(base + ".json"))["generated_ids"]
+        secs = [float(s) for i, _, s in rows if int(i) >= 1]
+        n_dec = len(ids) - 1
+        m = re.search(r"PEAK RSS for the whole run: (\S+ \S+)", o)
+        return dict(steps=[sum(secs) / n_dec] * n_dec, ids=ids, passes=len(secs),
+                    tokens_per_pass=round(n_dec / len(secs), 3), load=None,
+                    peak_rss=m.group(1) if m else None)
     if e == "k3c":
         rows = re.findall(r"^(\d+)\s+(\d+)\s+([\d.]+)\s", o, re.M)
         steps = [float(s) for i, _, s in rows if int(i) >= 1]
@@ -193,7 +266,8 @@ def parse(e, base):
         return dict(steps=[float(m.group(2)) / n_steps] * n_steps, ids=ids,
                     load=float(li.group(1)) if li else None)
 
-rows, ref_ids = {}, None
+SPEC = {"df_off", "df_spec", "k3c_spec", "k3c_serial"}  # engines on the chosen prompt, SPEC_IDS
+rows, ref_ids, spec_ref = {}, None, None
 for e in engines:
     for r in range(1, rounds + 1):
         base = os.path.join(out, f"{e}.r{r}")
@@ -210,16 +284,24 @@ for e in engines:
         rows.setdefault(e, []).append(d)
         if e == "df" and ref_ids is None:
             ref_ids = d["ids"]
+        if e in ("df_off", "df_spec") and spec_ref is None:
+            spec_ref = d["ids"]
 
 summary = {}
 print(f"decode s/token = mean of {tokens} decode steps per run; min/median/max over runs")
 for e, ds in rows.items():
     means = sorted(d["mean"] for d in ds)
-    same = [ref_ids is not None and d["ids"][: len(ref_ids)] == ref_ids[: len(d["ids"])] for d in ds]
+    ref = spec_ref if e in SPEC else ref_ids
+    # The speculation pair decodes the same count: its ids must be equal outright.
+    same = [ref is not None and (d["ids"] == ref if e in SPEC else
+            d["ids"][: len(ref)] == ref[: len(d["ids"])]) for d in ds]
     s = dict(min=means[0], median=statistics.median(means), max=means[-1],
              rss_gib=[round(d["rss"], 2) for d in ds], load_s=[d["load"] for d in ds],
              per_round={d["round"]: round(d["mean"], 3) for d in ds},
              ids=[d["ids"] for d in ds], ids_equal_deltafin=same)
+    for k in ("tokens_per_pass", "passes", "drafted", "accepted", "peak_rss", "rss_within_budget"):
+        if k in ds[0]:
+            s[k] = [d[k] for d in ds]
     summary[e] = s
     print(f"{e:10s} {s['min']:.3f} / {s['median']:.3f} / {s['max']:.3f}  rss GiB {s['rss_gib']}  "
           f"load s {s['load_s']}  ids==deltafin {same}")
@@ -232,5 +314,16 @@ if "df" in summary:
         summary[e]["speedup_df_per_round"] = [round(x, 2) for x in per]
         print(f"deltafin speed-up over {e}: median {summary[e]['median'] / summary['df']['median']:.2f}x"
               f", per round {[round(x, 2) for x in per]}")
+for base_e in ("df_spec", "df_off"):  # the pair's ratios, per round (interleaved)
+    if base_e not in summary:
+        continue
+    for e in [x for x in summary if x in SPEC and x != base_e]:
+        b = summary[base_e]["per_round"]
+        per = [summary[e]["per_round"][r] / b[r] for r in b if r in summary[e]["per_round"]]
+        summary[e][f"speedup_{base_e}_per_round"] = [round(x, 2) for x in per]
+        print(f"{base_e} speed-up over {e}: median {summary[e]['median'] / summary[base_e]['median']:.2f}x"
+              f", per round {[round(x, 2) for x in per]}")
+if SPEC & set(summary):
+    summary["spec_ids"] = os.environ.get("SPEC_IDS", "")
 json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)
 EOF
