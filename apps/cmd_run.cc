@@ -96,6 +96,7 @@ int run_run(Args& args) {
   gen.top_k = static_cast<int>(args.get_int("top-k", 0));
   gen.seed = static_cast<uint64_t>(args.get_int("seed", 0));
   gen.speculation = read_speculation_flags(args, "run");
+  gen.speculation.chat = chat;
   EngineOptions engine;
   read_chunk_flag(args, "run", &engine);
   read_stream_flags(args, &engine);

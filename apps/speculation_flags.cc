@@ -11,15 +11,25 @@ constexpr long long kMaxDraft = 16;  // SpecController::kMaxDraft: the controlle
 
 SpeculationOptions read_speculation_flags(Args& args, const char* command) {
   SpeculationOptions o;
-  const std::string mode = args.get("speculate", "auto");
+  // --draft is the drafter's name for the same choice (issue #17's spelling); one of the two.
+  const bool has_speculate = args.has("speculate"), has_draft = args.has("draft");
+  if (has_speculate && has_draft)
+    base::fail("deltafin ", command, ": give --speculate or --draft, not both");
+  const char* flag = has_draft ? "--draft" : "--speculate";
+  const std::string mode = has_draft ? args.get("draft", "auto") : args.get("speculate", "auto");
   if (mode == "auto") {
     o.mode = Speculation::kAuto;
   } else if (mode == "off") {
     o.mode = Speculation::kOff;
   } else if (mode == "ngram") {
     o.mode = Speculation::kNgram;
+  } else if (mode == "dspark") {
+    o.mode = Speculation::kDspark;
+  } else if (mode == "qwen") {
+    o.mode = Speculation::kQwen;
   } else {
-    base::fail("deltafin ", command, ": --speculate must be auto, off or ngram, got '", mode, "'");
+    base::fail("deltafin ", command, ": ", flag, " must be auto, off, ngram, dspark or qwen, got '",
+               mode, "'");
   }
   const long long draft_max = args.get_int("draft-max", o.draft_max);
   const long long draft_min = args.get_int("draft-min", 0);
@@ -41,6 +51,10 @@ const char* speculation_name(Speculation mode) {
       return "off";
     case Speculation::kNgram:
       return "ngram";
+    case Speculation::kDspark:
+      return "dspark";
+    case Speculation::kQwen:
+      return "qwen";
     case Speculation::kScript:
       return "script";
   }

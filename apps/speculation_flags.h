@@ -10,10 +10,11 @@
 
 namespace deltafin::apps {
 
-// --speculate auto|off|ngram, --draft-max N (0..16), --draft-min N (0..16, at most --draft-max
-// unless --draft-max is absent); a bad value is a user error naming `command`.
+// --speculate auto|off|ngram|dspark|qwen (or the same as --draft), --draft-max N (0..16),
+// --draft-min N (0..16, at most --draft-max unless --draft-max is absent); a bad value is a user
+// error naming `command`.
 SpeculationOptions read_speculation_flags(Args& args, const char* command);
-// "auto", "off", "ngram" or "script".
+// "auto", "off", "ngram", "dspark", "qwen" or "script".
 const char* speculation_name(Speculation mode);
 // "speculation: ..." with drafted, accepted, passes and ids per pass; empty when nothing was
 // drafted and speculation was off.

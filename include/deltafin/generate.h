@@ -11,9 +11,13 @@ namespace deltafin {
 // of the model checks several of them at once. Every id is still the model's own: the output is
 // the same with speculation on or off, for greedy and seeded sampling alike; only speed changes.
 enum class Speculation {
-  kAuto,   // the best drafter there is for the text (n-gram lookup today), when it pays
-  kOff,    // one id per pass
-  kNgram,  // prompt lookup: ids that followed the latest earlier occurrence of the last few ids
+  // The best drafter there is for the text, when it pays: DSpark for chat requests and Qwen3 for
+  // raw completions where the model folder holds them (docs/SPECULATION.md), n-gram lookup else.
+  kAuto,
+  kOff,     // one id per pass
+  kNgram,   // prompt lookup: ids that followed the latest earlier occurrence of the last few ids
+  kDspark,  // the DSpark block drafter (chat or not), reading the model's hidden states
+  kQwen,    // a Qwen3 model drafting text, translated into the model's ids
   // The ids of SpeculationOptions::script, the continuation known in advance (a plain run's):
   // measures the engine with acceptance full, or cut where the script differs (bench verify).
   kScript,
@@ -29,6 +33,9 @@ struct SpeculationOptions {
   // kScript: the generated ids expected, from the first; the drafts after the g-th generated id
   // are script[g], script[g + 1], ...
   std::vector<int32_t> script;
+  // The request was rendered with the chat format: kAuto drafts it with DSpark (trained on chat);
+  // raw text goes to the Qwen3 drafter.
+  bool chat = false;
 };
 
 // After each pass that generated ids: what it verified and what it kept (stats, benchmarks).
@@ -38,6 +45,8 @@ struct PassReport {
   int accepted = 0;           // drafted ids that equalled the model's own
   double ms = 0.0;            // the pass's wall time
   const char* decision = "";  // why the controller chose this width
+  const char* drafter = "";   // who proposed the drafts ("" for a plain pass)
+  double draft_ms = 0.0;      // the proposal's wall time (before the pass)
 };
 
 struct GenerateOptions {

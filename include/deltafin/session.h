@@ -21,6 +21,7 @@ struct SessionStats {
   int64_t verify_passes = 0;    // of them, passes that verified drafted ids
   int64_t drafted_tokens = 0;   // drafted ids verified
   int64_t accepted_tokens = 0;  // of them, the ones equal to the model's own
+  double draft_ms = 0.0;        // drafters' proposals (model drafters run forwards of their own)
 };
 
 class Session {

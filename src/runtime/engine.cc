@@ -11,6 +11,7 @@
 #include "deltafin/engine.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
+#include "runtime/session_drafter.h"
 #include "runtime/speculator.h"
 #include "runtime/streaming.h"
 #include "runtime/text.h"
@@ -40,13 +41,16 @@ int prefill_group(int chunk, int asked) {
 
 class SessionImpl : public Session {
  public:
-  SessionImpl(model::Model* model, std::mutex* mu, int chunk, int group, int64_t max_context)
+  SessionImpl(model::Model* model, std::mutex* mu, int chunk, int group, int64_t max_context,
+              DrafterModel* dspark, DrafterModel* qwen)
       : model_(model),
         mu_(mu),
         attention_chunk_(chunk),
         prefill_group_(group),
         max_context_(max_context),
-        state_(model->new_state(max_context)) {}
+        state_(model->new_state(max_context)),
+        dspark_(dspark ? dspark->new_session() : nullptr),
+        qwen_(qwen ? qwen->new_session() : nullptr) {}
 
   std::vector<float> forward(std::span<const int32_t> ids, bool all_rows) override;
   GenerateResult generate(std::span<const int32_t> prompt, const GenerateOptions& options,
@@ -60,6 +64,8 @@ class SessionImpl : public Session {
     pending_ = -1;
     last_logits_.clear();
     stats_ = {};
+    if (dspark_) dspark_->rewind(0);
+    if (qwen_) qwen_->rewind(0);
   }
   const SessionStats& stats() const override { return stats_; }
 
@@ -77,6 +83,9 @@ class SessionImpl : public Session {
   // Keeps the first `rows` rows of the verify pass that gave `logits` (the pending id and rows - 1
   // drafted ids); the last kept row's logits become the session's.
   void keep(int64_t rows, std::span<const float> logits);
+  // Sets `options` to tap what the DSpark drafter reads in a pass of n rows, when it is keeping
+  // up with this sequence and this request drafts with it; returns whether it did.
+  bool tap(model::ForwardOptions& options, int64_t n);
 
   model::Model* model_;
   std::mutex* mu_;
@@ -89,6 +98,11 @@ class SessionImpl : public Session {
   std::vector<float> last_logits_;
   SessionStats stats_;
   Speculator speculator_;  // drafts and the verify widths' costs, learned over the session
+  std::unique_ptr<SessionDrafter> dspark_;  // null: the engine has no DSpark drafter
+  std::unique_ptr<SessionDrafter> qwen_;    // null: nor a Qwen3 one
+  bool want_taps_ = false;                  // the last generate call may draft with DSpark
+  std::vector<float> taps_;                 // the last pass's taps, [layers][rows][hidden]
+  int64_t tapped_rows_ = 0;                 // rows in taps_ (0: the last pass was not tapped)
 };
 
 class EngineImpl : public Engine {
@@ -122,13 +136,16 @@ class EngineImpl : public Engine {
   StreamStats stream_stats() const override { return streaming_->stats(); }
   std::unique_ptr<Session> new_session() override {
     return std::make_unique<SessionImpl>(model_, &mu_, options_.attention_chunk_tokens,
-                                         options_.prefill_group_tokens, info_.max_context_tokens);
+                                         options_.prefill_group_tokens, info_.max_context_tokens,
+                                         dspark_model_.get(), qwen_model_.get());
   }
 
  private:
   EngineOptions options_;
   std::unique_ptr<Streaming> streaming_;  // owns the model
   model::Model* model_ = nullptr;
+  std::unique_ptr<DrafterModel> dspark_model_;  // null: none in the folder, or not worth its RAM
+  std::unique_ptr<DrafterModel> qwen_model_;
   ModelInfo info_;
   std::mutex mu_;
   mutable std::once_flag text_once_;  // a failed load leaves it unset: the next call retries
@@ -167,9 +184,11 @@ std::vector<float> SessionImpl::run(std::vector<int32_t> ids, bool all_rows,
     done = begin + len;
     // A pass before the last one still needs running for the state when only the last row's
     // logits are wanted; its logits land in `out` and are overwritten.
+    const bool tapped = tap(options, len);
     try {
       model_->forward(state_, std::span(ids).subspan(begin, len), all_rows,
                       all_rows ? out.data() + begin * vocab : out.data(), options);
+      if (tapped) dspark_->commit_rows(taps_.data(), len, 0, len);
     } catch (const model::PassCancelled&) {
       reset();  // the pass stopped between two layers: no id list describes the state
       *cancelled = true;
@@ -201,8 +220,14 @@ std::vector<float> SessionImpl::step(std::span<const int32_t> drafts) {
   const base::Stopwatch pass_time;
   model::ForwardOptions options;
   options.kind = drafts.empty() ? model::PassKind::kDecode : model::PassKind::kVerify;
+  const bool tapped = tap(options, n);
   try {
     model_->forward(state_, ids, true, out.data(), options);
+    // A decode pass commits its row now; a verify pass's rows wait for keep().
+    if (tapped && drafts.empty()) {
+      dspark_->commit_rows(taps_.data(), 1, 0, 1);
+      tapped_rows_ = 0;
+    }
   } catch (...) {
     reset();  // a pass that failed part-way leaves a state no id list describes
     throw;
@@ -226,9 +251,21 @@ void SessionImpl::keep(int64_t rows, std::span<const float> logits) {
     std::lock_guard<std::mutex> lock(*mu_);
     model_->commit(state_, rows);
   }
+  if (tapped_rows_ > 0) dspark_->commit_rows(taps_.data(), tapped_rows_, 0, rows);
   stats_.decode_tokens += rows;
   stats_.accepted_tokens += rows - 1;
   last_logits_.assign(logits.begin() + (rows - 1) * vocab, logits.begin() + rows * vocab);
+}
+
+bool SessionImpl::tap(model::ForwardOptions& options, int64_t n) {
+  tapped_rows_ = 0;
+  if (!dspark_ || !want_taps_ || !dspark_->ready(state_.n_positions)) return false;
+  const std::span<const int64_t> layers = dspark_->tap_layers();
+  taps_.resize(layers.size() * n * model_->config().hidden_size);
+  options.tap_layers = layers;
+  options.tap_out = taps_.data();
+  tapped_rows_ = n;
+  return true;
 }
 
 std::vector<float> SessionImpl::forward(std::span<const int32_t> ids, bool all_rows) {
@@ -248,6 +285,10 @@ GenerateResult SessionImpl::generate(std::span<const int32_t> prompt,
                                      const GenerateOptions& options,
                                      const TokenCallback& on_token) {
   GenerateResult result;
+  // DSpark reads this request's passes when it may draft for it; a request that skips them
+  // leaves DSpark behind the sequence, unable to draft until the session starts over.
+  want_taps_ = options.speculation.mode == Speculation::kAuto ||
+               options.speculation.mode == Speculation::kDspark;
   if (!prompt.empty()) {
     bool cancelled = false;
     run(std::vector<int32_t>(prompt.begin(), prompt.end()), false, &options.cancel, &cancelled,
@@ -268,7 +309,10 @@ GenerateResult SessionImpl::generate(std::span<const int32_t> prompt,
   result.stop = StopReason::kMaxTokens;
   if (options.max_new_tokens <= 0) return result;
   Sampler sampler(options);
-  speculator_.begin(options.speculation);
+  Speculator::ModelDrafters models;
+  if (dspark_ && dspark_->ready(state_.n_positions)) models.dspark = dspark_.get();
+  if (qwen_ && qwen_->ready(state_.n_positions)) models.qwen = qwen_.get();
+  speculator_.begin(options.speculation, models);
   const int64_t eos = model_->config().eos_token_id, vocab = model_->config().vocab_size;
   // The rows to draw from: the logits after the pending id, then after each drafted id the last
   // pass verified. Each row's id is drawn exactly as a decode step would draw it (the same
@@ -277,6 +321,8 @@ GenerateResult SessionImpl::generate(std::span<const int32_t> prompt,
   std::vector<int32_t> drafts;
   double pass_ms = 0.0;
   const char* decision = "";
+  const char* drafter = "";
+  double draft_ms = 0.0;
   bool ran_pass = false;  // the rows came from a pass of this loop (else from the prompt's)
   int generated = 0;
   for (;;) {
@@ -309,7 +355,7 @@ GenerateResult SessionImpl::generate(std::span<const int32_t> prompt,
     }
     if (ran_pass && options.on_pass) {
       options.on_pass({static_cast<int>(drafts.size()) + 1, static_cast<int>(drafts.size()),
-                       static_cast<int>(used - 1), pass_ms, decision});
+                       static_cast<int>(used - 1), pass_ms, decision, drafter, draft_ms});
     }
     if (stop) {
       result.stop = *stop;
@@ -325,6 +371,9 @@ GenerateResult SessionImpl::generate(std::span<const int32_t> prompt,
     const Speculator::Plan plan = speculator_.plan(ids_, generated, static_cast<int>(room));
     drafts = plan.drafts;
     decision = plan.decision;
+    drafter = plan.drafter;
+    draft_ms = plan.draft_ms;
+    stats_.draft_ms += plan.draft_ms;
     const base::Stopwatch pass_time;
     rows = step(drafts);
     ran_pass = true;

@@ -177,6 +177,9 @@ int SpecController::choose_width(const Draft& draft, int drafter) {
   // The drafter's confidence can only lower the estimate: the per-request acceptance already
   // measures how often this drafter is right, so taking the higher would count it twice.
   const double a_hat = acceptance(last_drafter_);
+  // A drafted width pays for the proposal as well as its pass: a drafter that costs more than its
+  // accepted ids save is not worth running, even though this proposal's time is spent already.
+  const double proposal_s = draft_cost(last_drafter_);
   int best_k = 0;
   double best_rate = expected_rate(0, a_hat);
   double tokens = 1.0;
@@ -188,7 +191,7 @@ int SpecController::choose_width(const Draft& draft, int drafter) {
     }
     p *= a;
     tokens += p;
-    const double rate = tokens / pass_cost(k + 1);
+    const double rate = tokens / (pass_cost(k + 1) + proposal_s);
     // Strictly better by a margin, so that ties and rounding never widen the pass.
     if (rate > best_rate * (1.0 + 1e-9)) {
       best_rate = rate;
@@ -226,6 +229,23 @@ void SpecController::record_pass(int w_rows, double seconds, uint64_t bytes) {
   n = std::min(n + 1, kCostWindow);
   cost_s_[w_rows] += (seconds - cost_s_[w_rows]) / n;
   cost_bytes_[w_rows] += (static_cast<double>(bytes) - cost_bytes_[w_rows]) / n;
+}
+
+void SpecController::record_draft(int drafter, double seconds) {
+  drafter = std::max(drafter, 0);
+  if (!(seconds >= 0.0) || !std::isfinite(seconds)) return;
+  if (static_cast<size_t>(drafter) >= draft_s_.size()) {
+    draft_s_.resize(drafter + 1, 0.0);
+    draft_n_.resize(drafter + 1, 0);
+  }
+  int& n = draft_n_[drafter];
+  n = std::min(n + 1, kCostWindow);
+  draft_s_[drafter] += (seconds - draft_s_[drafter]) / n;
+}
+
+double SpecController::draft_cost(int drafter) const {
+  if (drafter < 0 || static_cast<size_t>(drafter) >= draft_s_.size()) return 0.0;
+  return draft_s_[drafter];
 }
 
 void SpecController::record_acceptance(int proposed, int accepted) {

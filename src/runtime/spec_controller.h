@@ -84,6 +84,11 @@ class SpecController {
   void record_pass(int w_rows, double seconds, uint64_t bytes);
   // Of the `proposed` ids verified at the last choose_width, the first `accepted` were accepted.
   void record_acceptance(int proposed, int accepted);
+  // A proposal of `drafter` took `seconds` (a model drafter's forward; n-gram lookup is ~free).
+  // Every drafted width then has to pay for it too.
+  void record_draft(int drafter, double seconds);
+  // Mean seconds of a proposal of `drafter` (0 until one is recorded).
+  double draft_cost(int drafter) const;
 
   // The cost model: seconds of a pass of w_rows rows (relative to 1.0 before anything is measured).
   double pass_cost(int w_rows) const;
@@ -116,6 +121,8 @@ class SpecController {
   std::vector<double> cost_bytes_;
   std::vector<int> cost_n_;
   std::vector<Acceptance> acceptance_;
+  std::vector<double> draft_s_;  // per drafter: running mean seconds of a proposal
+  std::vector<int> draft_n_;
   int cap_ = 2;        // widest width allowed now: starts narrow, widens on full acceptance
   int budget_ = 0;     // the last draft_budget()
   int level_ = 0;      // back-off level: a back-off skips 2^level - 1 steps

@@ -343,6 +343,7 @@ void Service::execute(Job& job, HttpConnection& conn) {
   options.top_k = job.gen.top_k;
   options.seed = job.gen.seed ? *job.gen.seed : std::random_device{}();
   options.speculation = options_.speculation;
+  options.speculation.chat = job.chat;
   bool cancelled = false;
   options.cancel = [&] { return cancelled = cancelled || conn.client_gone(); };
   std::unique_ptr<TextStream> pipeline =
