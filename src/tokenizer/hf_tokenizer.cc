@@ -29,28 +29,6 @@ std::string byte_level_decode(const std::string& text) {
   return out;
 }
 
-// Calls on_valid(run) for each maximal run of valid UTF-8 and on_byte(b) for each other byte.
-template <typename OnValid, typename OnByte>
-void for_each_valid_run(std::string_view text, OnValid on_valid, OnByte on_byte) {
-  size_t run_start = 0;
-  size_t i = 0;
-  while (i < text.size()) {
-    if (static_cast<uint8_t>(text[i]) < 0x80) {
-      ++i;
-      continue;
-    }
-    const size_t len = utf8::sequence_length(text, i);
-    if (len > 0) {
-      i += len;
-      continue;
-    }
-    if (i > run_start) on_valid(text.substr(run_start, i - run_start));
-    on_byte(static_cast<uint8_t>(text[i]));
-    run_start = ++i;
-  }
-  if (i > run_start) on_valid(text.substr(run_start, i - run_start));
-}
-
 }  // namespace
 
 HfTokenizer HfTokenizer::load(const std::string& path) {
@@ -131,7 +109,7 @@ void HfTokenizer::for_each_piece(std::string_view valid_utf8, Fn fn) const {
 }
 
 void HfTokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out) const {
-  for_each_valid_run(
+  utf8::for_each_valid_run(
       text,
       [&](std::string_view run) {
         for_each_piece(run, [&](std::string_view piece) {
@@ -189,7 +167,7 @@ std::optional<int32_t> HfTokenizer::added_token_id(std::string_view content) con
 
 std::vector<std::string> HfTokenizer::pieces(std::string_view text) const {
   std::vector<std::string> out;
-  for_each_valid_run(
+  utf8::for_each_valid_run(
       text,
       [&](std::string_view run) {
         for_each_piece(run, [&](std::string_view p) { out.emplace_back(p); });

@@ -17,29 +17,6 @@ namespace {
 
 constexpr int32_t kKimiReservedSpecials = 256;
 
-// Calls on_valid(run) for each maximal run of valid UTF-8 and on_byte(b) for each byte outside
-// one, in order.
-template <typename OnValid, typename OnByte>
-void for_each_valid_run(std::string_view text, OnValid on_valid, OnByte on_byte) {
-  size_t run_start = 0;
-  size_t i = 0;
-  while (i < text.size()) {
-    if (static_cast<uint8_t>(text[i]) < 0x80) {
-      ++i;
-      continue;
-    }
-    const size_t len = utf8::sequence_length(text, i);
-    if (len > 0) {
-      i += len;
-      continue;
-    }
-    if (i > run_start) on_valid(text.substr(run_start, i - run_start));
-    on_byte(static_cast<uint8_t>(text[i]));
-    run_start = ++i;
-  }
-  if (i > run_start) on_valid(text.substr(run_start, i - run_start));
-}
-
 std::map<int32_t, std::string> read_added_tokens(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) base::fail("cannot open tokenizer config ", path);
@@ -145,7 +122,7 @@ Tokenizer Tokenizer::load(const std::string& vocab_path, Pattern pattern,
 }
 
 void Tokenizer::encode_chunk(std::string_view text, std::vector<int32_t>& out) const {
-  for_each_valid_run(
+  utf8::for_each_valid_run(
       text,
       [&](std::string_view run) {
         splitter_.split(run, [&](std::string_view piece) { byte_pair_encode(vocab_, piece, out); });
@@ -241,7 +218,7 @@ std::vector<std::string> Tokenizer::pieces(Pattern pattern, std::string_view tex
   const PieceSplitter splitter(pattern);
   std::vector<std::string> out;
   const auto chunk = [&](std::string_view slice) {
-    for_each_valid_run(
+    utf8::for_each_valid_run(
         slice,
         [&](std::string_view run) {
           splitter.split(run, [&](std::string_view piece) { out.emplace_back(piece); });

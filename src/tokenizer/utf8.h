@@ -25,6 +25,29 @@ bool is_valid(std::string_view s);
 // caller can hold those back until more bytes arrive. With final=true it consumes everything.
 size_t decode_replace(std::string_view bytes, std::string& out, bool final);
 
+// Calls on_valid(run) for each maximal run of valid UTF-8 in `text` and on_byte(b) for each byte
+// outside one, in order (both tokenizers encode the runs and give the other bytes byte tokens).
+template <typename OnValid, typename OnByte>
+void for_each_valid_run(std::string_view text, OnValid on_valid, OnByte on_byte) {
+  size_t run_start = 0;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (static_cast<unsigned char>(text[i]) < 0x80) {
+      ++i;
+      continue;
+    }
+    const size_t len = sequence_length(text, i);
+    if (len > 0) {
+      i += len;
+      continue;
+    }
+    if (i > run_start) on_valid(text.substr(run_start, i - run_start));
+    on_byte(static_cast<unsigned char>(text[i]));
+    run_start = ++i;
+  }
+  if (i > run_start) on_valid(text.substr(run_start, i - run_start));
+}
+
 // Python's str.isspace(): general category Zs or bidirectional class WS, B or S.
 bool python_isspace(char32_t c);
 
