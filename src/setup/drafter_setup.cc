@@ -134,21 +134,39 @@ void write_record(const DrafterInstallOptions& o, const std::string& commit,
   write_file_atomic(join_path(o.dir, kDrafterRecord), j.dump(2) + "\n");
 }
 
+// Where both drafter installs start: a client for the remote repository (its token sent to the
+// repository's host unless told otherwise), the state folder, the commit the revision resolves
+// to, and the files pinned at that commit.
+struct DrafterRemote {
+  explicit DrafterRemote(const DrafterInstallOptions& o)
+      : client(with_token_host(o), &stats, &redirects), remote(o.remote) {
+    make_dirs(join_path(o.dir, kStateDir));
+    remote.revision = resolve_commit(client, o);
+    pins = pinned_files(remote.repo, remote.revision);
+  }
+  static HttpOptions with_token_host(const DrafterInstallOptions& o) {
+    HttpOptions http = o.http;
+    if (http.token_host.empty()) http.token_host = o.remote.host();
+    return http;
+  }
+
+  HttpStats stats;
+  RedirectCache redirects;
+  HttpClient client;
+  RemoteRepo remote;
+  std::vector<PinnedFile> pins;
+};
+
 }  // namespace
 
 DrafterInstallReport install_dspark(const DrafterInstallOptions& o) {
   const base::Stopwatch watch;
-  HttpOptions http = o.http;
-  if (http.token_host.empty()) http.token_host = o.remote.host();
-  HttpStats stats;
-  RedirectCache redirects;
-  HttpClient client(http, &stats, &redirects);
-  make_dirs(join_path(o.dir, kStateDir));
+  DrafterRemote fetch(o);
+  HttpClient& client = fetch.client;
+  const RemoteRepo& remote = fetch.remote;
+  const std::vector<PinnedFile>& pins = fetch.pins;
   DrafterInstallReport report;
-  report.commit = resolve_commit(client, o);
-  RemoteRepo remote = o.remote;
-  remote.revision = report.commit;
-  const std::vector<PinnedFile> pins = pinned_files(remote.repo, report.commit);
+  report.commit = remote.revision;
 
   report.local_bytes += fetch_whole(client, remote, o.dir, "config.json", true, pins, false);
   report.local_bytes += fetch_whole(client, remote, o.dir, "LICENSE", false, pins, false);
@@ -216,24 +234,19 @@ DrafterInstallReport install_dspark(const DrafterInstallOptions& o) {
                 {"remote_model_bytes", facts->size},
                 {"remote_model_sha256", facts->digest.hex},
                 {"local_model_bytes", shard.file_bytes}});
-  report.downloaded_bytes = stats.bytes.load();
+  report.downloaded_bytes = fetch.stats.bytes.load();
   report.seconds = watch.elapsed_seconds();
   return report;
 }
 
 DrafterInstallReport install_qwen(const DrafterInstallOptions& o) {
   const base::Stopwatch watch;
-  HttpOptions http = o.http;
-  if (http.token_host.empty()) http.token_host = o.remote.host();
-  HttpStats stats;
-  RedirectCache redirects;
-  HttpClient client(http, &stats, &redirects);
-  make_dirs(join_path(o.dir, kStateDir));
+  DrafterRemote fetch(o);
+  HttpClient& client = fetch.client;
+  const RemoteRepo& remote = fetch.remote;
+  const std::vector<PinnedFile>& pins = fetch.pins;
   DrafterInstallReport report;
-  report.commit = resolve_commit(client, o);
-  RemoteRepo remote = o.remote;
-  remote.revision = report.commit;
-  const std::vector<PinnedFile> pins = pinned_files(remote.repo, report.commit);
+  report.commit = remote.revision;
   struct File {
     const char* name;
     bool required;
@@ -251,7 +264,7 @@ DrafterInstallReport install_qwen(const DrafterInstallOptions& o) {
   // The header must parse (the sha256 above covers the bytes; this names a wrong file early).
   format::read_safetensors_header(join_path(o.dir, "model.safetensors"));
   write_record(o, report.commit, {{"files", names}});
-  report.downloaded_bytes = stats.bytes.load();
+  report.downloaded_bytes = fetch.stats.bytes.load();
   report.seconds = watch.elapsed_seconds();
   return report;
 }
