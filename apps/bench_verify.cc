@@ -83,6 +83,7 @@ std::vector<PassSample> timed_passes(Engine& engine, const std::vector<int32_t>&
 
 int run_bench_verify(Args& args) {
   EngineOptions options;
+  options.drafters = DrafterLoad::kOff;  // the script is the drafter
   options.model_dir = args.required("model");
   const std::vector<int> widths = parse_widths(args.get("widths", "1,2,4,8"));
   const long long n_tokens = args.get_int("tokens", 16);

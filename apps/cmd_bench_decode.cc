@@ -159,6 +159,7 @@ int run_bench(Args& args) {
   const double ceiling_gb = args.get_double("ceiling-gb", 0.5);
   read_stream_flags(args, &options);
   const SpeculationOptions speculation = read_speculation_flags(args, "bench decode");
+  options.drafters = drafters_for(speculation);
   args.check_done();
   if (n_tokens < 1 || n_prompt < 1)
     fail("deltafin bench decode: --tokens and --prompt-tokens must be >= 1");

@@ -26,6 +26,7 @@ int run_generate(Args& args) {
   gen.speculation = read_speculation_flags(args, "generate");
   read_chunk_flag(args, "generate", &options);
   read_stream_flags(args, &options);
+  options.drafters = drafters_for(gen.speculation);
   const bool stats = args.flag("stats");
   args.check_done();
   if (gen.max_new_tokens < 0) base::fail("deltafin generate: --max-new must be >= 0");

@@ -100,6 +100,7 @@ int run_run(Args& args) {
   EngineOptions engine;
   read_chunk_flag(args, "run", &engine);
   read_stream_flags(args, &engine);
+  engine.drafters = drafters_for(gen.speculation);
   args.check_done();
   if (gen.max_new_tokens < 1) base::fail("deltafin run: --max-new must be at least 1");
   if (gen.temperature < 0 || !(gen.top_p > 0 && gen.top_p <= 1) || gen.top_k < 0)

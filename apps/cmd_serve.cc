@@ -103,6 +103,7 @@ int run_serve(Args& args) {
   EngineOptions engine;
   read_chunk_flag(args, "serve", &engine);
   read_stream_flags(args, &engine);
+  engine.drafters = drafters_for(o.service.speculation);
   args.check_done();
 
   engine.model_dir = server::resolve_model_dir(model_flag, setup::default_model_dir());

@@ -43,6 +43,22 @@ SpeculationOptions read_speculation_flags(Args& args, const char* command) {
   return o;
 }
 
+DrafterLoad drafters_for(const SpeculationOptions& options) {
+  switch (options.mode) {
+    case Speculation::kAuto:
+      return DrafterLoad::kAuto;
+    case Speculation::kDspark:
+      return DrafterLoad::kDSpark;
+    case Speculation::kQwen:
+      return DrafterLoad::kQwen;
+    case Speculation::kOff:
+    case Speculation::kNgram:
+    case Speculation::kScript:
+      break;
+  }
+  return DrafterLoad::kOff;
+}
+
 const char* speculation_name(Speculation mode) {
   switch (mode) {
     case Speculation::kAuto:

@@ -35,6 +35,10 @@ enum class SpineMode { kAuto, kStream };
 // Which cached expert a new read replaces: least frequently requested (then least recently), or
 // least recently requested. docs/STREAMING.md has the measurements behind the default.
 enum class ExpertCachePolicy { kLfu, kLru };
+// Which model drafters in MODEL/drafters/ the engine loads (docs/SPECULATION.md): kAuto those the
+// memory plan finds worth their memory, kOff none, kDSpark / kQwen that one whatever it saves
+// (an error when it does not fit or does not load).
+enum class DrafterLoad { kAuto, kOff, kDSpark, kQwen };
 
 // The context reserved when EngineOptions::max_context_tokens is 0: K3 keeps 55 KiB of MLA cache
 // per position, so 32768 positions take 1.8 GiB of the budget.
@@ -75,6 +79,7 @@ struct EngineOptions {
   // 0: kDefaultMaxContext, or the model's max_position_embeddings when that is smaller.
   int64_t max_context_tokens = 0;
   ExpertSource expert_source;  // empty: the experts are in the checkpoint
+  DrafterLoad drafters = DrafterLoad::kAuto;
 };
 
 // What the engine decided at load (also logged then).
@@ -88,13 +93,15 @@ struct MemoryPlanInfo {
   int64_t streamed_layers = 0;
   uint64_t streamed_spine_bytes_per_pass = 0;
   int expert_slots = 0;
-  uint64_t expert_slot_bytes = 0;  // per slot
-  uint64_t expert_span_bytes = 0;  // one expert's tensors (the largest layer's)
-  uint64_t context_bytes = 0;      // attention cache set aside for max_context_tokens positions
-  int read_depth = 0;              // O_DIRECT requests in flight at once
-  int64_t read_piece_bytes = 0;    // per expert read request; 0: one request per expert
-  int prefill_group_tokens = 0;    // prompt rows per pass through the layers
-  std::string summary;             // the startup message
+  uint64_t expert_slot_bytes = 0;     // per slot
+  uint64_t expert_span_bytes = 0;     // one expert's tensors (the largest layer's)
+  uint64_t context_bytes = 0;         // attention cache set aside for max_context_tokens positions
+  int read_depth = 0;                 // O_DIRECT requests in flight at once
+  int64_t read_piece_bytes = 0;       // per expert read request; 0: one request per expert
+  int prefill_group_tokens = 0;       // prompt rows per pass through the layers
+  std::string summary;                // the startup message
+  std::vector<std::string> drafters;  // model drafters loaded ("dspark", "qwen3-0.6b-base")
+  uint64_t drafter_bytes = 0;         // their weights and one session's context each
 };
 
 // Byte and time counters since load; take differences around a token for per-token figures.

@@ -7,9 +7,12 @@
 #include <optional>
 
 #include "base/error.h"
+#include "base/log.h"
+#include "base/memory_budget.h"
 #include "base/stopwatch.h"
 #include "deltafin/engine.h"
 #include "model/model.h"
+#include "runtime/model_drafters.h"
 #include "runtime/sampler.h"
 #include "runtime/session_drafter.h"
 #include "runtime/speculator.h"
@@ -115,8 +118,13 @@ class EngineImpl : public Engine {
     options_.prefill_group_tokens =
         prefill_group(options_.attention_chunk_tokens, options_.prefill_group_tokens);
     if (options_.read_depth <= 0) options_.read_depth = kDefaultReadDepth;
-    streaming_ = Streaming::load(options_);
+    const std::vector<DrafterCandidate> candidates =
+        drafter_candidates(options_.model_dir, config, options_.drafters);
+    std::vector<DrafterCost> costs;
+    for (const DrafterCandidate& d : candidates) costs.push_back(d.cost);
+    streaming_ = Streaming::load(options_, costs);
     model_ = &streaming_->model();
+    load_drafters(candidates);
     const format::ModelConfig& c = model_->config();
     info_.arch = format::arch_name(c.arch);
     info_.vocab_size = c.vocab_size;
@@ -141,6 +149,30 @@ class EngineImpl : public Engine {
   }
 
  private:
+  // Loads the candidates the memory plan chose. One that fails to load is an error when it was
+  // asked for by name, else a warning: the engine runs without it (n-gram lookup drafts).
+  void load_drafters(const std::vector<DrafterCandidate>& candidates) {
+    const std::vector<std::string>& chosen = streaming_->info().drafters;
+    for (const DrafterCandidate& d : candidates) {
+      if (std::find(chosen.begin(), chosen.end(), d.cost.name) == chosen.end()) continue;
+      const base::Stopwatch time;
+      try {
+        if (d.dir.kind == format::DrafterKind::kDSpark) {
+          dspark_model_ = load_dspark_drafter(d.dir.path, *model_);
+        } else {
+          qwen_model_ = load_qwen_drafter(d.dir.path, options_.model_dir, model_->config());
+        }
+      } catch (const base::Error& e) {
+        if (d.cost.forced) throw;
+        base::log_warn("drafter ", d.cost.name, " not loaded: ", e.what());
+        continue;
+      }
+      base::log_info("drafter ", d.cost.name, " loaded from ", d.dir.path, " in ",
+                     time.elapsed_ms() / 1000.0, " s (", base::format_bytes(d.cost.bytes),
+                     " with one session's context)");
+    }
+  }
+
   EngineOptions options_;
   std::unique_ptr<Streaming> streaming_;  // owns the model
   model::Model* model_ = nullptr;
@@ -368,7 +400,11 @@ GenerateResult SessionImpl::generate(std::span<const int32_t> prompt,
     // Drafted ids beyond the ids still wanted or the context's room would be wasted rows.
     const int64_t room = std::min<int64_t>(options.max_new_tokens - generated - 1,
                                            max_context_ - state_.n_positions - 1);
-    const Speculator::Plan plan = speculator_.plan(ids_, generated, static_cast<int>(room));
+    // A model drafter's proposal runs kernels on the pool the passes share: one at a time.
+    const Speculator::Plan plan = [&] {
+      std::lock_guard<std::mutex> lock(*mu_);
+      return speculator_.plan(ids_, generated, static_cast<int>(room));
+    }();
     drafts = plan.drafts;
     decision = plan.decision;
     drafter = plan.drafter;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 #include "base/error.h"
 #include "base/memory_budget.h"
@@ -39,12 +40,16 @@ Cost spine_cost(const TierInputs& in, const std::vector<bool>& resident) {
 
 uint64_t huge_rounded(uint64_t bytes) { return (bytes + kHugePage - 1) / kHugePage * kHugePage; }
 
-TierPlan plan_tiers(const TierInputs& in) {
+namespace {
+
+// The plan with `extra` bytes taken from the budget first (the loaded drafters).
+TierPlan plan_spine_and_experts(const TierInputs& in, uint64_t extra) {
   TierPlan p;
   const size_t n_layers = in.layer_bytes.size();
   const uint64_t spine_total =
       std::accumulate(in.layer_bytes.begin(), in.layer_bytes.end(), uint64_t{0});
-  const uint64_t fixed = in.process_bytes + in.working_bytes + in.context_bytes + in.global_bytes;
+  const uint64_t fixed =
+      in.process_bytes + in.working_bytes + in.context_bytes + in.global_bytes + extra;
   const uint64_t lookahead = in.experts == ExpertMode::kMapped ? 0 : in.lookahead_bytes;
   if (in.forced_slots == 1 || in.forced_slots < 0)
     base::fail("expert slots: ", in.forced_slots, " is too few (at least 2)");
@@ -92,7 +97,8 @@ TierPlan plan_tiers(const TierInputs& in) {
                in.max_context_tokens, " positions ", base::format_bytes(in.context_bytes),
                ", lm_head and norms ", base::format_bytes(in.global_bytes),
                ", spine layers and buffers ", base::format_bytes(spine_cost(in, resident).total()),
-               ", ", first_slots, " expert slots ", base::format_bytes(min_pool), ")");
+               ", ", first_slots, " expert slots ", base::format_bytes(min_pool),
+               extra > 0 ? base::str_cat(", drafters ", base::format_bytes(extra)) : "", ")");
   }
   const Cost c = spine_cost(in, resident);
   p.resident = resident;
@@ -120,6 +126,86 @@ TierPlan plan_tiers(const TierInputs& in) {
   p.planned_bytes = base_bytes - min_pool + c.total() + p.slot_pool_bytes;
   p.within_budget = p.planned_bytes <= in.budget_bytes;
   return p;
+}
+
+}  // namespace
+
+double disk_bytes_per_pass(const TierInputs& in, const TierPlan& p) {
+  double bytes = static_cast<double>(p.streamed_bytes_per_pass);
+  if (!p.experts_mapped && in.n_experts > 0) {
+    const int route_slots = std::min(p.n_slots, std::max(2, in.min_slots));
+    const double cached = std::min(
+        1.0, static_cast<double>(p.n_slots - route_slots) / static_cast<double>(in.n_experts));
+    bytes += static_cast<double>(in.experts_per_pass) * static_cast<double>(in.slot_bytes) *
+             (1.0 - cached);
+  }
+  return bytes;
+}
+
+// Each drafter in turn: loaded when it is forced, or when the share of a pass's reads it saves
+// is at least what taking its RAM from the spine and the expert cache adds to a pass's reads
+// (a resident spine byte saves one read per pass; here both sides are bytes per pass). With
+// everything mapped that holds as long as it still all fits.
+TierPlan plan_tiers(const TierInputs& in) {
+  TierPlan p = plan_spine_and_experts(in, 0);
+  uint64_t taken = 0;
+  for (const DrafterCost& d : in.drafters) {
+    std::optional<TierPlan> with;
+    std::string why;
+    try {
+      with = plan_spine_and_experts(in, taken + d.bytes);
+      if (!with->within_budget && p.within_budget) {
+        why = "the model would no longer fit in the budget";
+        with.reset();
+      }
+    } catch (const base::Error& e) {
+      if (d.forced)
+        base::fail("drafter ", d.name, " (", base::format_bytes(d.bytes),
+                   ") does not fit in the memory budget: ", e.what());
+      why = "does not fit in the budget";
+    }
+    bool load = false;
+    if (with) {
+      const double before = disk_bytes_per_pass(in, p), after = disk_bytes_per_pass(in, *with);
+      const double saved = d.saved_fraction * after, cost = after - before;
+      load = d.forced || saved >= cost;
+      why = d.forced ? "asked for" : load ? "worth its memory" : "not worth its memory";
+      if (after > 0) {
+        why += base::str_cat(": expected to save ", std::round(100 * d.saved_fraction), "% of ",
+                             base::format_bytes(static_cast<uint64_t>(after)),
+                             " read per pass = ", base::format_bytes(static_cast<uint64_t>(saved)),
+                             ", its memory costs ", base::format_bytes(static_cast<uint64_t>(cost)),
+                             " more per pass");
+      } else {
+        why += ": everything still fits";
+      }
+    } else if (d.forced) {
+      base::fail("drafter ", d.name, " (", base::format_bytes(d.bytes), "): ", why,
+                 " (--memory-budget, or --draft ngram)");
+    }
+    p.drafter_reasons.push_back(why);
+    if (load) {
+      const std::vector<std::string> reasons = p.drafter_reasons;
+      std::vector<bool> loaded = p.drafter_loaded;
+      p = *with;
+      p.drafter_reasons = reasons;
+      p.drafter_loaded = loaded;
+      taken += d.bytes;
+    }
+    p.drafter_loaded.push_back(load);
+  }
+  p.drafter_bytes = taken;
+  return p;
+}
+
+std::string describe_drafters(const TierInputs& in, const TierPlan& p) {
+  std::string s = "drafters:";
+  for (size_t i = 0; i < in.drafters.size(); ++i) {
+    s += base::str_cat(i ? "; " : " ", in.drafters[i].name, " (",
+                       base::format_bytes(in.drafters[i].bytes), ") ",
+                       p.drafter_loaded[i] ? "loaded, " : "not loaded, ", p.drafter_reasons[i]);
+  }
+  return s;
 }
 
 std::string describe_tiers(const TierInputs& in, const TierPlan& p,

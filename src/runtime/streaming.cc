@@ -118,7 +118,8 @@ std::vector<io::PageCacheWarmer::Range> mapped_weights(
 
 }  // namespace
 
-std::unique_ptr<Streaming> Streaming::load(const EngineOptions& options) {
+std::unique_ptr<Streaming> Streaming::load(const EngineOptions& options,
+                                           std::vector<DrafterCost> drafters) {
   const ExpertSource& source = options.expert_source;
   // The experts of an expert source live outside the checkpoint (in cache files, perhaps not
   // fetched yet), so only the streaming store can serve them.
@@ -134,7 +135,7 @@ std::unique_ptr<Streaming> Streaming::load(const EngineOptions& options) {
       source.catalog ? std::optional<experts::ExpertCatalog>(*source.catalog) : std::nullopt,
       [&](const model::ModelPlan& plan, const format::Checkpoint& ckpt,
           const experts::ExpertCatalog& catalog) {
-        return s->make_stores(plan, ckpt, catalog, options);
+        return s->make_stores(plan, ckpt, catalog, options, drafters);
       });
   // Everything mapped and within the budget: bring the weights in behind the first tokens instead
   // of inside their GEMVs, a fault at a time.
@@ -151,7 +152,8 @@ std::unique_ptr<Streaming> Streaming::load(const EngineOptions& options) {
 model::ModelStores Streaming::make_stores(const model::ModelPlan& plan,
                                           const format::Checkpoint& ckpt,
                                           const experts::ExpertCatalog& catalog,
-                                          const EngineOptions& options) {
+                                          const EngineOptions& options,
+                                          const std::vector<DrafterCost>& drafters) {
   const std::shared_ptr<experts::ExpertFetcher>& fetcher = options.expert_source.fetcher;
   const base::MemoryBudget budget = base::memory_budget(options.memory_budget);
   std::vector<model::SpineLayerReads> reads = model::spine_layer_reads(plan, ckpt);
@@ -188,6 +190,8 @@ model::ModelStores Streaming::make_stores(const model::ModelPlan& plan,
                    " are not read (the shards are mapped)");
   in.spine = options.spine;
   in.forced_slots = options.expert_slots;
+  in.experts_per_pass = plan.moe_shape.router.top_k * static_cast<int64_t>(catalog.layers.size());
+  in.drafters = drafters;
   const TierPlan tiers = plan_tiers(in);
   const std::string summary = describe_tiers(in, tiers, budget.source);
   if (tiers.within_budget) {
@@ -212,6 +216,10 @@ model::ModelStores Streaming::make_stores(const model::ModelPlan& plan,
   info.read_piece_bytes = options.read_piece_bytes;
   info.prefill_group_tokens = options.prefill_group_tokens;
   info.summary = summary;
+  for (size_t i = 0; i < drafters.size(); ++i)
+    if (tiers.drafter_loaded[i]) info.drafters.push_back(drafters[i].name);
+  info.drafter_bytes = tiers.drafter_bytes;
+  if (!drafters.empty()) base::log_info(describe_drafters(in, tiers));
 
   model::ModelStores stores;
   if (!tiers.experts_mapped || tiers.n_streamed > 0)

@@ -14,6 +14,7 @@
 #include "io/read_scheduler.h"
 #include "model/model.h"
 #include "model/streamed_spine.h"
+#include "runtime/memory_plan.h"
 
 namespace deltafin::runtime {
 
@@ -24,7 +25,10 @@ class Streaming {
   // model's minimum, or when the experts come from an expert source (a streaming install, whose
   // experts are always streamed) and options ask for mapped experts. `options` come resolved by the
   // engine: chunk >= 1, the prefill group a multiple of it, a read depth >= 1.
-  static std::unique_ptr<Streaming> load(const EngineOptions& options);
+  // `drafters`: the model drafters the plan may load (memory_plan.h); those it chose are named in
+  // info().drafters, in the same order.
+  static std::unique_ptr<Streaming> load(const EngineOptions& options,
+                                         std::vector<DrafterCost> drafters = {});
 
   model::Model& model() { return *model_; }
   const MemoryPlanInfo& info() const { return info_; }
@@ -36,7 +40,8 @@ class Streaming {
   // for; fills info_, scheduler_ and spine_, and what the warm-up needs.
   model::ModelStores make_stores(const model::ModelPlan& plan, const format::Checkpoint& ckpt,
                                  const experts::ExpertCatalog& catalog,
-                                 const EngineOptions& options);
+                                 const EngineOptions& options,
+                                 const std::vector<DrafterCost>& drafters);
 
   std::unique_ptr<model::Model> model_;
   std::shared_ptr<io::ReadScheduler> scheduler_;

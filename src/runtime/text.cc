@@ -44,7 +44,7 @@ TextFamily text_family(format::Arch arch) {
     case format::Arch::kKimiLinear:
       return {tokenizer::Pattern::kKimi, nullptr};
     case format::Arch::kQwen3:
-      break;  // load_text refuses Qwen3 before it asks (see the placeholder there)
+      return {tokenizer::Pattern::kKimi, nullptr};  // tokenizer.json brings its own pre-tokenizer
   }
   base::fail("no text family for architecture ", format::arch_name(arch));
 }
@@ -76,27 +76,29 @@ class TextImpl : public Text {
 
 }  // namespace
 
-std::unique_ptr<Text> load_text(const std::string& model_dir, const format::ModelConfig& config) {
+tokenizer::Tokenizer load_tokenizer(const std::string& model_dir,
+                                    const format::ModelConfig& config) {
   namespace fs = std::filesystem;
   const fs::path dir(model_dir);
-  // ---- PLACEHOLDER (Qwen3 text): the integrator replaces this block with the tokenizer.json
-  // tokenizer (src/tokenizer) once it lands. Until then a Qwen3 folder has no text side: the engine
-  // loads it and runs id-based commands (generate --ids, logits --ids); text commands stop here.
-  if (config.arch == format::Arch::kQwen3) {
-    base::fail("model folder ", model_dir,
-               ": a qwen3 model's tokenizer (tokenizer.json) is not supported yet; only "
-               "id-based commands work on it (deltafin generate --ids, deltafin logits --ids)");
-  }
-  // ---- end PLACEHOLDER (Qwen3 text)
-  const fs::path vocab = dir / "tiktoken.model", special = dir / "tokenizer_config.json";
-  if (!fs::is_regular_file(vocab))
-    base::fail("model folder ", model_dir, " has no tiktoken.model (the tokenizer)");
-  const TextFamily family = text_family(config.arch);
-  tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::load(
-      vocab.string(), family.pattern, fs::is_regular_file(special) ? special.string() : "");
+  const bool hf = config.arch == format::Arch::kQwen3;
+  const fs::path file = dir / (hf ? "tokenizer.json" : "tiktoken.model");
+  if (!fs::is_regular_file(file))
+    base::fail("model folder ", model_dir, " has no ", file.filename().string(),
+               " (the tokenizer)");
+  tokenizer::Tokenizer tokenizer = [&] {
+    if (hf) return tokenizer::load_hf_tokenizer(file.string());
+    const fs::path special = dir / "tokenizer_config.json";
+    return tokenizer::Tokenizer::load(file.string(), text_family(config.arch).pattern,
+                                      fs::is_regular_file(special) ? special.string() : "");
+  }();
   if (tokenizer.vocab_size() > config.vocab_size)
     base::fail("model folder ", model_dir, ": the tokenizer has ", tokenizer.vocab_size(),
                " ids but config.json's vocab_size is ", config.vocab_size);
+  return tokenizer;
+}
+
+std::unique_ptr<Text> load_text(const std::string& model_dir, const format::ModelConfig& config) {
+  tokenizer::Tokenizer tokenizer = load_tokenizer(model_dir, config);
   int32_t eos_id = -1;
   if (config.eos_token_id >= 0) {
     eos_id = static_cast<int32_t>(config.eos_token_id);
@@ -106,7 +108,7 @@ std::unique_ptr<Text> load_text(const std::string& model_dir, const format::Mode
     base::fail("model folder ", model_dir,
                ": config.json names no eos_token_id and the tokenizer has no <|end_of_msg|>");
   }
-  return std::make_unique<TextImpl>(std::move(tokenizer), eos_id, family);
+  return std::make_unique<TextImpl>(std::move(tokenizer), eos_id, text_family(config.arch));
 }
 
 }  // namespace deltafin::runtime

@@ -7,11 +7,18 @@
 
 #include "deltafin/text.h"
 #include "format/config.h"
+#include "tokenizer/tokenizer.h"
 
 namespace deltafin::runtime {
 
 // Throws base::Error naming the folder when it has no tiktoken.model, when the tokenizer has more
 // ids than the model, or when neither the config nor the tokenizer names an end-of-message id.
 std::unique_ptr<Text> load_text(const std::string& model_dir, const format::ModelConfig& config);
+
+// The folder's tokenizer alone: tiktoken.model (+ tokenizer_config.json's specials) for the Kimi
+// families, tokenizer.json for Qwen3. Throws base::Error naming the folder when it has none or one
+// with more ids than the model.
+tokenizer::Tokenizer load_tokenizer(const std::string& model_dir,
+                                    const format::ModelConfig& config);
 
 }  // namespace deltafin::runtime
