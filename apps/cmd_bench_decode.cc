@@ -366,7 +366,19 @@ int run_bench(Args& args) {
   for (size_t i = 0; i < reports.size(); ++i) o << (i ? "," : "") << reports[i].rows;
   o << "],\"pass_accepted\":[";
   for (size_t i = 0; i < reports.size(); ++i) o << (i ? "," : "") << reports[i].accepted;
-  o << "],\"pass_decisions\":[";
+  o << "],\"pass_ms\":[";
+  for (size_t i = 0; i < reports.size(); ++i) o << (i ? "," : "") << reports[i].ms;
+  // A model drafter's proposal runs before its pass, outside pass_ms.
+  o << "],\"pass_draft_ms\":[";
+  for (size_t i = 0; i < reports.size(); ++i) o << (i ? "," : "") << reports[i].draft_ms;
+  o << "],\"pass_drafters\":[";
+  for (size_t i = 0; i < reports.size(); ++i)
+    o << (i ? "," : "") << '"' << reports[i].drafter << '"';
+  o << "],\"drafters_loaded\":[";
+  for (size_t i = 0; i < plan.drafters.size(); ++i)
+    o << (i ? "," : "") << '"' << plan.drafters[i] << '"';
+  o << "],\"drafter_bytes\":" << plan.drafter_bytes;
+  o << ",\"pass_decisions\":[";
   for (size_t i = 0; i < reports.size(); ++i)
     o << (i ? "," : "") << '"' << reports[i].decision << '"';
   o << "],\"drives\":" << drives_json(passes, n) << ",\"ids\":" << token_ids_json(result.ids)

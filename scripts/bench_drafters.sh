@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The model drafters' costs on a streamed spine (issue #17; docs/PERFORMANCE.md, "Drafters"), one
+# command: synthesizes a k3-scale checkpoint with its DSpark and Qwen3-0.6B drafters (the
+# published sizes, random weights), then inside a memory cgroup of MEM_LIMIT with the page cache
+# dropped before every run:
+#   off:    bench decode --speculate off (the K3 pass a proposal is weighed against);
+#   dspark: bench decode --draft dspark --draft-min 6 (a 7-row DSpark proposal before every pass:
+#           pass_draft_ms, and the disk bytes a run reads beyond off's);
+#   qwen:   bench decode --draft qwen --draft-min 6 (Qwen3 runs every step; its drafts do not
+#           survive translation on random weights, so the pass is padded to the same width);
+#   qwen_steps: generate on the Qwen3 folder itself, the cost of each greedy Qwen id;
+#   verify: bench verify --widths VERIFY_WIDTHS, the cost of each verify width, from which
+#           tools/drafter_speedup.py gives each drafter's speed-up at a per-draft acceptance.
+# Results: OUT/summary.json and OUT/raw.tar.gz. Needs root (cgroup v2 or v1 memory, drop_caches).
+# usage: scripts/bench_drafters.sh DELTAFIN WORKDIR OUTDIR
+#   env: PRESET (k3-scale; demo for a quick check), LAYERS (5), EXPERTS (32), MEM_LIMIT (13G), TOKENS (6), VERIFY_WIDTHS (1,4,8),
+#        VERIFY_TOKENS (8)
+set -euo pipefail
+deltafin=$(realpath "$1")
+work=$2
+out=$3
+here=$(dirname "$(realpath "$0")")
+layers=${LAYERS:-5}
+experts=${EXPERTS:-32}
+preset=${PRESET:-k3-scale}
+mem=${MEM_LIMIT:-13G}
+tokens=${TOKENS:-6}
+widths=${VERIFY_WIDTHS:-1,4,8}
+vtokens=${VERIFY_TOKENS:-8}
+raw=$out/raw
+mkdir -p "$work" "$raw"
+
+model=$work/$preset-$layers-$experts-drafters
+[[ -f $model/drafters/dspark/model.safetensors ]] ||
+  "$deltafin" synth --out "$model" --preset "$preset" --layers "$layers" --experts "$experts" \
+    >"$raw/synth.log" 2>&1
+du -sh "$model" "$model"/drafters/* >"$raw/model_size.txt"
+
+limit=$(numfmt --from=iec "$mem")
+if grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+  cg=/sys/fs/cgroup/deltafin-drafters-$$
+  mkdir "$cg" && echo "$limit" >"$cg/memory.max"
+  [[ -e $cg/memory.swap.max ]] && echo 0 >"$cg/memory.swap.max"
+elif [[ -d /sys/fs/cgroup/memory ]]; then
+  cg=/sys/fs/cgroup/memory/deltafin-drafters-$$
+  mkdir "$cg" && echo "$limit" >"$cg/memory.limit_in_bytes"
+else
+  echo "bench_drafters: needs a writable memory cgroup (v2, or v1's memory controller)" >&2
+  exit 2
+fi
+trap 'rmdir "$cg" 2>/dev/null || true' EXIT
+
+capped() {  # capped NAME CMD...: one cold run inside the cgroup, stdout to RAW/NAME.json
+  local name=$1
+  shift
+  sync
+  echo 3 >/proc/sys/vm/drop_caches
+  echo "[$(date +%T)] $name" >&2
+  (echo "$BASHPID" >"$cg/cgroup.procs" && exec "$@") >"$raw/$name.json" 2>"$raw/$name.err" ||
+    echo "  $name exited $? (see $raw/$name.err)" >&2
+}
+
+common=(--model "$model" --tokens "$tokens" --memory-budget "$mem" --ceiling-reps 1 --json)
+capped off "$deltafin" bench decode "${common[@]}" --speculate off
+capped dspark "$deltafin" bench decode "${common[@]}" --draft dspark --draft-min 6
+capped qwen "$deltafin" bench decode "${common[@]}" --draft qwen --draft-min 6
+qwen_ids=$(seq -s, 100 131)
+capped qwen_steps "$deltafin" generate --model "$model/drafters/qwen3-0.6b-base" \
+  --ids "$qwen_ids" --max-new 9 --ignore-eos --speculate off --stats
+capped verify "$deltafin" bench verify --model "$model" --widths "$widths" --tokens "$vtokens" \
+  --reps 1 --memory-budget "$mem" --json
+python3 "$here/../tools/drafter_speedup.py" "$raw" >"$out/summary.json" ||
+  echo "bench_drafters: the summary failed (raw files kept)" >&2
+cat "$out/summary.json" >&2 || true
+tar -czf "$out/raw.tar.gz" -C "$out" raw && rm -rf "$raw"
