@@ -14,7 +14,7 @@
 # Results: OUT/summary.json and OUT/raw.tar.gz. Needs root (cgroup v2 or v1 memory, drop_caches).
 # usage: scripts/bench_drafters.sh DELTAFIN WORKDIR OUTDIR
 #   env: PRESET (k3-scale; demo for a quick check), LAYERS (5), EXPERTS (32), MEM_LIMIT (13G), TOKENS (6), VERIFY_WIDTHS (1,4,8),
-#        VERIFY_TOKENS (8)
+#        VERIFY_TOKENS (8), TIMELINE (unset)
 set -euo pipefail
 deltafin=$(realpath "$1")
 work=$2
@@ -61,7 +61,9 @@ capped() {  # capped NAME CMD...: one cold run inside the cgroup, stdout to RAW/
 }
 
 common=(--model "$model" --tokens "$tokens" --memory-budget "$mem" --ceiling-reps 1 --json)
-capped off "$deltafin" bench decode "${common[@]}" --speculate off
+# TIMELINE=1: the plain run also records where each token's time went (tools/timeline_report.py).
+capped off "$deltafin" bench decode "${common[@]}" --speculate off \
+  ${TIMELINE:+--trace-timeline "$raw/off_timeline.json"}
 capped dspark "$deltafin" bench decode "${common[@]}" --draft dspark --draft-min 6
 capped qwen "$deltafin" bench decode "${common[@]}" --draft qwen --draft-min 6
 qwen_ids=$(seq -s, 100 131)
