@@ -14,7 +14,7 @@
 # Results: OUT/summary.json and OUT/raw.tar.gz. Needs root (cgroup v2 or v1 memory, drop_caches).
 # usage: scripts/bench_drafters.sh DELTAFIN WORKDIR OUTDIR
 #   env: PRESET (k3-scale; demo for a quick check), LAYERS (5), EXPERTS (32), MEM_LIMIT (13G), TOKENS (6), VERIFY_WIDTHS (1,4,8),
-#        VERIFY_TOKENS (8), TIMELINE (unset)
+#        VERIFY_TOKENS (8), TIMELINE (unset), SPINE (unset: the plan's choice; stream)
 set -euo pipefail
 deltafin=$(realpath "$1")
 work=$2
@@ -60,7 +60,11 @@ capped() {  # capped NAME CMD...: one cold run inside the cgroup, stdout to RAW/
     echo "  $name exited $? (see $raw/$name.err)" >&2
 }
 
-common=(--model "$model" --tokens "$tokens" --memory-budget "$mem" --ceiling-reps 1 --json)
+# SPINE=stream streams every spine layer in every run, so a drafter's memory displaces no resident
+# spine layer and each K3 pass reads the same bytes whichever drafter runs.
+spine=(${SPINE:+--spine "$SPINE"})
+common=(--model "$model" --tokens "$tokens" --memory-budget "$mem" --ceiling-reps 1 --json
+  "${spine[@]}")
 # TIMELINE=1: the plain run also records where each token's time went (tools/timeline_report.py).
 capped off "$deltafin" bench decode "${common[@]}" --speculate off \
   ${TIMELINE:+--trace-timeline "$raw/off_timeline.json"}
@@ -70,7 +74,7 @@ qwen_ids=$(seq -s, 100 131)
 capped qwen_steps "$deltafin" generate --model "$model/drafters/qwen3-0.6b-base" \
   --ids "$qwen_ids" --max-new 9 --ignore-eos --speculate off --stats
 capped verify "$deltafin" bench verify --model "$model" --widths "$widths" --tokens "$vtokens" \
-  --reps 1 --memory-budget "$mem" --json
+  --reps 1 --memory-budget "$mem" --json "${spine[@]}"
 python3 "$here/../tools/drafter_speedup.py" "$raw" >"$out/summary.json" ||
   echo "bench_drafters: the summary failed (raw files kept)" >&2
 cat "$out/summary.json" >&2 || true
