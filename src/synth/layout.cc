@@ -38,8 +38,8 @@ TensorSpec norm(const format::ExpectedTensor& e) {
   return t;
 }
 
-// A spine tensor of the schema with the values its role calls for.
-TensorSpec spine_tensor(const format::ExpectedTensor& e, const format::ModelConfig& c) {
+// A spine tensor's values as its role calls for.
+TensorSpec spine_values(const format::ExpectedTensor& e, const format::ModelConfig& c) {
   using format::Role;
   switch (e.role) {
     case Role::kTokenEmbedding:
@@ -89,6 +89,13 @@ TensorSpec spine_tensor(const format::ExpectedTensor& e, const format::ModelConf
       // them get score std ~1 over sources, so the mix is neither uniform nor one-hot.
       return linear(e);
   }
+}
+
+// A spine tensor of the schema with the values its role calls for.
+TensorSpec spine_tensor(const format::ExpectedTensor& e, const format::ModelConfig& c) {
+  TensorSpec t = spine_values(e, c);
+  t.role = e.role;
+  return t;
 }
 
 // One routed expert's tensors in file order. MXFP4: codes packed two per byte, one E8M0 scale per

@@ -9,6 +9,7 @@
 
 #include "format/config.h"
 #include "format/dtype.h"
+#include "format/schema.h"
 
 namespace deltafin::synth {
 
@@ -76,6 +77,9 @@ struct TensorSpec {
   int n_valid = 0;
   uint8_t scale_lo = 0;
   uint8_t scale_hi = 0;
+  // The schema's role of a spine or global tensor (plant.h rewrites some by role); routed expert
+  // tensors keep the default, which no planting step touches.
+  format::Role role = format::Role::kExpertGate;
   uint64_t nbytes() const;
 };
 
