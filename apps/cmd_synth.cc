@@ -1,6 +1,7 @@
 // `deltafin synth`: a seeded random model in the exact K3 release layout (demo size, or K3's real
 // per-layer sizes for benchmarks larger than RAM), with its DSpark and Qwen3 drafters unless
-// --no-drafters. Prints one JSON summary line on stdout.
+// --no-drafters, optionally with planted cycles of known greedy continuations (--plant-cycles, for
+// measuring speculation). Prints one JSON summary line on stdout.
 #include <cstdio>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -33,6 +34,8 @@ int run_synth(Args& args) {
   const std::string qwen = args.get("qwen", "0.6b");
   if (qwen != "0.6b" && qwen != "1.7b") base::fail("--qwen must be 0.6b or 1.7b, not '", qwen, "'");
   options.qwen = qwen == "1.7b" ? synth::QwenSize::k1_7b : synth::QwenSize::k0_6b;
+  if (args.has("plant-cycles"))
+    options.plant_cycles = synth::parse_cycle_lengths(args.get("plant-cycles", ""));
   args.check_done();
 
   const synth::SynthReport r = synth::synthesize(options);
@@ -54,6 +57,7 @@ int run_synth(Args& args) {
                            {"qwen", r.drafter.qwen_dir},
                            {"qwen_bytes", r.drafter.qwen_bytes}};
   }
+  if (!r.planted.empty()) summary["planted_cycles"] = r.planted.cycles;
   std::printf("%s\n", summary.dump().c_str());
   return 0;
 }
@@ -63,8 +67,9 @@ int run_synth(Args& args) {
 DELTAFIN_COMMAND(
     synth, "synth",
     "write a seeded random model in the K3 layout: --out DIR --preset demo|k3-scale "
-    "[--layers N] [--experts N] [--seed S] [--no-drafters] [--qwen 0.6b|1.7b] (drafters in "
-    "DIR/drafters/)",
+    "[--layers N] [--experts N] [--seed S] [--no-drafters] [--qwen 0.6b|1.7b] "
+    "[--plant-cycles 4,64] (drafters in DIR/drafters/; planted cycles: greedy next ids follow a "
+    "known permutation, listed in DIR/planted_cycles.json)",
     run_synth);
 
 }  // namespace deltafin::apps

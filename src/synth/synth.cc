@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <regex>
 #include <system_error>
 #include <vector>
@@ -34,6 +35,7 @@ void remove_previous_output(const fs::path& dir) {
   static const std::regex kShard(R"(model-\d{5}-of-\d{6}\.safetensors)");
   std::error_code ec;
   fs::remove(dir / "model.safetensors.index.json", ec);
+  fs::remove(dir / "planted_cycles.json", ec);
   for (const auto& entry : fs::directory_iterator(dir)) {
     if (entry.is_regular_file() && std::regex_match(entry.path().filename().string(), kShard)) {
       fs::remove(entry.path());
@@ -53,10 +55,11 @@ void check_free_space(const fs::path& dir, uint64_t need_bytes) {
 
 class ShardStreamer {
  public:
-  ShardStreamer(uint64_t seed, uint64_t total_bytes, bool drop_page_cache)
+  ShardStreamer(uint64_t seed, uint64_t total_bytes, bool drop_page_cache, const Planter* planter)
       : seed_(seed),
         total_bytes_(total_bytes),
         drop_page_cache_(drop_page_cache),
+        planter_(planter),
         chunk_(kChunkBytes) {}
 
   // Writes one shard; returns its file size.
@@ -74,6 +77,7 @@ class ShardStreamer {
         const size_t len = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, n - pos));
         const std::span<std::byte> out(chunk_.data(), len);
         fill_tensor_bytes(t, key, pos, out);
+        if (planter_ != nullptr && plant_touches(t.role)) planter_->apply(t, pos, out);
         writer.write(out);
         written_ += len;
         maybe_log();
@@ -95,6 +99,7 @@ class ShardStreamer {
   uint64_t seed_;
   uint64_t total_bytes_;
   bool drop_page_cache_;
+  const Planter* planter_;  // null: no planted cycles
   std::vector<std::byte> chunk_;
   uint64_t written_ = 0;
   base::Stopwatch since_start_;
@@ -148,12 +153,21 @@ SynthReport synthesize(const SynthOptions& options) {
                   tiktoken_model_text(synth_tokenizer_ranks(dims.base_vocab)));
   write_text_file((dir / "tokenizer_config.json").string(), tokenizer_config_json(dims.base_vocab));
 
+  std::optional<Planter> planter;
+  if (!options.plant_cycles.empty()) {
+    planter.emplace(report.config, options.seed,
+                    choose_cycles(options.plant_cycles, dims.base_vocab, options.seed));
+    report.planted = planter->cycles();
+    write_text_file((dir / "planted_cycles.json").string(), planted_cycles_json(report.planted));
+  }
+
   const std::vector<ShardSpec> shards = shard_layout(dims);
   report.n_shards = static_cast<int>(shards.size());
   base::log_info("synth: ", options.preset, ", ", dims.num_hidden_layers, " layers, ",
                  dims.num_experts, " experts per MoE layer, ", report.n_shards, " shards, ",
                  report.tensor_bytes / 1e9, " GB");
-  ShardStreamer streamer(options.seed, report.tensor_bytes, dims.drop_page_cache);
+  ShardStreamer streamer(options.seed, report.tensor_bytes, dims.drop_page_cache,
+                         planter ? &*planter : nullptr);
   for (size_t s = 0; s < shards.size(); ++s) {
     const fs::path path = dir / shard_file_name(static_cast<int>(s), report.n_shards);
     report.file_bytes += streamer.write(path.string(), shard_tensors(report.config, shards[s]));
