@@ -11,11 +11,16 @@
 #           tools/peers/bench_peers.sh: deltafin off and auto (tokens per pass, speed-up) and, with
 #           PEERS set, kimi-k3-in-c --spec 8 --incremental on its packed trunk at the same memory,
 #           interleaved over ROUNDS rounds, ids compared.
-# FAIL_IDS and REPEAT_IDS come from scripts/find_spec_prompts.sh on the same checkpoint.
+# FAIL_IDS and REPEAT_IDS come from scripts/find_spec_prompts.sh on the same checkpoint. With
+# PLANT (cycle lengths, e.g. 4,64) the checkpoint is made with `synth --plant-cycles PLANT`
+# (docs/SYNTH.md; its own folder) and, unless given, they are the planted prompts that script
+# prints (REPEAT_IDS: the short cycle, or the long one with PLANT_REPEAT=long; FAIL_IDS: drafts
+# proposed and failing at every step for up to L - 1 ids, so FAIL_TOKENS stays below L).
 # Results: OUT/summary.json (every figure the docs need), OUT/log.txt, OUT/raw.tar.gz (every
 # run's output). Needs root (cgroup v2 or v1's memory controller, drop_caches).
 # usage: scripts/bench_speculation.sh DELTAFIN WORKDIR OUTDIR
 #   env: LAYERS (5), EXPERTS (32), MEM_LIMIT (9G), ROUNDS (2), PARTS, PEERS (unset: no k3c),
+#        PLANT (unset: plain random weights), PLANT_REPEAT (short),
 #        VERIFY_WIDTHS (1,4), VERIFY_TOKENS (9), REPS (2), FAIL_TOKENS (12), REPEAT_TOKENS (16),
 #        S_PER_TOKEN (2.2) and OVERHEAD_S (25, load + ceiling + prompt per run) for the estimate
 set -euo pipefail
@@ -35,13 +40,14 @@ ftokens=${FAIL_TOKENS:-12}
 rtokens=${REPEAT_TOKENS:-16}
 spt=${S_PER_TOKEN:-2.2}
 ovh=${OVERHEAD_S:-25}
+plant=${PLANT:-}
 raw=$out/raw
 mkdir -p "$work" "$raw"
 exec 2> >(tee -a "$out/log.txt" >&2)
 for p in $parts; do
   case $p in
-    fail) [[ -n ${FAIL_IDS:-} ]] || { echo "PARTS has fail: set FAIL_IDS" >&2; exit 2; } ;;
-    repeat) [[ -n ${REPEAT_IDS:-} ]] || { echo "PARTS has repeat: set REPEAT_IDS" >&2; exit 2; } ;;
+    fail) [[ -n ${FAIL_IDS:-}$plant ]] || { echo "PARTS has fail: set FAIL_IDS or PLANT" >&2; exit 2; } ;;
+    repeat) [[ -n ${REPEAT_IDS:-}$plant ]] || { echo "PARTS has repeat: set REPEAT_IDS or PLANT" >&2; exit 2; } ;;
     verify) ;;
     *) echo "unknown part $p" >&2; exit 2 ;;
   esac
@@ -67,10 +73,22 @@ print("bench_speculation: estimate " + ", ".join(f"{k} {v / 60:.1f} min" for k, 
 EOF
 
 model=$work/k3s-$layers-$experts
-[[ -f $model/config.json ]] ||
+plant_flags=()
+if [[ -n $plant ]]; then
+  model=$model-plant-${plant//,/-}
+  plant_flags=(--plant-cycles "$plant")
+fi
+[[ -f $model/model.safetensors.index.json ]] ||
   "$deltafin" synth --out "$model" --preset k3-scale --layers "$layers" --experts "$experts" \
-    >"$raw/synth.log" 2>&1
+    "${plant_flags[@]}" >"$raw/synth.log" 2>&1
 du -sh "$model" >"$out/model_size.txt"
+if [[ -n $plant ]]; then
+  CHECK=0 "$here/find_spec_prompts.sh" "$deltafin" "$model" "$raw/prompts" >"$raw/prompts.txt"
+  pick() { sed -n "s/^$1=\([0-9,]*\).*/\1/p" "$raw/prompts.txt"; }
+  [[ ${PLANT_REPEAT:-short} == long ]] && : "${REPEAT_IDS:=$(pick REPEAT_LONG_IDS)}"
+  : "${REPEAT_IDS:=$(pick REPEAT_IDS)}" "${FAIL_IDS:=$(pick FAIL_IDS)}"
+  cat "$raw/prompts.txt" >&2
+fi
 
 limit=$(numfmt --from=iec "$mem")
 if grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
@@ -123,10 +141,10 @@ done
 
 # One summary of everything: the verify JSON whole, per decode run its key figures, the peers'
 # summary, and the off/auto ratios per round.
-python3 - "$raw" "$rounds" "$out/summary.json" "${FAIL_IDS:-}" "${REPEAT_IDS:-}" <<'EOF' >&2
+python3 - "$raw" "$rounds" "$out/summary.json" "${FAIL_IDS:-}" "${REPEAT_IDS:-}" "$plant" <<'EOF' >&2
 import json, os, statistics, sys
 raw, rounds, dest = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-s = {"fail_ids": sys.argv[4], "repeat_ids": sys.argv[5]}
+s = {"fail_ids": sys.argv[4], "repeat_ids": sys.argv[5], "plant_cycles": sys.argv[6]}
 def load(p):
     try:
         return json.loads(open(p).read().strip().splitlines()[-1])
