@@ -12,8 +12,8 @@
 #           PEERS set, kimi-k3-in-c --spec 8 --incremental on its packed trunk at the same memory,
 #           interleaved over ROUNDS rounds, ids compared.
 # FAIL_IDS and REPEAT_IDS come from scripts/find_spec_prompts.sh on the same checkpoint. With
-# PLANT (cycle lengths, e.g. 4,64) the checkpoint is made with `synth --plant-cycles PLANT`
-# (docs/SYNTH.md; its own folder) and, unless given, they are the planted prompts that script
+# PLANT (cycle lengths, e.g. 4,64) the checkpoint is made with `synth --plant-cycles PLANT
+# --no-drafters` (docs/SYNTH.md; its own folder) and, unless given, they are the planted prompts that script
 # prints (REPEAT_IDS: the short cycle, or the long one with PLANT_REPEAT=long; FAIL_IDS: drafts
 # proposed and failing at every step for up to L - 1 ids, so FAIL_TOKENS stays below L).
 # Results: OUT/summary.json (every figure the docs need), OUT/log.txt, OUT/raw.tar.gz (every
@@ -75,8 +75,10 @@ EOF
 model=$work/k3s-$layers-$experts
 plant_flags=()
 if [[ -n $plant ]]; then
+  # No drafter folders: the figures are the n-gram drafter's, and with a Qwen3 folder present
+  # auto would draft raw ids with it instead (and the memory plan would make room for it).
   model=$model-plant-${plant//,/-}
-  plant_flags=(--plant-cycles "$plant")
+  plant_flags=(--plant-cycles "$plant" --no-drafters)
 fi
 [[ -f $model/model.safetensors.index.json ]] ||
   "$deltafin" synth --out "$model" --preset k3-scale --layers "$layers" --experts "$experts" \
