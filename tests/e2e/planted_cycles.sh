@@ -13,6 +13,8 @@ trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 tokens=24
 
+# No drafter folders: auto then drafts with n-gram lookup (with a Qwen3 folder it drafts raw ids
+# with that instead, whose random weights never hold).
 "$deltafin" synth --out "$tmp/demo" --preset demo --no-drafters --plant-cycles 4,64 \
   >"$tmp/synth.json" 2>/dev/null
 python3 - "$tmp/synth.json" "$tmp/demo/planted_cycles.json" <<'PY' || fail "planted cycles: $(cat "$tmp/synth.json")"
