@@ -1,0 +1,40 @@
+// Engine flags as data, for `deltafin eval`: the exact path's (--engine-flags) and a variant's
+// (--variant) are each one string of the flags run and generate take, parsed by the same readers
+// (stream_flags.h, speculation_flags.h), so that any engine option, lossy ones to come included,
+// is a variant without a change here.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "deltafin/engine.h"
+#include "deltafin/generate.h"
+
+namespace deltafin::apps {
+
+// "--experts stream --read-piece 8K" -> {"--experts", "stream", "--read-piece", "8K"}: split at
+// whitespace; '...' and "..." quote a part holding spaces. Throws on an unclosed quote.
+std::vector<std::string> split_flags(std::string_view text);
+
+// `base` with each option of `over` replacing the same option of `base` (or added after it). An
+// option is `--key`, `--key=value` or `--key value` (value: the next word unless it starts with
+// "--"), as Args reads them.
+std::vector<std::string> merge_flags(const std::vector<std::string>& base,
+                                     const std::vector<std::string>& over);
+
+struct EngineFlags {
+  std::string text;  // as shown in reports: the words joined by spaces, "" for the defaults
+  EngineOptions engine;
+  // Greedy continuations run with speculation off unless the flags ask for it (its ids are the
+  // same either way, docs/SPECULATION.md, which makes it an exact variant worth checking).
+  SpeculationOptions speculation;
+};
+
+// Reads `words` as run and generate read their engine flags: --chunk, the streaming flags
+// (--memory-budget, --experts, --spine, --prefill-group, ...) and the speculation flags. `what`
+// names the source in errors ("--variant"). Unknown options are refused.
+EngineFlags read_engine_flags(const std::vector<std::string>& words, const std::string& model_dir,
+                              const char* what);
+
+}  // namespace deltafin::apps
