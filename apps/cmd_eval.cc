@@ -387,7 +387,12 @@ int run_eval(Args& args) {
   }
 
   nlohmann::json report;
-  report["model"] = {{"dir", model_dir}, {"identity", saved->plan().model.describe()}};
+  const eval::ModelIdentity& model = saved->plan().model;
+  report["model"] = {{"dir", model_dir},
+                     {"identity", model.describe()},
+                     {"arch", model.arch},
+                     {"vocab_size", model.vocab_size},
+                     {"config_fnv1a64", model.config_hash}};
   report["exact"] = {{"flags", saved->plan().engine_flags},
                      {"from_file", !from_path.empty()},
                      {"file", temp.path.empty() ? nlohmann::json(exact_file) : nullptr}};
