@@ -99,10 +99,15 @@ Inputs read_inputs(const InputFlags& f, const Engine& engine) {
   return in;
 }
 
-eval::ModelIdentity identity_of(const Engine& engine, const std::string& model_dir) {
+eval::ModelIdentity identity_of(const Engine& engine, const std::string& model_dir,
+                                const std::string& weights_hash) {
   const ModelInfo& info = engine.info();
-  return {info.arch, info.vocab_size, info.hidden_size, info.n_layers,
-          eval::config_hash((std::filesystem::path(model_dir) / "config.json").string())};
+  return {info.arch,
+          info.vocab_size,
+          info.hidden_size,
+          info.n_layers,
+          eval::config_hash((std::filesystem::path(model_dir) / "config.json").string()),
+          weights_hash};
 }
 
 void check_fits(const Engine& engine, const eval::ExactRunPlan& plan) {
@@ -352,13 +357,15 @@ int run_eval(Args& args) {
   eval::ExactRunPlan plan;
   std::vector<Ids> exact_greedy;
   setup::warn_if_streaming(model_dir);
+  // Both runs read one folder: its weights' sample is hashed once.
+  const std::string weights_hash = eval::weights_sample_hash(model_dir);
 
   if (!saved) {
     // The exact path: its greedy continuations, then its logits streamed to the file.
     base::Stopwatch clock;
     std::unique_ptr<Engine> engine = load_engine(exact_flags.engine);
     Inputs inputs = read_inputs(in, *engine);
-    plan.model = identity_of(*engine, model_dir);
+    plan.model = identity_of(*engine, model_dir, weights_hash);
     plan.engine_flags = exact_flags.text;
     plan.window_tokens = window;
     plan.max_new_tokens = max_new;
@@ -392,7 +399,8 @@ int run_eval(Args& args) {
                      {"identity", model.describe()},
                      {"arch", model.arch},
                      {"vocab_size", model.vocab_size},
-                     {"config_fnv1a64", model.config_hash}};
+                     {"config_fnv1a64", model.config_hash},
+                     {"weights_sample_fnv1a64", model.weights_hash}};
   report["exact"] = {{"flags", saved->plan().engine_flags},
                      {"from_file", !from_path.empty()},
                      {"file", temp.path.empty() ? nlohmann::json(exact_file) : nullptr}};
@@ -408,11 +416,11 @@ int run_eval(Args& args) {
     eval::ExactRunPlan wanted;
     if (from_path.empty()) {
       wanted = saved->plan();
-      wanted.model = identity_of(*engine, model_dir);
+      wanted.model = identity_of(*engine, model_dir, weights_hash);
     } else {
       // Ids not given here are the file's; ids given must be the file's.
       Inputs inputs = read_inputs(in, *engine);
-      wanted.model = identity_of(*engine, model_dir);
+      wanted.model = identity_of(*engine, model_dir, weights_hash);
       wanted.engine_flags = saved->plan().engine_flags;
       wanted.window_tokens = args.has("window") ? window : saved->plan().window_tokens;
       wanted.max_new_tokens = args.has("max-new") ? max_new : saved->plan().max_new_tokens;

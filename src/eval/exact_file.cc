@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -14,6 +15,7 @@
 
 #include "base/error.h"
 #include "base/memory_budget.h"
+#include "format/checkpoint.h"
 #include "format/safetensors.h"
 
 namespace deltafin::eval {
@@ -48,6 +50,7 @@ format::SafetensorsMetadata metadata_of(const ExactRunPlan& plan) {
           {"model_hidden_size", std::to_string(plan.model.hidden_size)},
           {"model_layers", std::to_string(plan.model.n_layers)},
           {"model_config_fnv1a64", plan.model.config_hash},
+          {"model_weights_sample_fnv1a64", plan.model.weights_hash},
           {"engine_flags", plan.engine_flags},
           {"window_tokens", std::to_string(plan.window_tokens)},
           {"max_new_tokens", std::to_string(plan.max_new_tokens)}};
@@ -66,20 +69,54 @@ std::string ids_preview(const std::vector<int32_t>& ids) {
 
 std::string ModelIdentity::describe() const {
   return base::str_cat(arch, ", ", n_layers, " layers, hidden ", hidden_size, ", vocab ",
-                       vocab_size, ", config ", config_hash);
+                       vocab_size, ", config ", config_hash, ", weights ", weights_hash);
 }
+
+namespace {
+
+constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ULL;
+
+uint64_t fnv1a(uint64_t h, const char* data, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    h ^= static_cast<unsigned char>(data[i]);
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+std::string hex16(uint64_t h) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+}  // namespace
 
 std::string config_hash(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot read ", path, " (the model's config.json, its identity in saved logits)");
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (std::istreambuf_iterator<char> it(in), end; it != end; ++it) {
-    h ^= static_cast<unsigned char>(*it);
-    h *= 0x100000001b3ULL;
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return hex16(fnv1a(kFnvBasis, bytes.data(), bytes.size()));
+}
+
+std::string weights_sample_hash(const std::string& model_dir) {
+  const format::Checkpoint checkpoint = format::Checkpoint::open(model_dir);
+  const format::TensorInfo* pick = nullptr;
+  for (const format::TensorInfo& t : checkpoint.tensors()) {
+    if (t.name.find(".experts.") != std::string::npos || t.nbytes == 0) continue;
+    if (!pick || t.name < pick->name) pick = &t;
   }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  return hex;
+  if (!pick) fail("model folder ", model_dir, ": no tensor outside the routed experts to identify");
+  std::string bytes(std::min(pick->nbytes, kWeightsSampleBytes), '\0');
+  const int fd = ::open(pick->file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail("cannot open ", pick->file, ": ", std::strerror(errno));
+  const ssize_t got = pread(fd, bytes.data(), bytes.size(), static_cast<off_t>(pick->offset));
+  ::close(fd);
+  if (got != static_cast<ssize_t>(bytes.size()))
+    fail("cannot read tensor ", pick->name, " of ", pick->file);
+  // The name is hashed too: the same bytes under another name are another model.
+  return hex16(
+      fnv1a(fnv1a(kFnvBasis, pick->name.data(), pick->name.size()), bytes.data(), bytes.size()));
 }
 
 uint64_t saved_bytes(const ExactRunPlan& plan) {
@@ -204,6 +241,7 @@ ExactRunReader::ExactRunReader(const std::string& path) : path_(path) {
   plan_.model.hidden_size = metadata_int(meta, "model_hidden_size", path);
   plan_.model.n_layers = metadata_int(meta, "model_layers", path);
   plan_.model.config_hash = get("model_config_fnv1a64");
+  plan_.model.weights_hash = get("model_weights_sample_fnv1a64");
   plan_.engine_flags = get("engine_flags");
   plan_.window_tokens = metadata_int(meta, "window_tokens", path);
   plan_.max_new_tokens = metadata_int(meta, "max_new_tokens", path);

@@ -14,18 +14,28 @@
 
 namespace deltafin::eval {
 
-// What ties saved logits to a model: its shape and a hash of its config.json. Two checkpoints with
-// one config and different weights are not told apart (docs/QUALITY.md).
+// What ties saved logits to a model: its shape, a hash of its config.json and a hash of a sample
+// of its weights (so that two checkpoints of one config, like synth's seeds, are told apart).
 struct ModelIdentity {
   std::string arch;
   int64_t vocab_size = 0, hidden_size = 0, n_layers = 0;
-  std::string config_hash;  // config_hash() of the folder's config.json
+  std::string config_hash;   // config_hash() of the folder's config.json
+  std::string weights_hash;  // weights_sample_hash() of the folder
   bool operator==(const ModelIdentity&) const = default;
-  std::string describe() const;  // "kimi_k3, 61 layers, hidden 7168, vocab 163840, config 1a2b..."
+  // "kimi_k3, 61 layers, hidden 7168, vocab 163840, config 1a2b..., weights 3c4d..."
+  std::string describe() const;
 };
 
 // FNV-1a 64 of the file's bytes, as 16 hex digits. Throws base::Error naming the file.
 std::string config_hash(const std::string& config_json_path);
+
+// The bytes hashed for a model folder's weights: the first kWeightsSampleBytes of the tensor with
+// the lowest name that is not a routed expert (the embedding or the lm_head in K3's layout), a
+// tensor every install holds, full or streaming, with the same bytes.
+inline constexpr uint64_t kWeightsSampleBytes = uint64_t{1} << 20;
+// FNV-1a 64 of that sample, as 16 hex digits. Reads the checkpoint's headers and index (seconds
+// for K3's) and one MiB; throws base::Error naming the folder.
+std::string weights_sample_hash(const std::string& model_dir);
 
 // Everything an exact run's logits depend on besides the engine, and what it ran.
 struct ExactRunPlan {

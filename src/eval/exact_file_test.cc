@@ -26,7 +26,7 @@ class ExactFileTest : public ::testing::Test {
 
   static ExactRunPlan plan() {
     ExactRunPlan p;
-    p.model = {"kimi_k3", 7, 16, 2, "00112233aabbccdd"};
+    p.model = {"kimi_k3", 7, 16, 2, "00112233aabbccdd", "0123456789abcdef"};
     p.engine_flags = "--experts mapped";
     p.window_tokens = 3;
     p.max_new_tokens = 4;
@@ -115,6 +115,10 @@ TEST_F(ExactFileTest, RefusesAnotherModelOrOtherIds) {
   EXPECT_NE(error_of([&] { check_same_run(saved, other, "f"); }).find("another model"),
             std::string::npos);
   other = saved;
+  other.model.weights_hash = "ffffffffffffffff";
+  EXPECT_NE(error_of([&] { check_same_run(saved, other, "f"); }).find("weights ffffffffffffffff"),
+            std::string::npos);
+  other = saved;
   other.corpus_ids[3] = 99;
   EXPECT_NE(error_of([&] { check_same_run(saved, other, "f"); }).find("differ from position 3"),
             std::string::npos);
@@ -154,6 +158,17 @@ TEST_F(ExactFileTest, ConfigHashIsFnv1aOfTheBytes) {
   std::ofstream(path("empty.json"), std::ios::binary) << "";
   EXPECT_EQ(config_hash(path("empty.json")), "cbf29ce484222325");  // the offset basis
   EXPECT_NE(error_of([&] { config_hash(path("missing.json")); }).find("missing.json"),
+            std::string::npos);
+}
+
+TEST(WeightsSample, HashesTheLowestNamedSpineTensor) {
+  const std::string dir = std::string(DELTAFIN_SOURCE_DIR) + "/tests/fixtures/k3-tiny-a";
+  const std::string h = weights_sample_hash(dir);
+  EXPECT_EQ(h.size(), 16u);
+  EXPECT_EQ(h, weights_sample_hash(dir));  // a property of the files, not of the call
+  EXPECT_NE(error_of([] {
+              weights_sample_hash("/nonexistent-model-dir");
+            }).find("/nonexistent-model-dir"),
             std::string::npos);
 }
 

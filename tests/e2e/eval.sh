@@ -232,6 +232,11 @@ fi
     --exact-from "$work/exact.safetensors" --window 64 --variant ""
   expect_refused other-model "holds the exact logits of another model" --model "$oracle" \
     --exact-from "$work/exact.safetensors" --variant ""
+  # The same config with other weights (another seed) is another model too.
+  "$deltafin" synth --preset demo --seed 12 --out "$work/demo12" --no-drafters >/dev/null 2>&1
+  cmp -s "$demo/config.json" "$work/demo12/config.json" || fail "seed 12 changed config.json"
+  expect_refused other-weights "holds the exact logits of another model" --model "$work/demo12" \
+    --exact-from "$work/exact.safetensors" --variant ""
 }
 expect_refused size-bound "over --max-saved-bytes" --model "$demo" --corpus "$work/corpus.txt" \
   --max-saved-bytes 64K --variant "--experts stream"
