@@ -23,6 +23,7 @@
 #include "deltafin/engine.h"
 #include "eval/divergence.h"
 #include "eval/exact_file.h"
+#include "eval/flag_words.h"
 #include "eval_flags.h"
 #include "load_engine.h"
 #include "server/server.h"
@@ -343,12 +344,12 @@ int run_eval(Args& args) {
         "--prompts)");
 
   // Both flag sets are read before anything loads, so a bad one costs nothing.
-  const std::vector<std::string> engine_words = split_flags(engine_text);
+  const std::vector<std::string> engine_words = eval::split_flags(engine_text);
   const EngineFlags exact_flags = read_engine_flags(engine_words, model_dir, "--engine-flags");
   std::optional<EngineFlags> variant_flags;
   if (has_variant)
-    variant_flags = read_engine_flags(merge_flags(engine_words, split_flags(variant_text)),
-                                      model_dir, "--variant");
+    variant_flags = read_engine_flags(
+        eval::merge_flags(engine_words, eval::split_flags(variant_text)), model_dir, "--variant");
 
   std::optional<eval::ExactRunReader> saved;
   if (!from_path.empty()) saved.emplace(from_path);

@@ -5,23 +5,12 @@
 #pragma once
 
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "deltafin/engine.h"
 #include "deltafin/generate.h"
 
 namespace deltafin::apps {
-
-// "--experts stream --read-piece 8K" -> {"--experts", "stream", "--read-piece", "8K"}: split at
-// whitespace; '...' and "..." quote a part holding spaces. Throws on an unclosed quote.
-std::vector<std::string> split_flags(std::string_view text);
-
-// `base` with each option of `over` replacing the same option of `base` (or added after it). An
-// option is `--key`, `--key=value` or `--key value` (value: the next word unless it starts with
-// "--"), as Args reads them.
-std::vector<std::string> merge_flags(const std::vector<std::string>& base,
-                                     const std::vector<std::string>& over);
 
 struct EngineFlags {
   std::string text;  // as shown in reports: the words joined by spaces, "" for the defaults
