@@ -22,7 +22,10 @@ Args::Args(std::string command, std::vector<std::string> argv) : command_(std::m
       value = key.substr(eq + 1);
       key = key.substr(0, eq);
       has_value = true;
-    } else if (i + 1 < argv.size() && argv[i + 1].rfind("--", 0) != 0) {
+    } else if (i + 1 < argv.size() && (argv[i + 1].rfind("--", 0) != 0 ||
+                                       argv[i + 1].find_first_of(" \t") != std::string::npos)) {
+      // An argument holding a space is a value even when it starts with "--" (no option name
+      // has one): `eval --variant '--experts stream'` passes a set of flags as one value.
       value = argv[++i];
       has_value = true;
     }
