@@ -254,7 +254,8 @@ void Model::forward(SequenceState& state, std::span<const int32_t> ids, bool all
   DF_ASSERT(options.tap_layers.empty() || options.tap_out != nullptr);
   if (state.tentative_rows > 0)
     base::fail("a verify pass's rows are still tentative: commit them before the next pass");
-  base::timeline::Phase pass(pass_label(options.kind));
+  base::timeline::Phase pass(options.timeline_label ? options.timeline_label
+                                                    : pass_label(options.kind));
   const base::Stopwatch pass_time;
   // Time waited on reads so far (experts, streamed spine layers): the pass's share of it decides
   // the next pass's layer threads.

@@ -53,6 +53,9 @@ struct ForwardOptions {
   // there by throwing PassCancelled, leaving `state` part-run (the caller must reset it). The poll
   // reads nothing the pass computes, so a pass that is not cancelled is the same bit for bit.
   const std::function<bool()>* cancel_between_layers = nullptr;
+  // The pass's name on the timeline when not its kind's (pass_label): a drafter model's passes
+  // must not read as the target's decode steps.
+  const char* timeline_label = nullptr;
 };
 
 // Thrown by forward() when options.cancel_between_layers asked it to stop mid-pass.

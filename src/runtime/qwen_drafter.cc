@@ -100,6 +100,7 @@ class QwenSession final : public SessionDrafter {
   void run(std::span<const int32_t> ids) {
     model::ForwardOptions o;
     o.kind = ids.size() == 1 ? model::PassKind::kDecode : model::PassKind::kPrefill;
+    o.timeline_label = "qwen3 drafter pass";
     s_.qwen->forward(state_, ids, false, logits_.data(), o);
     held_.insert(held_.end(), ids.begin(), ids.end());
   }

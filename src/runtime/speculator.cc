@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "base/stopwatch.h"
+#include "base/timeline.h"
 #include "runtime/ngram_drafter.h"
 
 namespace deltafin::runtime {
@@ -119,7 +120,10 @@ Speculator::Plan Speculator::plan(std::span<const int32_t> history, int generate
   if (budget > 0) {
     if (active_ == script_.get()) script_->at(generated);
     const base::Stopwatch draft_time;
-    draft = active_->propose(history, budget);
+    {
+      base::timeline::Phase phase("draft");
+      draft = active_->propose(history, budget);
+    }
     p.draft_ms = draft_time.elapsed_ms();
     p.drafter = active_->name();
     controller_->record_draft(active_index_, p.draft_ms / 1000.0);

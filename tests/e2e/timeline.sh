@@ -11,8 +11,9 @@ trap 'rm -rf "$work"' EXIT
 
 "$deltafin" synth --out "$work/demo" --preset demo >/dev/null 2>"$work/synth.err" ||
   { cat "$work/synth.err" >&2; exit 1; }
+# Speculation off: one decode step per id (the drafted case is checked at the end).
 args=(--model "$work/demo" --ids 100,137,174 --max-new 6 --ignore-eos --experts stream --expert-slots 8
-      --read-depth 3)
+      --read-depth 3 --speculate off)
 plain=$("$deltafin" generate "${args[@]}" 2>/dev/null)
 traced=$("$deltafin" generate "${args[@]}" --trace-timeline "$work/tl.json" 2>"$work/err") ||
   { tail -5 "$work/err" >&2; echo "timeline: FAIL: generate exited non-zero" >&2; exit 1; }
@@ -65,6 +66,35 @@ grep -q "lm_head" "$work/report" ||
 grep -Eq "^ +last: q1 [01]\.[0-9]{2}, .*; [1-9][0-9]* reads started, [0-9]+ used by the route$" "$work/report" ||
   { echo "timeline: FAIL: no score of the final guesses in the report: $(cat "$work/report")" >&2; exit 1; }
 echo "timeline: report ok"
+
+# With the Qwen3 drafter forced to draft every pass: each proposal is a "draft" phase holding the
+# drafter model's own passes, named apart from the target's, and every target pass with room for
+# drafts verifies them.
+"$deltafin" generate "${args[@]:0:${#args[@]}-2}" --draft qwen --draft-min 2 \
+  --trace-timeline "$work/tl_draft.json" >"$work/drafted" 2>"$work/err" ||
+  { tail -5 "$work/err" >&2; echo "timeline: FAIL: generate --draft qwen exited non-zero" >&2; exit 1; }
+[ "$plain" = "$(cat "$work/drafted")" ] ||
+  { echo "timeline: FAIL: ids changed with drafting: $plain vs $(cat "$work/drafted")" >&2; exit 1; }
+/usr/bin/python3 - "$work/tl_draft.json" <<'PY'
+import json, sys
+x = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X"]
+count = lambda name: sum(e["name"] == name for e in x)
+bad = []
+# 5 target passes after the prompt's; the last has no room for drafts (6 ids asked) and decodes.
+if count("decode step") + count("verify pass") != 5 or count("verify pass") < 3:
+    bad.append("%d decode steps and %d verify passes" % (count("decode step"), count("verify pass")))
+if count("draft") != count("verify pass"): bad.append("%d draft phases" % count("draft"))
+drafts = [e for e in x if e["name"] == "draft"]
+qwen = [e for e in x if e["name"] == "qwen3 drafter pass"]
+if not qwen: bad.append("no qwen3 drafter pass")
+for q in qwen:
+    if not any(d["ts"] <= q["ts"] and q["ts"] + q["dur"] <= d["ts"] + d["dur"] + 1 for d in drafts):
+        bad.append("a qwen3 drafter pass outside a draft phase"); break
+if bad:
+    print("timeline: FAIL: " + "; ".join(bad), file=sys.stderr)
+    sys.exit(1)
+print("timeline: drafted run ok (%d drafter passes)" % len(qwen))
+PY
 
 # A file that cannot be created is refused before anything loads, naming the flag.
 if "$deltafin" generate "${args[@]}" --trace-timeline "$work/missing/tl.json" >/dev/null 2>"$work/err"; then
