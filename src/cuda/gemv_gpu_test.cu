@@ -25,16 +25,8 @@ namespace {
 
 using testing::DeviceBuffer;
 
-int g_failures = 0;
-int g_checks = 0;
-
-void expect(bool ok, const std::string& what) {
-  ++g_checks;
-  if (!ok) {
-    ++g_failures;
-    std::printf("FAIL %s\n", what.c_str());
-  }
-}
+using testing::expect;
+using testing::same_bits;
 
 // Activations with a spread of magnitudes and signs, so sums cancel and order matters.
 std::vector<float> random_x(std::mt19937& rng, int64_t count) {
@@ -57,15 +49,6 @@ Mxfp4Host random_mxfp4(std::mt19937& rng, int64_t rows, int64_t cols) {
   for (auto& b : w.packed) b = static_cast<uint8_t>(byte(rng));
   for (auto& s : w.scales) s = static_cast<uint8_t>(scale(rng));
   return w;
-}
-
-// memcmp, except that any two NaNs match: the GPU returns its canonical NaN where x86 keeps the
-// input's payload.
-bool same_bits(const float* a, const float* b, int64_t count) {
-  for (int64_t k = 0; k < count; ++k)
-    if (std::memcmp(a + k, b + k, sizeof(float)) != 0 && !(std::isnan(a[k]) && std::isnan(b[k])))
-      return false;
-  return true;
 }
 
 // |gpu - exact| <= (terms + 2) * 2^-24 * sum |w x|: the classic bound for a chain of fp32
@@ -225,11 +208,23 @@ void test_bad_shapes() {
 }
 
 }  // namespace
+
+// decode_gpu_test.cu: the decode layer's kernels; their host-side checks run without a GPU too.
+void run_decode_tests(bool gpu);
+
 }  // namespace deltafin::cuda
 
 int main() {
   using namespace deltafin::cuda;
-  testing::require_gpu("deltafin_cuda_gpu_tests");
+  using testing::g_checks;
+  using testing::g_failures;
+  if (!testing::has_gpu()) {
+    // The host-side contracts (emulations against the repository's references) still hold here.
+    run_decode_tests(false);
+    std::printf("host checks: %d, %d failed\n", g_checks, g_failures);
+    if (g_failures) return 1;
+    testing::require_gpu("deltafin_cuda_gpu_tests");  // exits 77
+  }
   cudaDeviceProp prop{};
   testing::check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
   std::printf("device: %s, sm_%d%d, %d SMs\n", prop.name, prop.major, prop.minor,
@@ -243,6 +238,7 @@ int main() {
   test_rmsnorm(rng, 9, 7168);
   test_rmsnorm(rng, 33, 1000);
   test_bad_shapes();
+  run_decode_tests(true);
   std::printf("%s: %d checks, %d failed\n", g_failures ? "FAILED" : "PASSED", g_checks, g_failures);
   return g_failures ? 1 : 0;
 }

@@ -13,11 +13,14 @@ gencode=${GENCODE:--gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90a
 # shellcheck disable=SC2206
 flags=(-std=c++20 -O3 $gencode --fmad=false -Xcompiler=-ffp-contract=off -Isrc)
 "$nvcc" --version | tail -2
-"$nvcc" "${flags[@]}" -o "$out/deltafin_cuda_gpu_tests" src/cuda/gemv_gpu_test.cu src/cuda/gemv.cu \
-  src/cuda/norm.cu -x cu src/cuda/gemv_order_ref.cc src/kernels/matmul_ref.cc \
-  src/kernels/activation_ref.cc src/quant/mxfp4.cc &
+"$nvcc" "${flags[@]}" -o "$out/deltafin_cuda_gpu_tests" src/cuda/gemv_gpu_test.cu \
+  src/cuda/decode_gpu_test.cu src/cuda/gemv.cu src/cuda/norm.cu src/cuda/decode_ops.cu \
+  -x cu src/cuda/gemv_order_ref.cc src/cuda/decode_order_ref.cc src/kernels/matmul_ref.cc \
+  src/kernels/activation_ref.cc src/kernels/attn_res_ref.cc src/kernels/kda_ref.cc \
+  src/model/router.cc src/base/error.cc src/quant/mxfp4.cc &
 test_build=$!
-"$nvcc" "${flags[@]}" -o "$out/deltafin_cuda_bench" src/cuda/gemv_bench.cu src/cuda/gemv.cu &
+"$nvcc" "${flags[@]}" -o "$out/deltafin_cuda_bench" src/cuda/gemv_bench.cu src/cuda/gemv.cu \
+  src/cuda/decode_ops.cu &
 bench_build=$!
 wait $test_build
 wait $bench_build

@@ -1,0 +1,506 @@
+// The decode layer's block math (decode_ops.h). Every reduction has a fixed shape that does not
+// depend on the number of rows: a lane's sequential fused multiply-add chain, the xor butterfly
+// across the warp, then warp totals added in warp order by one thread. decode_order_ref.cc
+// performs the same operations on the CPU.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "cuda/decode_ops.h"
+#include "cuda/portable_math.h"
+
+namespace deltafin::cuda {
+namespace {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kMaxSources = 64;  // kernels::kAttnResMaxBlocks + 1
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int off = 16; off > 0; off /= 2) v = __fadd_rn(v, __shfl_xor_sync(kFullMask, v, off));
+  return v;
+}
+
+// p + a.x·b.x + a.y·b.y + a.z·b.z + a.w·b.w, one fused multiply-add at a time.
+__device__ __forceinline__ float fma4(float4 a, float4 b, float p) {
+  p = __fmaf_rn(a.x, b.x, p);
+  p = __fmaf_rn(a.y, b.y, p);
+  p = __fmaf_rn(a.z, b.z, p);
+  return __fmaf_rn(a.w, b.w, p);
+}
+
+void check_launch(const char* what) {
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess)
+    throw std::runtime_error(std::string(what) +
+                             ": CUDA launch failed: " + cudaGetErrorString(err));
+}
+
+[[noreturn]] void bad(const char* what, const std::string& field, int64_t value,
+                      const std::string& expected) {
+  throw std::invalid_argument(std::string(what) + ": " + field + " is " + std::to_string(value) +
+                              ", expected " + expected);
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// ---- SiTU -------------------------------------------------------------------------------------
+
+__global__ void situ_kernel(const float* g, const float* u, int64_t n, float beta,
+                            float linear_beta, float* y) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    y[i] = pm::situ_f32(g[i], u[i], beta, linear_beta);
+}
+
+// ---- AttnRes ----------------------------------------------------------------------------------
+
+constexpr int kResThreads = 256;
+
+// Block (source i, row r): s = (v·key) / sqrt((v·v)/hidden + eps). Thread t takes the float4s
+// t, t + 256, ... with fma4 chains for both sums; warp_sum; warp totals in warp order.
+__global__ void __launch_bounds__(kResThreads)
+    attn_res_scores(const float* key, const float* blocks, int n_blocks, int64_t block_stride,
+                    const float* prefix, int64_t hidden, float eps, float* scores) {
+  __shared__ float part_dk[kResThreads / 32], part_ss[kResThreads / 32];
+  const int i = blockIdx.x, r = blockIdx.y;
+  const float* v = (i < n_blocks ? blocks + i * block_stride : prefix) + r * hidden;
+  const float4* v4 = reinterpret_cast<const float4*>(v);
+  const float4* k4 = reinterpret_cast<const float4*>(key);
+  float dk = 0.0f, ss = 0.0f;
+  for (int64_t c = threadIdx.x; c < hidden / 4; c += kResThreads) {
+    const float4 a = v4[c], b = __ldg(k4 + c);
+    dk = fma4(a, b, dk);
+    ss = fma4(a, a, ss);
+  }
+  dk = warp_sum(dk);
+  ss = warp_sum(ss);
+  if (threadIdx.x % 32 == 0) part_dk[threadIdx.x / 32] = dk, part_ss[threadIdx.x / 32] = ss;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float tdk = part_dk[0], tss = part_ss[0];
+    for (int w = 1; w < kResThreads / 32; ++w) tdk = __fadd_rn(tdk, part_dk[w]);
+    for (int w = 1; w < kResThreads / 32; ++w) tss = __fadd_rn(tss, part_ss[w]);
+    const float rms = __fsqrt_rn(__fadd_rn(__fdiv_rn(tss, static_cast<float>(hidden)), eps));
+    scores[r * kMaxSources + i] = __fdiv_rn(tdk, rms);
+  }
+}
+
+// Block (column chunk, row r): thread 0 turns the scores into softmax weights (max, e^(s−max),
+// the sum in source order, division); then each thread mixes its float4 over the sources in order.
+__global__ void __launch_bounds__(kResThreads)
+    attn_res_combine(const float* blocks, int n_blocks, int64_t block_stride, const float* prefix,
+                     int64_t hidden, const float* scores, float* out) {
+  __shared__ float p[kMaxSources];
+  const int r = blockIdx.y, ns = n_blocks + 1;
+  if (threadIdx.x == 0) {
+    const float* s = scores + r * kMaxSources;
+    float m = s[0];
+    for (int i = 1; i < ns; ++i) m = s[i] > m ? s[i] : m;
+    float sum = 0.0f;
+    for (int i = 0; i < ns; ++i) {
+      p[i] = pm::exp_f32(__fsub_rn(s[i], m));
+      sum = __fadd_rn(sum, p[i]);
+    }
+    for (int i = 0; i < ns; ++i) p[i] = __fdiv_rn(p[i], sum);
+  }
+  __syncthreads();
+  const int64_t c = blockIdx.x * int64_t{kResThreads} + threadIdx.x;
+  if (c >= hidden / 4) return;
+  float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int i = 0; i < ns; ++i) {
+    const float* v = (i < n_blocks ? blocks + i * block_stride : prefix) + r * hidden;
+    const float4 a = reinterpret_cast<const float4*>(v)[c];
+    const float w = p[i];
+    o.x = __fmaf_rn(w, a.x, o.x);
+    o.y = __fmaf_rn(w, a.y, o.y);
+    o.z = __fmaf_rn(w, a.z, o.z);
+    o.w = __fmaf_rn(w, a.w, o.w);
+  }
+  reinterpret_cast<float4*>(out + r * hidden)[c] = o;
+}
+
+// ---- Router -----------------------------------------------------------------------------------
+
+// (value, id) ordered by value descending, then id ascending: a total order, so every lane of the
+// butterfly ends with the same winner.
+__device__ __forceinline__ bool better(float va, int ia, float vb, int ib) {
+  return va > vb || (va == vb && ia < ib);
+}
+
+__device__ __forceinline__ void warp_best(float& v, int& id) {
+  for (int off = 16; off > 0; off /= 2) {
+    const float ov = __shfl_xor_sync(kFullMask, v, off);
+    const int oi = __shfl_xor_sync(kFullMask, id, off);
+    if (better(ov, oi, v, id)) v = ov, id = oi;
+  }
+}
+
+constexpr float kNegInf = -__builtin_huge_valf();
+
+// One warp per row. Shared: score[ne], choice[ne], gscore[ng], keep[ng], chosen[k].
+__global__ void __launch_bounds__(32)
+    route_kernel(const float* logits, const float* bias, int ne, int k, int ng, int tkg,
+                 bool renormalize, float scaling, int32_t* experts, float* weights) {
+  extern __shared__ float rsm[];
+  float* score = rsm;
+  float* choice = score + ne;
+  float* gscore = choice + ne;
+  int* keep = reinterpret_cast<int*>(gscore + ng);
+  int* chosen = keep + ng;
+  const int r = blockIdx.x, lane = threadIdx.x;
+  for (int e = lane; e < ne; e += 32) {
+    const float s = pm::sigmoid_f32(logits[static_cast<int64_t>(r) * ne + e]);
+    score[e] = s;
+    choice[e] = __fadd_rn(s, bias[e]);
+  }
+  __syncwarp();
+  if (ng > 1 && ng > tkg) {
+    const int per = ne / ng;
+    for (int gi = lane; gi < ng; gi += 32) {
+      float v0 = kNegInf, v1 = kNegInf;
+      int i0 = INT32_MAX, i1 = INT32_MAX;
+      for (int e = gi * per; e < (gi + 1) * per; ++e) {
+        const float c = choice[e];
+        if (better(c, e, v0, i0)) {
+          v1 = v0, i1 = i0, v0 = c, i0 = e;
+        } else if (better(c, e, v1, i1)) {
+          v1 = c, i1 = e;
+        }
+      }
+      gscore[gi] = __fadd_rn(v0, per > 1 ? v1 : 0.0f);
+      keep[gi] = 0;
+    }
+    __syncwarp();
+    for (int round = 0; round < tkg; ++round) {
+      float v = kNegInf;
+      int id = INT32_MAX;
+      for (int gi = lane; gi < ng; gi += 32)
+        if (!keep[gi] && better(gscore[gi], gi, v, id)) v = gscore[gi], id = gi;
+      warp_best(v, id);
+      if (lane == 0) keep[id] = 1;
+      __syncwarp();
+    }
+    for (int e = lane; e < ne; e += 32)
+      if (!keep[e / per]) choice[e] = kNegInf;
+    __syncwarp();
+  }
+  for (int round = 0; round < k; ++round) {
+    float v = kNegInf;
+    int id = INT32_MAX;
+    for (int e = lane; e < ne; e += 32)
+      if (better(choice[e], e, v, id)) v = choice[e], id = e;
+    warp_best(v, id);
+    if (lane == 0) {
+      chosen[round] = id;
+      choice[id] = kNegInf;  // taken; a finite choice always beats it
+    }
+    __syncwarp();
+  }
+  if (lane == 0) {
+    float sum = 0.0f;
+    for (int i = 0; i < k; ++i) sum = __fadd_rn(sum, score[chosen[i]]);
+    for (int i = 0; i < k; ++i) {
+      float w = score[chosen[i]];
+      if (renormalize) w = __fdiv_rn(w, __fadd_rn(sum, 1e-20f));
+      experts[static_cast<int64_t>(r) * k + i] = chosen[i];
+      weights[static_cast<int64_t>(r) * k + i] = __fmul_rn(w, scaling);
+    }
+  }
+}
+
+// ---- KDA --------------------------------------------------------------------------------------
+
+constexpr int kKdaDim = 128;
+constexpr int kKdaRowsPerWarp = 4;
+constexpr int kKdaWarps = 4;
+constexpr int kKdaRowsPerBlock = kKdaRowsPerWarp * kKdaWarps;
+
+// Block (row group, head h): each warp owns 4 value rows of the head's Sᵀ, lane l the key channels
+// 4l..4l+3 of each (one float4). The rows stay in registers for all n tokens. Per token and row:
+// decay (one multiply per element), Sᵀk as fma4 + warp_sum, w = β·(v − Sᵀk), row = fma(w, k, row),
+// o = fma4(row, q) + warp_sum.
+__global__ void __launch_bounds__(kKdaWarps * 32)
+    kda_kernel(const float* q, const float* k, const float* v, const float* g, const float* beta,
+               int n, int nh, float* state, float* o) {
+  const int h = blockIdx.y, lane = threadIdx.x % 32;
+  const int c0 = blockIdx.x * kKdaRowsPerBlock + (threadIdx.x / 32) * kKdaRowsPerWarp;
+  float4* srow =
+      reinterpret_cast<float4*>(state + (static_cast<int64_t>(h) * kKdaDim + c0) * kKdaDim) + lane;
+  float4 s[kKdaRowsPerWarp];
+#pragma unroll
+  for (int j = 0; j < kKdaRowsPerWarp; ++j) s[j] = srow[j * (kKdaDim / 4)];
+  for (int t = 0; t < n; ++t) {
+    const int64_t base = (static_cast<int64_t>(t) * nh + h) * kKdaDim;
+    const float4 k4 = reinterpret_cast<const float4*>(k + base)[lane];
+    const float4 q4 = reinterpret_cast<const float4*>(q + base)[lane];
+    const float4 g4 = reinterpret_cast<const float4*>(g + base)[lane];
+    const float4 d =
+        make_float4(pm::exp_f32(g4.x), pm::exp_f32(g4.y), pm::exp_f32(g4.z), pm::exp_f32(g4.w));
+    const float b = beta[static_cast<int64_t>(t) * nh + h];
+    float kd[kKdaRowsPerWarp];
+#pragma unroll
+    for (int j = 0; j < kKdaRowsPerWarp; ++j) {
+      s[j].x = __fmul_rn(s[j].x, d.x);
+      s[j].y = __fmul_rn(s[j].y, d.y);
+      s[j].z = __fmul_rn(s[j].z, d.z);
+      s[j].w = __fmul_rn(s[j].w, d.w);
+      kd[j] = fma4(s[j], k4, 0.0f);
+    }
+#pragma unroll
+    for (int j = 0; j < kKdaRowsPerWarp; ++j) kd[j] = warp_sum(kd[j]);
+    float od[kKdaRowsPerWarp];
+#pragma unroll
+    for (int j = 0; j < kKdaRowsPerWarp; ++j) {
+      const float w = __fmul_rn(b, __fsub_rn(v[base + c0 + j], kd[j]));
+      s[j].x = __fmaf_rn(w, k4.x, s[j].x);
+      s[j].y = __fmaf_rn(w, k4.y, s[j].y);
+      s[j].z = __fmaf_rn(w, k4.z, s[j].z);
+      s[j].w = __fmaf_rn(w, k4.w, s[j].w);
+      od[j] = fma4(s[j], q4, 0.0f);
+    }
+#pragma unroll
+    for (int j = 0; j < kKdaRowsPerWarp; ++j) od[j] = warp_sum(od[j]);
+    if (lane < kKdaRowsPerWarp) {
+      // Lane j stores row j's output (every lane holds every row's sum).
+      float mine = od[0];
+#pragma unroll
+      for (int j = 1; j < kKdaRowsPerWarp; ++j) mine = lane == j ? od[j] : mine;
+      o[base + c0 + lane] = mine;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kKdaRowsPerWarp; ++j) srow[j * (kKdaDim / 4)] = s[j];
+}
+
+// ---- MLA (absorbed) ---------------------------------------------------------------------------
+
+using Mla = MlaGpuShape;
+constexpr int kMlaKvWidth = Mla::kNope + Mla::kV;  // kv_b rows per head
+
+// Block (head h, row r), 128 threads: thread t owns latent columns 4t..4t+3 of q̂ and walks the
+// head's 128 W_UK rows in order: q̂_c = fma(q_nope_i, W_UK[i, c], q̂_c).
+__global__ void __launch_bounds__(128)
+    mla_qhat(const uint16_t* kv_b, const float* q, int nh, float* qhat) {
+  const int h = blockIdx.x, r = blockIdx.y, t = threadIdx.x;
+  const float* qh = q + (static_cast<int64_t>(r) * nh + h) * (Mla::kNope + Mla::kRope);
+  const uint16_t* w = kv_b + static_cast<int64_t>(h) * kMlaKvWidth * Mla::kRank + 4 * t;
+  float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f;
+  for (int i = 0; i < Mla::kNope; ++i) {
+    const uint2 wb = __ldg(reinterpret_cast<const uint2*>(w + i * Mla::kRank));
+    const float qi = qh[i];
+    a0 = __fmaf_rn(qi, __uint_as_float(wb.x << 16), a0);
+    a1 = __fmaf_rn(qi, __uint_as_float(wb.x & 0xffff0000u), a1);
+    a2 = __fmaf_rn(qi, __uint_as_float(wb.y << 16), a2);
+    a3 = __fmaf_rn(qi, __uint_as_float(wb.y & 0xffff0000u), a3);
+  }
+  reinterpret_cast<float4*>(qhat + (static_cast<int64_t>(r) * nh + h) * Mla::kRank)[t] =
+      make_float4(a0, a1, a2, a3);
+}
+
+// One warp per (position s, head h, row r): lane l takes the latent float4s at 4l + 128m for
+// m = 0..3 (one fma4 chain) and the k_pe elements 2l, 2l+1 (a second chain); both warp_sum'd;
+// score = (nope + pe) · scale.
+__global__ void __launch_bounds__(256)
+    mla_scores(const float* qhat, const float* q, const float* latent, const float* k_pe, int nh,
+               int64_t n_positions, int n, float scale, float* scores) {
+  const int h = blockIdx.y, r = blockIdx.z, lane = threadIdx.x % 32;
+  const int64_t s = blockIdx.x * int64_t{8} + threadIdx.x / 32;
+  const int64_t len = n_positions - n + r + 1;
+  if (s >= len) return;
+  const float4* qh4 =
+      reinterpret_cast<const float4*>(qhat + (static_cast<int64_t>(r) * nh + h) * Mla::kRank);
+  const float4* l4 = reinterpret_cast<const float4*>(latent + s * Mla::kRank);
+  float p = 0.0f;
+#pragma unroll
+  for (int m = 0; m < Mla::kRank / 128; ++m) p = fma4(qh4[lane + 32 * m], l4[lane + 32 * m], p);
+  const float* qpe =
+      q + (static_cast<int64_t>(r) * nh + h) * (Mla::kNope + Mla::kRope) + Mla::kNope;
+  const float* kpe = k_pe + s * Mla::kRope;
+  float pe = __fmaf_rn(qpe[2 * lane], kpe[2 * lane], 0.0f);
+  pe = __fmaf_rn(qpe[2 * lane + 1], kpe[2 * lane + 1], pe);
+  p = warp_sum(p);
+  pe = warp_sum(pe);
+  if (lane == 0)
+    scores[(static_cast<int64_t>(r) * nh + h) * n_positions + s] =
+        __fmul_rn(__fadd_rn(p, pe), scale);
+}
+
+// Block (head h, row r), 128 threads: softmax over the row's positions (max; e^(s−max) stored in
+// place; thread t sums positions t, t+128, ... in order, warp_sum, warp totals in order; then each
+// weight divided by the sum), then ō: thread t owns latent columns 4t..4t+3 and adds
+// fma(p_s, latent_s, ō) over s in order.
+__global__ void __launch_bounds__(128)
+    mla_mix(const float* latent, int nh, int64_t n_positions, int n, float* scores, float* obar) {
+  __shared__ float red[4];
+  __shared__ float total;
+  const int h = blockIdx.x, r = blockIdx.y, t = threadIdx.x;
+  const int64_t len = n_positions - n + r + 1;
+  float* p = scores + (static_cast<int64_t>(r) * nh + h) * n_positions;
+  float m = kNegInf;
+  for (int64_t s = t; s < len; s += 128) m = p[s] > m ? p[s] : m;
+  for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(kFullMask, m, off));
+  if (t % 32 == 0) red[t / 32] = m;
+  __syncthreads();
+  m = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+  float sum = 0.0f;
+  for (int64_t s = t; s < len; s += 128) {
+    const float e = pm::exp_f32(__fsub_rn(p[s], m));
+    p[s] = e;
+    sum = __fadd_rn(sum, e);
+  }
+  sum = warp_sum(sum);
+  __syncthreads();  // everyone has read red[] for the max
+  if (t % 32 == 0) red[t / 32] = sum;
+  __syncthreads();
+  if (t == 0) total = __fadd_rn(__fadd_rn(__fadd_rn(red[0], red[1]), red[2]), red[3]);
+  __syncthreads();
+  for (int64_t s = t; s < len; s += 128) p[s] = __fdiv_rn(p[s], total);
+  __syncthreads();
+  float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int64_t s = 0; s < len; ++s) {
+    const float w = p[s];
+    const float4 a = reinterpret_cast<const float4*>(latent + s * Mla::kRank)[t];
+    o.x = __fmaf_rn(w, a.x, o.x);
+    o.y = __fmaf_rn(w, a.y, o.y);
+    o.z = __fmaf_rn(w, a.z, o.z);
+    o.w = __fmaf_rn(w, a.w, o.w);
+  }
+  reinterpret_cast<float4*>(obar + (static_cast<int64_t>(r) * nh + h) * Mla::kRank)[t] = o;
+}
+
+// One warp per (output channel c of head h, row r): the BF16 GEMV order of gemv.h (lane l takes
+// the 8-value chunks l and l + 32 of the W_UV row, one fma chain, then warp_sum).
+__global__ void __launch_bounds__(256)
+    mla_out(const uint16_t* kv_b, const float* obar, int nh, float* o) {
+  const int h = blockIdx.y, r = blockIdx.z, lane = threadIdx.x % 32;
+  const int c = blockIdx.x * 8 + threadIdx.x / 32;
+  const uint16_t* w = kv_b + (static_cast<int64_t>(h) * kMlaKvWidth + Mla::kNope + c) * Mla::kRank;
+  const float* x = obar + (static_cast<int64_t>(r) * nh + h) * Mla::kRank;
+  float acc = 0.0f;
+#pragma unroll
+  for (int u = 0; u < Mla::kRank / 8 / 32; ++u) {
+    const int chunk = lane + 32 * u;
+    const uint4 wb = __ldg(reinterpret_cast<const uint4*>(w + chunk * 8));
+    const float4 a = reinterpret_cast<const float4*>(x + chunk * 8)[0];
+    const float4 b = reinterpret_cast<const float4*>(x + chunk * 8)[1];
+    acc = __fmaf_rn(__uint_as_float(wb.x << 16), a.x, acc);
+    acc = __fmaf_rn(__uint_as_float(wb.x & 0xffff0000u), a.y, acc);
+    acc = __fmaf_rn(__uint_as_float(wb.y << 16), a.z, acc);
+    acc = __fmaf_rn(__uint_as_float(wb.y & 0xffff0000u), a.w, acc);
+    acc = __fmaf_rn(__uint_as_float(wb.z << 16), b.x, acc);
+    acc = __fmaf_rn(__uint_as_float(wb.z & 0xffff0000u), b.y, acc);
+    acc = __fmaf_rn(__uint_as_float(wb.w << 16), b.z, acc);
+    acc = __fmaf_rn(__uint_as_float(wb.w & 0xffff0000u), b.w, acc);
+  }
+  acc = warp_sum(acc);
+  if (lane == 0) o[(static_cast<int64_t>(r) * nh + h) * Mla::kV + c] = acc;
+}
+
+}  // namespace
+
+void situ_glu(const float* g, const float* u, int64_t n, float beta, float linear_beta, float* y,
+              cudaStream_t stream) {
+  if (n < 0) bad("cuda::situ_glu", "n", n, ">= 0");
+  if (n == 0) return;
+  const int64_t blocks = (n + 255) / 256;
+  situ_kernel<<<static_cast<unsigned>(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(
+      g, u, n, beta, linear_beta, y);
+  check_launch("cuda::situ_glu");
+}
+
+int64_t attn_res_scratch_floats(int64_t n) { return n * kMaxSources; }
+
+void attn_res_mix(const float* key, const float* blocks, int64_t n_blocks, int64_t block_stride,
+                  const float* prefix, int64_t n, int64_t hidden, float eps, float* scratch,
+                  float* out, cudaStream_t stream) {
+  const char* what = "cuda::attn_res_mix";
+  if (n_blocks < 0 || n_blocks >= kMaxSources) bad(what, "n_blocks", n_blocks, "0..63");
+  if (hidden <= 0 || hidden % 4 != 0) bad(what, "hidden", hidden, "a positive multiple of 4");
+  if (n < 0 || n > 65535) bad(what, "n", n, "0..65535");
+  if (block_stride % 4 != 0) bad(what, "block_stride", block_stride, "a multiple of 4");
+  if (!aligned16(key) || !aligned16(prefix) || !aligned16(out) ||
+      (n_blocks > 0 && !aligned16(blocks)))
+    throw std::invalid_argument(std::string(what) +
+                                ": key, blocks, prefix and out must be "
+                                "16-byte aligned device pointers");
+  if (n == 0) return;
+  const int nb = static_cast<int>(n_blocks);
+  attn_res_scores<<<dim3(nb + 1, static_cast<unsigned>(n)), kResThreads, 0, stream>>>(
+      key, blocks, nb, block_stride, prefix, hidden, eps, scratch);
+  const auto chunks = static_cast<unsigned>((hidden / 4 + kResThreads - 1) / kResThreads);
+  attn_res_combine<<<dim3(chunks, static_cast<unsigned>(n)), kResThreads, 0, stream>>>(
+      blocks, nb, block_stride, prefix, hidden, scratch, out);
+  check_launch(what);
+}
+
+void route(const RouterShape& sh, const float* logits, const float* bias, int64_t n,
+           int32_t* experts, float* weights, cudaStream_t stream) {
+  const char* what = "cuda::route";
+  if (sh.n_experts < 1 || sh.n_experts > 1024) bad(what, "n_experts", sh.n_experts, "1..1024");
+  if (sh.n_groups < 1 || sh.n_experts % sh.n_groups != 0)
+    bad(what, "n_groups", sh.n_groups, "a divisor of n_experts");
+  const bool grouped = sh.n_groups > 1 && sh.n_groups > sh.topk_groups;
+  if (grouped && sh.topk_groups < 1) bad(what, "topk_groups", sh.topk_groups, ">= 1");
+  const int available = grouped ? sh.topk_groups * (sh.n_experts / sh.n_groups) : sh.n_experts;
+  if (sh.top_k < 1 || sh.top_k > available)
+    bad(what, "top_k", sh.top_k, "1.." + std::to_string(available));
+  if (n < 0 || n > INT32_MAX) bad(what, "n", n, ">= 0");
+  if (n == 0) return;
+  const size_t smem = (2 * static_cast<size_t>(sh.n_experts) + sh.n_groups) * sizeof(float) +
+                      (static_cast<size_t>(sh.n_groups) + sh.top_k) * sizeof(int);
+  route_kernel<<<static_cast<unsigned>(n), 32, smem, stream>>>(
+      logits, bias, sh.n_experts, sh.top_k, sh.n_groups, sh.topk_groups, sh.renormalize, sh.scaling,
+      experts, weights);
+  check_launch(what);
+}
+
+void kda_decode(const float* q, const float* k, const float* v, const float* g, const float* beta,
+                int64_t n, int64_t n_heads, int64_t dim, float* state, float* o,
+                cudaStream_t stream) {
+  const char* what = "cuda::kda_decode";
+  if (dim != kKdaDim) bad(what, "dim", dim, "128");
+  if (n_heads < 1 || n_heads > 65535) bad(what, "n_heads", n_heads, "1..65535");
+  if (n < 0 || n > INT32_MAX) bad(what, "n", n, ">= 0");
+  if (!aligned16(q) || !aligned16(k) || !aligned16(g) || !aligned16(state))
+    throw std::invalid_argument(std::string(what) +
+                                ": q, k, g and state must be 16-byte aligned device pointers");
+  if (n == 0) return;
+  kda_kernel<<<dim3(kKdaDim / kKdaRowsPerBlock, static_cast<unsigned>(n_heads)), kKdaWarps * 32, 0,
+               stream>>>(q, k, v, g, beta, static_cast<int>(n), static_cast<int>(n_heads), state,
+                         o);
+  check_launch(what);
+}
+
+int64_t mla_absorbed_gpu_scratch_floats(const MlaGpuShape& sh, int64_t n, int64_t n_positions) {
+  return n * sh.n_heads * (2 * Mla::kRank + n_positions);
+}
+
+void mla_absorbed(const MlaGpuShape& sh, const uint16_t* kv_b, const float* latent,
+                  const float* k_pe, int64_t n_positions, const float* q, int64_t n, float* scratch,
+                  float* o, cudaStream_t stream) {
+  const char* what = "cuda::mla_absorbed";
+  if (sh.n_heads < 1 || sh.n_heads > 65535) bad(what, "n_heads", sh.n_heads, "1..65535");
+  if (n < 0 || n > 65535) bad(what, "n", n, "0..65535");
+  if (n_positions < n || n_positions > INT32_MAX)
+    bad(what, "n_positions", n_positions, "n..2^31-1");
+  if (!aligned16(kv_b) || !aligned16(latent) || !aligned16(q) || !aligned16(scratch))
+    throw std::invalid_argument(std::string(what) +
+                                ": kv_b, latent, q and scratch must be 16-byte aligned");
+  if (n == 0) return;
+  const auto nh = static_cast<unsigned>(sh.n_heads), nr = static_cast<unsigned>(n);
+  float* qhat = scratch;
+  float* obar = qhat + n * sh.n_heads * Mla::kRank;
+  float* scores = obar + n * sh.n_heads * Mla::kRank;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(Mla::kNope + Mla::kRope));
+  mla_qhat<<<dim3(nh, nr), 128, 0, stream>>>(kv_b, q, static_cast<int>(nh), qhat);
+  mla_scores<<<dim3(static_cast<unsigned>((n_positions + 7) / 8), nh, nr), 256, 0, stream>>>(
+      qhat, q, latent, k_pe, static_cast<int>(nh), n_positions, static_cast<int>(n), scale, scores);
+  mla_mix<<<dim3(nh, nr), 128, 0, stream>>>(latent, static_cast<int>(nh), n_positions,
+                                            static_cast<int>(n), scores, obar);
+  mla_out<<<dim3(Mla::kV / 8, nh, nr), 256, 0, stream>>>(kv_b, obar, static_cast<int>(nh), o);
+  check_launch(what);
+}
+
+}  // namespace deltafin::cuda
