@@ -415,6 +415,75 @@ void test_mla(std::mt19937& rng, int64_t nh, int64_t n_positions, int64_t max_n,
               static_cast<long long>(max_n));
 }
 
+// ---- lm_head ----------------------------------------------------------------------------------
+
+// The lm_head at K3's shape (BF16 [163840, 7168]) through cuda::matmul, and argmax_rows on its
+// logits. Every 37th vocabulary row (and the last) is emulated (cpu_order_bf16, memcmp) for each
+// activation row; the other n compare with n = 1 whole. Two equal weight rows make a planted tie
+// at the top of activation row 0: argmax must take the lower id. GPU only (2.35 GB of weights).
+void test_lm_head(bool gpu) {
+  if (!gpu) return;
+  const int64_t vocab = 163840, hidden = 7168, max_n = 4;
+  std::vector<uint16_t> w(vocab * hidden);
+  uint64_t h = 0x9e3779b97f4a7c15u;
+  for (auto& b : w) {
+    h = h * 6364136223846793005u + 1442695040888963407u;
+    const auto r = static_cast<uint32_t>(h >> 33);
+    // sign, exponent 2^-8..2^-6, 7 mantissa bits
+    b = static_cast<uint16_t>(((r & 1u) << 15) | ((119u + (r >> 1) % 3u) << 7) |
+                              ((r >> 8) & 0x7fu));
+  }
+  std::mt19937 rng(163840);
+  const std::vector<float> x = normal(rng, max_n * hidden, 1.0f);
+  const int64_t top = 1000, twin = 150000;  // rows aligned with x row 0, equal to each other
+  for (int64_t c = 0; c < hidden; ++c) {
+    w[top * hidden + c] = quant::f32_to_bf16(x[c] > 0 ? 0.05f : -0.05f);
+    w[twin * hidden + c] = w[top * hidden + c];
+  }
+  DeviceBuffer<uint16_t> d_w(w);
+  DeviceBuffer<float> d_x(x), d_y(max_n * vocab), d_vals(max_n);
+  DeviceBuffer<int32_t> d_ids(max_n);
+  const DeviceBf16 dw{d_w.ptr, vocab, hidden};
+  std::vector<float> single(max_n * vocab);
+  for (int64_t i = 0; i < max_n; ++i) {
+    matmul(dw, d_x.ptr + i * hidden, 1, d_y.ptr);
+    const auto y = d_y.download(vocab);
+    std::copy(y.begin(), y.end(), single.begin() + i * vocab);
+  }
+  std::vector<int64_t> sample;
+  for (int64_t r = 0; r < vocab; r += 37) sample.push_back(r);
+  sample.push_back(vocab - 1);
+  bool emulated = true;
+  for (int64_t i = 0; i < max_n; ++i)
+    for (const int64_t r : sample) {
+      float e = 0;
+      cpu_order_bf16(w.data() + r * hidden, 1, hidden, x.data() + i * hidden, 1, &e);
+      emulated = emulated && same_bits(&e, single.data() + i * vocab + r, 1);
+    }
+  expect(emulated, "lm_head 163840x7168: sampled rows == cpu_order_bf16 (memcmp)");
+  for (int64_t n = 2; n <= max_n; ++n) {
+    matmul(dw, d_x.ptr, n, d_y.ptr);
+    expect(same_bits(d_y.download(n * vocab).data(), single.data(), n * vocab),
+           "lm_head: n=" + std::to_string(n) + " rows == n=1 rows (memcmp)");
+  }
+  d_y.upload(single);
+  argmax_rows(d_y.ptr, max_n, vocab, d_ids.ptr, d_vals.ptr);
+  const auto ids = d_ids.download(max_n);
+  const auto vals = d_vals.download(max_n);
+  bool argmax_ok = ids[0] == top;
+  for (int64_t i = 0; i < max_n; ++i) {
+    const float* row = single.data() + i * vocab;
+    const int64_t best = std::max_element(row, row + vocab) - row;  // first of the largest
+    argmax_ok = argmax_ok && ids[i] == best && same_bits(&vals[i], row + best, 1);
+  }
+  expect(argmax_ok, "lm_head argmax == CPU argmax, tie at the top to the lower id (" +
+                        std::to_string(ids[0]) + ")");
+  std::printf(
+      "ok   lm_head 163840x7168 n=1..%lld: sampled rows bit-exact, rows independent, "
+      "argmax with a planted tie\n",
+      static_cast<long long>(max_n));
+}
+
 void test_decode_bad_shapes(bool gpu) {
   if (!gpu) return;
   DeviceBuffer<float> buf(1024);
@@ -457,6 +526,7 @@ void run_decode_tests(bool gpu) {
   test_kda(rng, 96, 2, gpu);  // K3's head count
   test_mla(rng, 4, 300, 16, gpu);
   test_mla(rng, 96, 40, 2, gpu);  // K3's head count
+  test_lm_head(gpu);
   test_decode_bad_shapes(gpu);
 }
 

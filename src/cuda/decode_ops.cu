@@ -398,7 +398,43 @@ __global__ void __launch_bounds__(256)
   if (lane == 0) o[(static_cast<int64_t>(r) * nh + h) * Mla::kV + c] = acc;
 }
 
+// ---- argmax -----------------------------------------------------------------------------------
+
+constexpr int kArgmaxThreads = 1024;
+
+// Block per row: per thread the best of its strided columns, warp_best, then thread 0 over the
+// warps. The order (value descending, index ascending) is total, so the result is unique.
+__global__ void __launch_bounds__(kArgmaxThreads)
+    argmax_kernel(const float* x, int64_t cols, int32_t* ids, float* values) {
+  __shared__ float wv[kArgmaxThreads / 32];
+  __shared__ int wi[kArgmaxThreads / 32];
+  const float* row = x + blockIdx.x * cols;
+  float v = kNegInf;
+  int id = INT32_MAX;
+  for (int64_t c = threadIdx.x; c < cols; c += kArgmaxThreads)
+    if (better(row[c], static_cast<int>(c), v, id)) v = row[c], id = static_cast<int>(c);
+  warp_best(v, id);
+  if (threadIdx.x % 32 == 0) wv[threadIdx.x / 32] = v, wi[threadIdx.x / 32] = id;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kArgmaxThreads / 32; ++w)
+      if (better(wv[w], wi[w], v, id)) v = wv[w], id = wi[w];
+    ids[blockIdx.x] = id == INT32_MAX ? -1 : id;
+    if (values != nullptr) values[blockIdx.x] = v;
+  }
+}
+
 }  // namespace
+
+void argmax_rows(const float* x, int64_t n, int64_t cols, int32_t* ids, float* values,
+                 cudaStream_t stream) {
+  const char* what = "cuda::argmax_rows";
+  if (cols < 1 || cols >= INT32_MAX) bad(what, "cols", cols, "1..2^31-2");
+  if (n < 0 || n > INT32_MAX) bad(what, "n", n, ">= 0");
+  if (n == 0) return;
+  argmax_kernel<<<static_cast<unsigned>(n), kArgmaxThreads, 0, stream>>>(x, cols, ids, values);
+  check_launch(what);
+}
 
 void situ_glu(const float* g, const float* u, int64_t n, float beta, float linear_beta, float* y,
               cudaStream_t stream) {

@@ -68,4 +68,10 @@ void mla_absorbed(const MlaGpuShape& shape, const uint16_t* kv_b, const float* l
                   float* o, cudaStream_t stream = 0);
 int64_t mla_absorbed_gpu_scratch_floats(const MlaGpuShape& shape, int64_t n, int64_t n_positions);
 
+// The greedy pick over logits [n, cols] (the lm_head's BF16 GEMV is cuda::matmul): per row the
+// index of the largest value, the lowest index among equal values, NaNs never chosen (-1 for a row
+// of NaNs), and that value. ids [n], values [n]; values may be null.
+void argmax_rows(const float* x, int64_t n, int64_t cols, int32_t* ids, float* values,
+                 cudaStream_t stream = 0);
+
 }  // namespace deltafin::cuda
