@@ -2,6 +2,7 @@
 // order (gemv_order_ref.h), within the fp32 error bound of the repository's fp64 scalar
 // reference (src/kernels/matmul_ref.cc), and row-count independence (n = 1..16 and beyond, memcmp).
 // Exits 77 (ctest: skipped) without a GPU.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -95,6 +96,19 @@ void test_mxfp4(std::mt19937& rng, int64_t rows, int64_t cols, int64_t max_n, bo
     const auto y = d_y.download(n * rows);
     expect(same_bits(y.data(), single.data(), n * rows),
            name + ": n=" + std::to_string(n) + " rows == n=1 rows (memcmp)");
+  }
+  // The wide kernel (n <= 2; larger n fall back to the default): the same bits.
+  std::vector<float> wide(max_n * rows);
+  for (int64_t i = 0; i < max_n; ++i) {
+    matmul(dw, d_x.ptr + i * cols, 1, d_y.ptr, 0, Mxfp4Kernel::kWide);
+    const auto y = d_y.download(rows);
+    std::copy(y.begin(), y.end(), wide.begin() + i * rows);
+  }
+  expect(same_bits(wide.data(), single.data(), max_n * rows), name + ": wide n=1 == default n=1");
+  for (int64_t n = 2; n <= std::min<int64_t>(max_n, 4); ++n) {
+    matmul(dw, d_x.ptr, n, d_y.ptr, 0, Mxfp4Kernel::kWide);
+    expect(same_bits(d_y.download(n * rows).data(), single.data(), n * rows),
+           name + ": wide n=" + std::to_string(n) + " rows == n=1 rows (memcmp)");
   }
 
   int bad = 0;
