@@ -523,9 +523,9 @@ void run_decode_tests(bool gpu) {
   test_route(rng, RouterShape{60, 6, 1, 1, false, 1.5f}, 5, gpu);    // no renormalization
   test_k3_router(rng, gpu);
   test_kda(rng, 12, 16, gpu);
-  test_kda(rng, 96, 2, gpu);  // K3's head count
-  test_mla(rng, 4, 300, 16, gpu);
-  test_mla(rng, 96, 40, 2, gpu);  // K3's head count
+  test_kda(rng, 96, 2, gpu);       // K3's head count
+  test_mla(rng, 4, 270, 16, gpu);  // rows see 255..270 positions: one chunk, then two
+  test_mla(rng, 96, 40, 2, gpu);   // K3's head count
   test_lm_head(gpu);
   test_decode_bad_shapes(gpu);
 }

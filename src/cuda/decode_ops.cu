@@ -327,12 +327,11 @@ __global__ void __launch_bounds__(256)
         __fmul_rn(__fadd_rn(p, pe), scale);
 }
 
-// Block (head h, row r), 128 threads: softmax over the row's positions (max; e^(s−max) stored in
-// place; thread t sums positions t, t+128, ... in order, warp_sum, warp totals in order; then each
-// weight divided by the sum), then ō: thread t owns latent columns 4t..4t+3 and adds
-// fma(p_s, latent_s, ō) over s in order.
+// Block (head h, row r), 128 threads: the softmax over the row's positions, in place: the max;
+// e^(s−max) stored in place while thread t sums positions t, t+128, ... in order, warp_sum, warp
+// totals in order; then each weight divided by that sum.
 __global__ void __launch_bounds__(128)
-    mla_mix(const float* latent, int nh, int64_t n_positions, int n, float* scores, float* obar) {
+    mla_softmax(int nh, int64_t n_positions, int n, float* scores) {
   __shared__ float red[4];
   __shared__ float total;
   const int h = blockIdx.x, r = blockIdx.y, t = threadIdx.x;
@@ -357,15 +356,52 @@ __global__ void __launch_bounds__(128)
   if (t == 0) total = __fadd_rn(__fadd_rn(__fadd_rn(red[0], red[1]), red[2]), red[3]);
   __syncthreads();
   for (int64_t s = t; s < len; s += 128) p[s] = __fdiv_rn(p[s], total);
-  __syncthreads();
+}
+
+// ō in chunks of kMlaChunk positions (absolute: chunk c holds positions [c·256, c·256 + 256), so
+// the split never depends on n). Block (chunk, head h, row r), 128 threads: thread t owns latent
+// columns 4t..4t+3 and adds fma(p_s, latent_s, part) over the chunk's positions in order.
+constexpr int kMlaChunk = 256;
+
+__global__ void __launch_bounds__(128)
+    mla_mix_partial(const float* latent, int nh, int64_t n_positions, int n, const float* scores,
+                    int64_t chunks, float* parts) {
+  const int h = blockIdx.y, r = blockIdx.z, t = threadIdx.x;
+  const int64_t len = n_positions - n + r + 1;
+  const int64_t s0 = blockIdx.x * int64_t{kMlaChunk};
+  if (s0 >= len) return;
+  const int64_t s1 = s0 + kMlaChunk < len ? s0 + kMlaChunk : len;
+  const float* p = scores + (static_cast<int64_t>(r) * nh + h) * n_positions;
   float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-  for (int64_t s = 0; s < len; ++s) {
+  for (int64_t s = s0; s < s1; ++s) {
     const float w = p[s];
     const float4 a = reinterpret_cast<const float4*>(latent + s * Mla::kRank)[t];
     o.x = __fmaf_rn(w, a.x, o.x);
     o.y = __fmaf_rn(w, a.y, o.y);
     o.z = __fmaf_rn(w, a.z, o.z);
     o.w = __fmaf_rn(w, a.w, o.w);
+  }
+  reinterpret_cast<float4*>(parts + ((static_cast<int64_t>(r) * nh + h) * chunks + blockIdx.x) *
+                                        Mla::kRank)[t] = o;
+}
+
+// Block (head h, row r), 128 threads: ō = the row's chunk sums added in chunk order.
+__global__ void __launch_bounds__(128)
+    mla_mix_combine(int nh, int64_t n_positions, int n, int64_t chunks, const float* parts,
+                    float* obar) {
+  const int h = blockIdx.x, r = blockIdx.y, t = threadIdx.x;
+  const int64_t len = n_positions - n + r + 1;
+  const int64_t used = (len + kMlaChunk - 1) / kMlaChunk;
+  const float4* part = reinterpret_cast<const float4*>(parts + (static_cast<int64_t>(r) * nh + h) *
+                                                                   chunks * Mla::kRank) +
+                       t;
+  float4 o = part[0];
+  for (int64_t c = 1; c < used; ++c) {
+    const float4 a = part[c * (Mla::kRank / 4)];
+    o.x = __fadd_rn(o.x, a.x);
+    o.y = __fadd_rn(o.y, a.y);
+    o.z = __fadd_rn(o.z, a.z);
+    o.w = __fadd_rn(o.w, a.w);
   }
   reinterpret_cast<float4*>(obar + (static_cast<int64_t>(r) * nh + h) * Mla::kRank)[t] = o;
 }
@@ -510,7 +546,8 @@ void kda_decode(const float* q, const float* k, const float* v, const float* g, 
 }
 
 int64_t mla_absorbed_gpu_scratch_floats(const MlaGpuShape& sh, int64_t n, int64_t n_positions) {
-  return n * sh.n_heads * (2 * Mla::kRank + n_positions);
+  const int64_t chunks = (n_positions + kMlaChunk - 1) / kMlaChunk;
+  return n * sh.n_heads * (2 * Mla::kRank + n_positions + chunks * Mla::kRank) + 4;
 }
 
 void mla_absorbed(const MlaGpuShape& sh, const uint16_t* kv_b, const float* latent,
@@ -529,12 +566,20 @@ void mla_absorbed(const MlaGpuShape& sh, const uint16_t* kv_b, const float* late
   float* qhat = scratch;
   float* obar = qhat + n * sh.n_heads * Mla::kRank;
   float* scores = obar + n * sh.n_heads * Mla::kRank;
+  const int64_t chunks = (n_positions + kMlaChunk - 1) / kMlaChunk;
+  float* parts = scores + n * sh.n_heads * n_positions;
+  // parts must be 16-byte aligned: pad the scores to a multiple of 4 floats in the offset.
+  parts += (4 - (n * sh.n_heads * n_positions) % 4) % 4;
   const float scale = 1.0f / std::sqrt(static_cast<float>(Mla::kNope + Mla::kRope));
   mla_qhat<<<dim3(nh, nr), 128, 0, stream>>>(kv_b, q, static_cast<int>(nh), qhat);
   mla_scores<<<dim3(static_cast<unsigned>((n_positions + 7) / 8), nh, nr), 256, 0, stream>>>(
       qhat, q, latent, k_pe, static_cast<int>(nh), n_positions, static_cast<int>(n), scale, scores);
-  mla_mix<<<dim3(nh, nr), 128, 0, stream>>>(latent, static_cast<int>(nh), n_positions,
-                                            static_cast<int>(n), scores, obar);
+  mla_softmax<<<dim3(nh, nr), 128, 0, stream>>>(static_cast<int>(nh), n_positions,
+                                                static_cast<int>(n), scores);
+  mla_mix_partial<<<dim3(static_cast<unsigned>(chunks), nh, nr), 128, 0, stream>>>(
+      latent, static_cast<int>(nh), n_positions, static_cast<int>(n), scores, chunks, parts);
+  mla_mix_combine<<<dim3(nh, nr), 128, 0, stream>>>(static_cast<int>(nh), n_positions,
+                                                    static_cast<int>(n), chunks, parts, obar);
   mla_out<<<dim3(Mla::kV / 8, nh, nr), 256, 0, stream>>>(kv_b, obar, static_cast<int>(nh), o);
   check_launch(what);
 }

@@ -54,7 +54,8 @@ void kda_decode(const float* q, const float* k, const float* v, const float* g, 
                 cudaStream_t stream = 0);
 
 // Absorbed MLA attention (kernels::mla_attend_absorbed) with K3's dims: per head, q̂ = W_UKᵀ q_nope,
-// scores (q̂·latent_s + q_pe·k_pe_s)/sqrt(192), softmax, ō = Σ p_s latent_s, o = W_UV ō.
+// scores (q̂·latent_s + q_pe·k_pe_s)/sqrt(192), softmax, ō = Σ p_s latent_s (in chunks of 256
+// positions, summed in order), o = W_UV ō.
 // kv_b: BF16 [n_heads · 256, 512] (per head 128 k_nope rows, then 128 v rows), 16-byte aligned.
 // latent [n_positions, 512], k_pe [n_positions, 64]: the cache, whose last n positions are the
 // n query rows; q [n, n_heads, 192] (nope 128, then pe 64), o [n, n_heads, 128]. Query row r sees

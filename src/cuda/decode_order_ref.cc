@@ -209,10 +209,17 @@ void cpu_order_mla_absorbed(const MlaGpuShape& sh, const uint16_t* kv_b, const f
       const float total =
           pm::add(pm::add(pm::add(warp_total[0], warp_total[1]), warp_total[2]), warp_total[3]);
       for (int64_t s = 0; s < len; ++s) p[s] = pm::div(p[s], total);
+      // ō: a fma chain per chunk of 256 positions (from position 0), chunk sums added in order.
+      constexpr int64_t kChunk = 256;
       for (int c = 0; c < kRank; ++c) {
-        float a = 0.0f;
-        for (int64_t s = 0; s < len; ++s) a = pm::fma(p[s], latent[s * kRank + c], a);
-        obar[c] = a;
+        float total_c = 0.0f;
+        for (int64_t s0 = 0; s0 < len; s0 += kChunk) {
+          float a = 0.0f;
+          for (int64_t s = s0; s < std::min(len, s0 + kChunk); ++s)
+            a = pm::fma(p[s], latent[s * kRank + c], a);
+          total_c = s0 == 0 ? a : pm::add(total_c, a);
+        }
+        obar[c] = total_c;
       }
       // W_UV ō in the BF16 GEMV order (gemv.h), which gemv_order_ref.cc already emulates.
       cpu_order_bf16(kv_b + (h * kKvw + M::kNope) * kRank, M::kV, kRank, obar.data(), 1,
