@@ -299,32 +299,53 @@ __global__ void __launch_bounds__(128)
       make_float4(a0, a1, a2, a3);
 }
 
-// One warp per (position s, head h, row r): lane l takes the latent float4s at 4l + 128m for
-// m = 0..3 (one fma4 chain) and the k_pe elements 2l, 2l+1 (a second chain); both warp_sum'd;
-// score = (nope + pe) · scale.
+// Scores, one warp per (position s, head h, row r): lane l takes the latent float4s at 4l + 128m
+// for m = 0..3 (one fma4 chain) and the k_pe elements 2l, 2l+1 (a second chain); both warp_sum'd;
+// score = (nope + pe) · scale. Block (16 heads, 32 positions, row r), 8 warps: the positions'
+// latents and k_pe are staged in shared memory once for the 16 heads (each warp takes 2 heads,
+// its q̂ and q_pe in registers); the head groups of one position tile are adjacent blocks, so the
+// tile is read from HBM about once per row.
+constexpr int kScorePositions = 32;
+constexpr int kScoreHeads = 16;
+constexpr int kScoreSmemBytes = kScorePositions * (Mla::kRank + Mla::kRope) * 4;
+
 __global__ void __launch_bounds__(256)
     mla_scores(const float* qhat, const float* q, const float* latent, const float* k_pe, int nh,
                int64_t n_positions, int n, float scale, float* scores) {
-  const int h = blockIdx.y, r = blockIdx.z, lane = threadIdx.x % 32;
-  const int64_t s = blockIdx.x * int64_t{8} + threadIdx.x / 32;
+  extern __shared__ float4 sm4[];
+  float4* lat = sm4;  // [32][128] float4
+  float* kpe = reinterpret_cast<float*>(sm4 + kScorePositions * Mla::kRank / 4);  // [32][64]
+  const int r = blockIdx.z, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t len = n_positions - n + r + 1;
-  if (s >= len) return;
-  const float4* qh4 =
-      reinterpret_cast<const float4*>(qhat + (static_cast<int64_t>(r) * nh + h) * Mla::kRank);
-  const float4* l4 = reinterpret_cast<const float4*>(latent + s * Mla::kRank);
-  float p = 0.0f;
+  const int64_t s0 = blockIdx.y * int64_t{kScorePositions};
+  if (s0 >= len) return;  // the whole block
+  const int cnt = len - s0 < kScorePositions ? static_cast<int>(len - s0) : kScorePositions;
+  const float4* src = reinterpret_cast<const float4*>(latent + s0 * Mla::kRank);
+  for (int k = threadIdx.x; k < cnt * Mla::kRank / 4; k += 256) lat[k] = __ldg(src + k);
+  for (int k = threadIdx.x; k < cnt * Mla::kRope; k += 256)
+    kpe[k] = __ldg(k_pe + s0 * Mla::kRope + k);
+  __syncthreads();
+  const int h_end = (blockIdx.x + 1) * kScoreHeads < nh ? (blockIdx.x + 1) * kScoreHeads : nh;
+  for (int h = blockIdx.x * kScoreHeads + warp; h < h_end; h += 8) {
+    const int64_t rh = static_cast<int64_t>(r) * nh + h;
+    const float4* qh4 = reinterpret_cast<const float4*>(qhat + rh * Mla::kRank);
+    float4 qa[Mla::kRank / 128];
 #pragma unroll
-  for (int m = 0; m < Mla::kRank / 128; ++m) p = fma4(qh4[lane + 32 * m], l4[lane + 32 * m], p);
-  const float* qpe =
-      q + (static_cast<int64_t>(r) * nh + h) * (Mla::kNope + Mla::kRope) + Mla::kNope;
-  const float* kpe = k_pe + s * Mla::kRope;
-  float pe = __fmaf_rn(qpe[2 * lane], kpe[2 * lane], 0.0f);
-  pe = __fmaf_rn(qpe[2 * lane + 1], kpe[2 * lane + 1], pe);
-  p = warp_sum(p);
-  pe = warp_sum(pe);
-  if (lane == 0)
-    scores[(static_cast<int64_t>(r) * nh + h) * n_positions + s] =
-        __fmul_rn(__fadd_rn(p, pe), scale);
+    for (int m = 0; m < Mla::kRank / 128; ++m) qa[m] = qh4[lane + 32 * m];
+    const float* qpe = q + rh * (Mla::kNope + Mla::kRope) + Mla::kNope;
+    const float qp0 = qpe[2 * lane], qp1 = qpe[2 * lane + 1];
+    for (int j = 0; j < cnt; ++j) {
+      float p = 0.0f;
+#pragma unroll
+      for (int m = 0; m < Mla::kRank / 128; ++m)
+        p = fma4(qa[m], lat[j * (Mla::kRank / 4) + lane + 32 * m], p);
+      float pe = __fmaf_rn(qp0, kpe[j * Mla::kRope + 2 * lane], 0.0f);
+      pe = __fmaf_rn(qp1, kpe[j * Mla::kRope + 2 * lane + 1], pe);
+      p = warp_sum(p);
+      pe = warp_sum(pe);
+      if (lane == 0) scores[rh * n_positions + s0 + j] = __fmul_rn(__fadd_rn(p, pe), scale);
+    }
+  }
 }
 
 // Block (head h, row r), 128 threads: the softmax over the row's positions, in place: the max;
@@ -572,8 +593,17 @@ void mla_absorbed(const MlaGpuShape& sh, const uint16_t* kv_b, const float* late
   parts += (4 - (n * sh.n_heads * n_positions) % 4) % 4;
   const float scale = 1.0f / std::sqrt(static_cast<float>(Mla::kNope + Mla::kRope));
   mla_qhat<<<dim3(nh, nr), 128, 0, stream>>>(kv_b, q, static_cast<int>(nh), qhat);
-  mla_scores<<<dim3(static_cast<unsigned>((n_positions + 7) / 8), nh, nr), 256, 0, stream>>>(
-      qhat, q, latent, k_pe, static_cast<int>(nh), n_positions, static_cast<int>(n), scale, scores);
+  // Above 48 KB of dynamic shared memory a kernel must opt in; once suffices.
+  static const cudaError_t attr = cudaFuncSetAttribute(
+      mla_scores, cudaFuncAttributeMaxDynamicSharedMemorySize, kScoreSmemBytes);
+  if (attr != cudaSuccess)
+    throw std::runtime_error(std::string(what) +
+                             ": shared memory refused: " + cudaGetErrorString(attr));
+  mla_scores<<<dim3((nh + kScoreHeads - 1) / kScoreHeads,
+                    static_cast<unsigned>((n_positions + kScorePositions - 1) / kScorePositions),
+                    nr),
+               256, kScoreSmemBytes, stream>>>(qhat, q, latent, k_pe, static_cast<int>(nh),
+                                               n_positions, static_cast<int>(n), scale, scores);
   mla_softmax<<<dim3(nh, nr), 128, 0, stream>>>(static_cast<int>(nh), n_positions,
                                                 static_cast<int>(n), scores);
   mla_mix_partial<<<dim3(static_cast<unsigned>(chunks), nh, nr), 128, 0, stream>>>(
