@@ -58,21 +58,26 @@ __global__ void situ_kernel(const float* g, const float* u, int64_t n, float bet
 
 constexpr int kResThreads = 256;
 
-// Block (source i, row r): s = (v·key) / sqrt((v·v)/hidden + eps). Thread t takes the float4s
-// t, t + 256, ... with fma4 chains for both sums; warp_sum; warp totals in warp order.
+// The scores in chunks of 1024 columns (256 float4s): block (chunk q, source i, row r), thread t
+// takes the float4 q·256 + t (one fma4 chain each for v·key and v·v), warp_sum, warp totals in
+// warp order; the chunk totals land in scratch [r][i][q][2]. Many small blocks: at decode (n = 1)
+// the 9 x 7168 sources of K3's output mix are 63 blocks reading everything in one round trip.
+constexpr int kResChunk = 4 * kResThreads;  // columns per chunk
+
 __global__ void __launch_bounds__(kResThreads)
     attn_res_scores(const float* key, const float* blocks, int n_blocks, int64_t block_stride,
-                    const float* prefix, int64_t hidden, float eps, float* scores) {
+                    const float* prefix, int64_t hidden, float* parts) {
   __shared__ float part_dk[kResThreads / 32], part_ss[kResThreads / 32];
-  const int i = blockIdx.x, r = blockIdx.y;
+  const int q = blockIdx.x, i = blockIdx.y, r = blockIdx.z;
+  const int64_t chunks = gridDim.x;
   const float* v = (i < n_blocks ? blocks + i * block_stride : prefix) + r * hidden;
-  const float4* v4 = reinterpret_cast<const float4*>(v);
-  const float4* k4 = reinterpret_cast<const float4*>(key);
+  const int64_t c = q * int64_t{kResThreads} + threadIdx.x;
   float dk = 0.0f, ss = 0.0f;
-  for (int64_t c = threadIdx.x; c < hidden / 4; c += kResThreads) {
-    const float4 a = v4[c], b = __ldg(k4 + c);
-    dk = fma4(a, b, dk);
-    ss = fma4(a, a, ss);
+  if (c < hidden / 4) {
+    const float4 a = reinterpret_cast<const float4*>(v)[c];
+    const float4 b = __ldg(reinterpret_cast<const float4*>(key) + c);
+    dk = fma4(a, b, 0.0f);
+    ss = fma4(a, a, 0.0f);
   }
   dk = warp_sum(dk);
   ss = warp_sum(ss);
@@ -82,25 +87,37 @@ __global__ void __launch_bounds__(kResThreads)
     float tdk = part_dk[0], tss = part_ss[0];
     for (int w = 1; w < kResThreads / 32; ++w) tdk = __fadd_rn(tdk, part_dk[w]);
     for (int w = 1; w < kResThreads / 32; ++w) tss = __fadd_rn(tss, part_ss[w]);
-    const float rms = __fsqrt_rn(__fadd_rn(__fdiv_rn(tss, static_cast<float>(hidden)), eps));
-    scores[r * kMaxSources + i] = __fdiv_rn(tdk, rms);
+    float* out = parts + ((static_cast<int64_t>(r) * kMaxSources + i) * chunks + q) * 2;
+    out[0] = tdk;
+    out[1] = tss;
   }
 }
 
-// Block (column chunk, row r): thread 0 turns the scores into softmax weights (max, e^(s−max),
-// the sum in source order, division); then each thread mixes its float4 over the sources in order.
+// Block (column chunk, row r): thread 0 adds each source's chunk totals in chunk order, forms
+// s_i = dk / sqrt(ss/hidden + eps), then the softmax weights (max, e^(s−max), the sum in source
+// order, division); then each thread mixes its float4 over the sources in order.
 __global__ void __launch_bounds__(kResThreads)
     attn_res_combine(const float* blocks, int n_blocks, int64_t block_stride, const float* prefix,
-                     int64_t hidden, const float* scores, float* out) {
+                     int64_t hidden, float eps, const float* parts, float* out) {
   __shared__ float p[kMaxSources];
   const int r = blockIdx.y, ns = n_blocks + 1;
   if (threadIdx.x == 0) {
-    const float* s = scores + r * kMaxSources;
-    float m = s[0];
-    for (int i = 1; i < ns; ++i) m = s[i] > m ? s[i] : m;
+    const int64_t chunks = (hidden + kResChunk - 1) / kResChunk;
+    for (int i = 0; i < ns; ++i) {
+      const float* part = parts + (static_cast<int64_t>(r) * kMaxSources + i) * chunks * 2;
+      float tdk = part[0], tss = part[1];
+      for (int64_t q = 1; q < chunks; ++q) {
+        tdk = __fadd_rn(tdk, part[2 * q]);
+        tss = __fadd_rn(tss, part[2 * q + 1]);
+      }
+      const float rms = __fsqrt_rn(__fadd_rn(__fdiv_rn(tss, static_cast<float>(hidden)), eps));
+      p[i] = __fdiv_rn(tdk, rms);
+    }
+    float m = p[0];
+    for (int i = 1; i < ns; ++i) m = p[i] > m ? p[i] : m;
     float sum = 0.0f;
     for (int i = 0; i < ns; ++i) {
-      p[i] = pm::exp_f32(__fsub_rn(s[i], m));
+      p[i] = pm::exp_f32(__fsub_rn(p[i], m));
       sum = __fadd_rn(sum, p[i]);
     }
     for (int i = 0; i < ns; ++i) p[i] = __fdiv_rn(p[i], sum);
@@ -503,7 +520,9 @@ void situ_glu(const float* g, const float* u, int64_t n, float beta, float linea
   check_launch("cuda::situ_glu");
 }
 
-int64_t attn_res_scratch_floats(int64_t n) { return n * kMaxSources; }
+int64_t attn_res_scratch_floats(int64_t n, int64_t hidden) {
+  return n * kMaxSources * ((hidden + kResChunk - 1) / kResChunk) * 2;
+}
 
 void attn_res_mix(const float* key, const float* blocks, int64_t n_blocks, int64_t block_stride,
                   const float* prefix, int64_t n, int64_t hidden, float eps, float* scratch,
@@ -520,11 +539,11 @@ void attn_res_mix(const float* key, const float* blocks, int64_t n_blocks, int64
                                 "16-byte aligned device pointers");
   if (n == 0) return;
   const int nb = static_cast<int>(n_blocks);
-  attn_res_scores<<<dim3(nb + 1, static_cast<unsigned>(n)), kResThreads, 0, stream>>>(
-      key, blocks, nb, block_stride, prefix, hidden, eps, scratch);
-  const auto chunks = static_cast<unsigned>((hidden / 4 + kResThreads - 1) / kResThreads);
+  const auto chunks = static_cast<unsigned>((hidden + kResChunk - 1) / kResChunk);
+  attn_res_scores<<<dim3(chunks, nb + 1, static_cast<unsigned>(n)), kResThreads, 0, stream>>>(
+      key, blocks, nb, block_stride, prefix, hidden, scratch);
   attn_res_combine<<<dim3(chunks, static_cast<unsigned>(n)), kResThreads, 0, stream>>>(
-      blocks, nb, block_stride, prefix, hidden, scratch, out);
+      blocks, nb, block_stride, prefix, hidden, eps, scratch, out);
   check_launch(what);
 }
 

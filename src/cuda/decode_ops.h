@@ -20,11 +20,11 @@ void situ_glu(const float* g, const float* u, int64_t n, float beta, float linea
 
 // The AttnRes mix (kernels/attn_res.h, same arguments): out[r] = Σ_i softmax_i(s)·V_i[r] over
 // V = blocks ++ [prefix], s_i = (V_i·key) / sqrt(mean(V_i²) + eps). hidden % 4 == 0 and every
-// row 16-byte aligned; n_blocks <= 63. scratch: attn_res_scratch_floats(n) floats (the scores).
+// row 16-byte aligned; n_blocks <= 63. scratch: attn_res_scratch_floats(n, hidden) floats.
 void attn_res_mix(const float* key, const float* blocks, int64_t n_blocks, int64_t block_stride,
                   const float* prefix, int64_t n, int64_t hidden, float eps, float* scratch,
                   float* out, cudaStream_t stream = 0);
-int64_t attn_res_scratch_floats(int64_t n);
+int64_t attn_res_scratch_floats(int64_t n, int64_t hidden);
 
 // model::RouterConfig's fields.
 struct RouterShape {

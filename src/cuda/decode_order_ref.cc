@@ -43,7 +43,7 @@ void cpu_order_attn_res(const float* key, const float* blocks, int64_t n_blocks,
                         int64_t block_stride, const float* prefix, int64_t n, int64_t hidden,
                         float eps, float* out) {
   constexpr int kThreads = 256, kWarps = kThreads / kLanes;
-  const int64_t ns = n_blocks + 1, chunks = hidden / 4;
+  const int64_t ns = n_blocks + 1, chunks = hidden / 4;  // float4s
   auto source = [&](int64_t i, int64_t r) {
     return (i < n_blocks ? blocks + i * block_stride : prefix) + r * hidden;
   };
@@ -51,24 +51,28 @@ void cpu_order_attn_res(const float* key, const float* blocks, int64_t n_blocks,
   for (int64_t r = 0; r < n; ++r) {
     for (int64_t i = 0; i < ns; ++i) {
       const float* v = source(i, r);
-      float wdk[kWarps], wss[kWarps];
-      for (int w = 0; w < kWarps; ++w) {
-        float dk[kLanes], ss[kLanes];
-        for (int l = 0; l < kLanes; ++l) {
-          dk[l] = ss[l] = 0.0f;
-          for (int64_t c = w * kLanes + l; c < chunks; c += kThreads) {
-            dk[l] = fma4(v + 4 * c, key + 4 * c, dk[l]);
-            ss[l] = fma4(v + 4 * c, v + 4 * c, ss[l]);
+      // Chunks of 256 float4s: thread t of chunk q takes float4 q·256 + t.
+      float cdk = 0.0f, css = 0.0f;
+      for (int64_t q = 0; q * kThreads < chunks; ++q) {
+        float wdk[kWarps], wss[kWarps];
+        for (int w = 0; w < kWarps; ++w) {
+          float dk[kLanes], ss[kLanes];
+          for (int l = 0; l < kLanes; ++l) {
+            const int64_t c = q * kThreads + w * kLanes + l;
+            dk[l] = c < chunks ? fma4(v + 4 * c, key + 4 * c, 0.0f) : 0.0f;
+            ss[l] = c < chunks ? fma4(v + 4 * c, v + 4 * c, 0.0f) : 0.0f;
           }
+          wdk[w] = butterfly(dk);
+          wss[w] = butterfly(ss);
         }
-        wdk[w] = butterfly(dk);
-        wss[w] = butterfly(ss);
+        float tdk = wdk[0], tss = wss[0];
+        for (int w = 1; w < kWarps; ++w) tdk = pm::add(tdk, wdk[w]);
+        for (int w = 1; w < kWarps; ++w) tss = pm::add(tss, wss[w]);
+        cdk = q == 0 ? tdk : pm::add(cdk, tdk);
+        css = q == 0 ? tss : pm::add(css, tss);
       }
-      float tdk = wdk[0], tss = wss[0];
-      for (int w = 1; w < kWarps; ++w) tdk = pm::add(tdk, wdk[w]);
-      for (int w = 1; w < kWarps; ++w) tss = pm::add(tss, wss[w]);
-      const float rms = pm::sqrt(pm::add(pm::div(tss, static_cast<float>(hidden)), eps));
-      s[i] = pm::div(tdk, rms);
+      const float rms = pm::sqrt(pm::add(pm::div(css, static_cast<float>(hidden)), eps));
+      s[i] = pm::div(cdk, rms);
     }
     float m = s[0];
     for (int64_t i = 1; i < ns; ++i) m = s[i] > m ? s[i] : m;
