@@ -236,6 +236,40 @@ void bench_mla(int reps, int64_t positions) {
   cudaFree(scratch);
 }
 
+// K3's AttnRes mix at decode: 8 blocks + the prefix of 7168 floats (258 KB), n = 1 and 16, over
+// rotating copies of the sources. Small: its time per call matters more than its GB/s (it runs
+// twice per layer, 186 times a token), so the line also gives microseconds per call.
+void bench_attn_res(int reps) {
+  const int64_t hidden = 7168, n_blocks = 8, max_n = 16;
+  const size_t source_bytes = (n_blocks + 1) * max_n * hidden * sizeof(float);
+  const size_t stride = (source_bytes + 255) / 256 * 256;
+  const int copies = static_cast<int>(std::max<size_t>(8, kRotationBytes / stride));
+  uint8_t* src = nullptr;
+  float *key = nullptr, *out = nullptr, *scratch = nullptr;
+  check(cudaMalloc(&src, stride * copies), "malloc");
+  check(cudaMalloc(&key, hidden * sizeof(float)), "malloc");
+  check(cudaMalloc(&out, max_n * hidden * sizeof(float)), "malloc");
+  check(cudaMalloc(&scratch, attn_res_scratch_floats(max_n, hidden) * sizeof(float)), "malloc");
+  fill(src, stride * copies, 21, 2);
+  fill(key, hidden * sizeof(float), 23, 2);
+  for (int n : {1, 16}) {
+    const double bytes = static_cast<double>((n_blocks + 1) * n * hidden * sizeof(float));
+    const auto rate = stats(time_launches(reps, copies, bytes, [&](int c) {
+      const auto* blocks = reinterpret_cast<const float*>(src + c * stride);
+      attn_res_mix(key, blocks, n_blocks, max_n * hidden, blocks + n_blocks * max_n * hidden, n,
+                   hidden, 1e-5f, scratch, out);
+    }));
+    std::printf("%-28s %7.0f %7.0f %7.0f   GB/s of sources; %.1f us per call (median)\n",
+                ("attn_res 9x7168 n=" + std::to_string(n)).c_str(), rate.min, rate.median, rate.max,
+                bytes / (rate.median * 1e9) * 1e6);
+  }
+  check(cudaDeviceSynchronize(), "sync");
+  cudaFree(src);
+  cudaFree(key);
+  cudaFree(out);
+  cudaFree(scratch);
+}
+
 }  // namespace
 }  // namespace deltafin::cuda
 
@@ -279,6 +313,7 @@ int main(int argc, char** argv) {
   bench_bf16(reps, 7168, 7168);
   bench_bf16(reps, 3072, 7168);
   bench_bf16(reps, 163840, 7168);  // the lm_head
+  bench_attn_res(reps);
   bench_kda(reps);
   bench_mla(reps, 1024);
   bench_mla(reps, 8192);
