@@ -25,7 +25,9 @@
 #include "kernels/activation.h"
 #include "kernels/activation_variant.h"
 #include "kernels/attn_res.h"
+#include "kernels/elementwise.h"
 #include "kernels/kda.h"
+#include "kernels/short_conv.h"
 #include "model/router.h"
 #include "quant/bf16.h"
 
@@ -334,6 +336,126 @@ void test_kda(std::mt19937& rng, int64_t nh, int64_t tokens, bool gpu) {
               name.c_str(), static_cast<long long>(tokens));
 }
 
+// ---- KDA glue ---------------------------------------------------------------------------------
+
+// Relative tolerance in ulps (2^-24 of the bound), with a floor for results near zero.
+bool close_ulps(float a, float b, double bound, double ulps) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  return std::fabs(double{a} - b) <= ulps * 0x1p-24 * bound + 1e-37;
+}
+
+// short_conv_silu against kernels::short_conv_silu: 8 ulp of Σ|w·in| + |y| (a 4-tap sum in a
+// different order: fma chain vs multiply-then-add; silu's exp portable vs libm expf). GPU: memcmp
+// with the emulation token by token, and m tokens in one call == m calls (y and the history).
+void test_short_conv(std::mt19937& rng, int64_t p, int64_t kernel, int64_t tokens, bool gpu) {
+  const std::string name =
+      "short_conv " + std::to_string(p) + " channels, kernel " + std::to_string(kernel);
+  const int64_t h = kernel - 1;
+  const std::vector<float> x = normal(rng, tokens * p, 2.0f), w = normal(rng, p * kernel, 0.5f),
+                           hist0 = normal(rng, h * p, 2.0f);
+  std::vector<float> emu_y(tokens * p), ref_y(tokens * p), emu_h = hist0, ref_h = hist0;
+  cpu_order_short_conv_silu(x.data(), tokens, p, kernel, w.data(), emu_h.data(), emu_y.data());
+  kernels::short_conv_silu(x.data(), tokens, p, kernel, w.data(), ref_h.data(), ref_y.data());
+  int64_t bad = 0;
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t c = 0; c < p; ++c) {
+      double abs_sum = 0;
+      for (int64_t i = 0; i < kernel; ++i) {
+        const int64_t row = t + i;  // of [hist0; x]
+        const float in = row < h ? hist0[row * p + c] : x[(row - h) * p + c];
+        abs_sum += std::fabs(double{w[c * kernel + i]} * in);
+      }
+      if (!close_ulps(emu_y[t * p + c], ref_y[t * p + c], abs_sum + std::fabs(ref_y[t * p + c]), 8))
+        ++bad;
+    }
+  expect(bad == 0 && emu_h == ref_h, name +
+                                         ": emulation within 8 ulp of kernels::short_conv_silu (" +
+                                         std::to_string(bad) + " outside), same history");
+  std::printf("host %s, %lld tokens: within 8 ulp of the reference\n", name.c_str(),
+              static_cast<long long>(tokens));
+  if (!gpu) return;
+  DeviceBuffer<float> d_x(x), d_w(w), d_h(hist0), d_y(tokens * p);
+  std::vector<std::vector<float>> hists{hist0};
+  for (int64_t t = 0; t < tokens; ++t) {
+    short_conv_silu(d_x.ptr + t * p, 1, p, kernel, d_w.ptr, d_h.ptr, d_y.ptr + t * p);
+    hists.push_back(d_h.download(h * p));
+  }
+  const std::vector<float> seq_y = d_y.download(tokens * p);
+  expect(same_bits(seq_y.data(), emu_y.data(), tokens * p) && hists.back() == emu_h,
+         name + ": token by token == emulation (y and history)");
+  for (int64_t m = 2; m <= tokens; ++m) {
+    d_h.upload(hist0);
+    short_conv_silu(d_x.ptr, m, p, kernel, d_w.ptr, d_h.ptr, d_y.ptr);
+    expect(same_bits(d_y.download(m * p).data(), seq_y.data(), m * p) &&
+               d_h.download(h * p) == hists[m],
+           name + ": " + std::to_string(m) + " tokens in one call == token by token");
+  }
+  std::printf("ok   %s, 1..%lld tokens: bit-exact vs emulation, one call == token by token\n",
+              name.c_str(), static_cast<long long>(tokens));
+}
+
+// l2norm_rows, kda_gates and mul_sigmoid: element-wise or per row. Against kernels::l2norm_rows,
+// kda_decay_lower_bound + apply_sigmoid and mul_sigmoid: 16, 8 + 4|z| and 8 ulp relative (the
+// sum of squares in another order, libm expf vs the portable exp; the gate's e^{a_log} may differ
+// by an ulp, which sigmoid(z) = sigmoid(e^{a_log}·(g + dt_bias)) multiplies by up to |z|). GPU:
+// memcmp with the emulation, and two calls over the halves == one call.
+void test_kda_elementwise(std::mt19937& rng, int64_t nh, int64_t n, bool gpu) {
+  const int64_t dim = 128, width = nh * dim, count = n * width;
+  const float lower = -5.0f;
+  const std::vector<float> x = normal(rng, count, 1.5f), g = normal(rng, count, 2.0f),
+                           beta = normal(rng, n * nh, 2.0f), a_log = normal(rng, nh, 1.0f),
+                           dt_bias = normal(rng, width, 1.0f), gate = normal(rng, count, 3.0f);
+  const float qscale = 1.0f / std::sqrt(128.0f);
+  std::vector<float> l2_emu = x, l2_ref = x, g_emu = g, g_ref = g, b_emu = beta, b_ref = beta,
+                     ms_emu = x, ms_ref = x;
+  cpu_order_l2norm_rows(l2_emu.data(), n * nh, dim, qscale);
+  kernels::l2norm_rows(l2_ref.data(), n * nh, dim, qscale);
+  cpu_order_kda_gates(g_emu.data(), b_emu.data(), n, nh, dim, a_log.data(), dt_bias.data(), lower);
+  kernels::kda_decay_lower_bound(g_ref.data(), n, nh, dim, a_log.data(), dt_bias.data(), lower);
+  kernels::apply_sigmoid(b_ref.data(), n * nh);
+  cpu_order_mul_sigmoid(gate.data(), count, ms_emu.data());
+  kernels::mul_sigmoid(gate.data(), count, ms_ref.data());
+  int64_t bad_l2 = 0, bad_g = 0, bad_ms = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    bad_l2 += !close_ulps(l2_emu[i], l2_ref[i], std::fabs(l2_ref[i]), 16);
+    // e^{a_log} may differ by 1 ulp, so z by up to 2 (with the product's rounding), and
+    // sigmoid(z) ≈ e^z for z << 0 carries z's relative error times |z| (measured: 35 ulp at -13).
+    const int64_t hh = (i / dim) % nh;
+    const double z = std::exp(double{a_log[hh]}) * (double{g[i]} + dt_bias[hh * dim + i % dim]);
+    bad_g += !close_ulps(g_emu[i], g_ref[i], std::fabs(g_ref[i]), 8 + 4 * std::fabs(z));
+    bad_ms += !close_ulps(ms_emu[i], ms_ref[i], std::fabs(ms_ref[i]), 8);
+  }
+  for (int64_t i = 0; i < n * nh; ++i)
+    bad_g += !close_ulps(b_emu[i], b_ref[i], std::fabs(b_ref[i]), 8);
+  expect(bad_l2 == 0, "l2norm: emulation within 16 ulp of kernels::l2norm_rows (" +
+                          std::to_string(bad_l2) + " outside)");
+  expect(bad_g == 0,
+         "kda_gates: emulation within 8 + 4|z| ulp of kda_decay_lower_bound/apply_sigmoid (" +
+             std::to_string(bad_g) + " outside)");
+  expect(bad_ms == 0, "mul_sigmoid: emulation within 8 ulp of kernels::mul_sigmoid (" +
+                          std::to_string(bad_ms) + " outside)");
+  std::printf("host l2norm, kda_gates, mul_sigmoid (%lld heads, %lld rows): within tolerance\n",
+              static_cast<long long>(nh), static_cast<long long>(n));
+  if (!gpu) return;
+  DeviceBuffer<float> d_x(x), d_g(g), d_b(beta), d_alog(a_log), d_dt(dt_bias), d_gate(gate),
+      d_ms(x);
+  const int64_t half = n / 2;
+  l2norm_rows(d_x.ptr, half * nh, dim, qscale);
+  l2norm_rows(d_x.ptr + half * width, (n - half) * nh, dim, qscale);
+  expect(same_bits(d_x.download(count).data(), l2_emu.data(), count),
+         "l2norm: GPU (two calls) == emulation (memcmp)");
+  kda_gates(d_g.ptr, d_b.ptr, half, nh, dim, d_alog.ptr, d_dt.ptr, lower);
+  kda_gates(d_g.ptr + half * width, d_b.ptr + half * nh, n - half, nh, dim, d_alog.ptr, d_dt.ptr,
+            lower);
+  expect(same_bits(d_g.download(count).data(), g_emu.data(), count) &&
+             same_bits(d_b.download(n * nh).data(), b_emu.data(), n * nh),
+         "kda_gates: GPU (two calls) == emulation (memcmp)");
+  mul_sigmoid(d_gate.ptr, count, d_ms.ptr);
+  expect(same_bits(d_ms.download(count).data(), ms_emu.data(), count),
+         "mul_sigmoid: GPU == emulation (memcmp)");
+  std::printf("ok   l2norm, kda_gates, mul_sigmoid: bit-exact vs emulation, split calls\n");
+}
+
 // ---- MLA --------------------------------------------------------------------------------------
 
 // The fp64 definition (expanded form): per position K = W_UK·latent, V = W_UV·latent; softmax of
@@ -523,7 +645,10 @@ void run_decode_tests(bool gpu) {
   test_route(rng, RouterShape{60, 6, 1, 1, false, 1.5f}, 5, gpu);    // no renormalization
   test_k3_router(rng, gpu);
   test_kda(rng, 12, 16, gpu);
-  test_kda(rng, 96, 2, gpu);       // K3's head count
+  test_kda(rng, 96, 2, gpu);                // K3's head count
+  test_short_conv(rng, 12288, 4, 16, gpu);  // K3: q, k, v each 12288 channels, kernel 4
+  test_short_conv(rng, 1000, 3, 5, gpu);    // a partial block, another kernel size
+  test_kda_elementwise(rng, 96, 16, gpu);
   test_mla(rng, 4, 270, 16, gpu);  // rows see 255..270 positions: one chunk, then two
   test_mla(rng, 96, 40, 2, gpu);   // K3's head count
   test_lm_head(gpu);

@@ -291,6 +291,68 @@ __global__ void __launch_bounds__(kKdaWarps * 32)
   for (int j = 0; j < kKdaRowsPerWarp; ++j) srow[j * (kKdaDim / 4)] = s[j];
 }
 
+// ---- KDA glue ---------------------------------------------------------------------------------
+
+// Thread per channel: the window of the last K inputs in registers over the n rows; acc is a fma
+// chain over the taps, oldest first.
+template <int K>
+__global__ void short_conv_kernel(const float* x, int n, int64_t p, const float* w, float* hist,
+                                  float* y) {
+  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (c >= p) return;
+  float win[K];
+  float wc[K];
+#pragma unroll
+  for (int i = 0; i < K; ++i) wc[i] = w[c * K + i];
+#pragma unroll
+  for (int i = 0; i < K - 1; ++i) win[i] = hist[i * p + c];
+  for (int t = 0; t < n; ++t) {
+    win[K - 1] = x[t * p + c];
+    float acc = 0.0f;
+#pragma unroll
+    for (int i = 0; i < K; ++i) acc = __fmaf_rn(wc[i], win[i], acc);
+    y[t * p + c] = pm::silu_f32(acc);
+#pragma unroll
+    for (int i = 0; i < K - 1; ++i) win[i] = win[i + 1];
+  }
+#pragma unroll
+  for (int i = 0; i < K - 1; ++i) hist[i * p + c] = win[i];
+}
+
+// Warp per row of 128: lane l owns a float4; Σx² as fma4 + warp_sum; x·inv·scale (two roundings).
+__global__ void l2norm_kernel(float* x, int64_t rows, float scale) {
+  const int64_t row = blockIdx.x * int64_t{blockDim.x / 32} + threadIdx.x / 32;
+  if (row >= rows) return;
+  float4* v = reinterpret_cast<float4*>(x + row * 128) + threadIdx.x % 32;
+  float4 a = *v;
+  const float ss = warp_sum(fma4(a, a, 0.0f));
+  const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ss, 1e-6f)));
+  a.x = __fmul_rn(__fmul_rn(a.x, inv), scale);
+  a.y = __fmul_rn(__fmul_rn(a.y, inv), scale);
+  a.z = __fmul_rn(__fmul_rn(a.z, inv), scale);
+  a.w = __fmul_rn(__fmul_rn(a.w, inv), scale);
+  *v = a;
+}
+
+__global__ void kda_gates_kernel(float* g, float* beta, int64_t n, int64_t nh, int64_t dim,
+                                 const float* a_log, const float* dt_bias, float lower_bound) {
+  const int64_t total = n * nh * dim;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t h = (e / dim) % nh, j = e % dim;
+    const float a = pm::exp_f32(a_log[h]);
+    g[e] = __fmul_rn(lower_bound,
+                     pm::sigmoid_f32(__fmul_rn(a, __fadd_rn(g[e], dt_bias[h * dim + j]))));
+    if (e < n * nh) beta[e] = pm::sigmoid_f32(beta[e]);
+  }
+}
+
+__global__ void mul_sigmoid_kernel(const float* gate, int64_t n, float* y) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    y[i] = __fmul_rn(y[i], pm::sigmoid_f32(gate[i]));
+}
+
 // ---- MLA (absorbed) ---------------------------------------------------------------------------
 
 using Mla = MlaGpuShape;
@@ -583,6 +645,64 @@ void kda_decode(const float* q, const float* k, const float* v, const float* g, 
                stream>>>(q, k, v, g, beta, static_cast<int>(n), static_cast<int>(n_heads), state,
                          o);
   check_launch(what);
+}
+
+void short_conv_silu(const float* x, int64_t n, int64_t p, int64_t kernel, const float* w,
+                     float* hist, float* y, cudaStream_t stream) {
+  const char* what = "cuda::short_conv_silu";
+  if (kernel < 1 || kernel > 8) bad(what, "kernel", kernel, "1..8");
+  if (p < 1) bad(what, "p", p, ">= 1");
+  if (n < 0 || n > INT32_MAX) bad(what, "n", n, ">= 0");
+  if (x == y) throw std::invalid_argument(std::string(what) + ": y must not alias x");
+  if (n == 0) return;
+  const auto blocks = static_cast<unsigned>((p + 255) / 256);
+  const int nn = static_cast<int>(n);
+  switch (kernel) {
+#define DF_CONV_CASE(K)                                                     \
+  case K:                                                                   \
+    short_conv_kernel<K><<<blocks, 256, 0, stream>>>(x, nn, p, w, hist, y); \
+    break;
+    DF_CONV_CASE(1)
+    DF_CONV_CASE(2)
+    DF_CONV_CASE(3)
+    DF_CONV_CASE(4)
+    DF_CONV_CASE(5)
+    DF_CONV_CASE(6)
+    DF_CONV_CASE(7)
+    DF_CONV_CASE(8)
+#undef DF_CONV_CASE
+  }
+  check_launch(what);
+}
+
+void l2norm_rows(float* x, int64_t rows, int64_t dim, float scale, cudaStream_t stream) {
+  const char* what = "cuda::l2norm_rows";
+  if (dim != 128) bad(what, "dim", dim, "128");
+  if (rows < 0) bad(what, "rows", rows, ">= 0");
+  if (!aligned16(x)) throw std::invalid_argument(std::string(what) + ": x must be 16-byte aligned");
+  if (rows == 0) return;
+  l2norm_kernel<<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(x, rows, scale);
+  check_launch(what);
+}
+
+void kda_gates(float* g, float* beta, int64_t n, int64_t n_heads, int64_t dim, const float* a_log,
+               const float* dt_bias, float lower_bound, cudaStream_t stream) {
+  const char* what = "cuda::kda_gates";
+  if (n < 0 || n_heads < 1 || dim < 1) bad(what, "n", n, ">= 0 with n_heads, dim >= 1");
+  if (n == 0) return;
+  const int64_t blocks = (n * n_heads * dim + 255) / 256;
+  kda_gates_kernel<<<static_cast<unsigned>(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(
+      g, beta, n, n_heads, dim, a_log, dt_bias, lower_bound);
+  check_launch(what);
+}
+
+void mul_sigmoid(const float* gate, int64_t n, float* y, cudaStream_t stream) {
+  if (n < 0) bad("cuda::mul_sigmoid", "n", n, ">= 0");
+  if (n == 0) return;
+  const int64_t blocks = (n + 255) / 256;
+  mul_sigmoid_kernel<<<static_cast<unsigned>(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(
+      gate, n, y);
+  check_launch("cuda::mul_sigmoid");
 }
 
 int64_t mla_absorbed_gpu_scratch_floats(const MlaGpuShape& sh, int64_t n, int64_t n_positions) {

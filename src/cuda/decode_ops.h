@@ -53,6 +53,19 @@ void kda_decode(const float* q, const float* k, const float* v, const float* g, 
                 int64_t n, int64_t n_heads, int64_t dim, float* state, float* o,
                 cudaStream_t stream = 0);
 
+// The KDA layer's glue around kda_decode, each the CPU kernel of the same name on device memory:
+// short_conv_silu (kernels/short_conv.h: y[t, c] = silu(Σ_i w[c, i]·in[t + i, c]) over
+// in = [hist; x], hist [kernel − 1, p] advanced; kernel <= 8; n rows in one call == n calls),
+// l2norm_rows (x ← x / sqrt(Σx² + 1e-6) · scale per row; dim == 128), kda_gates
+// (g ← lower_bound·sigmoid(e^{a_log[h]}·(g + dt_bias[h·dim + j])) on g [n, n_heads, dim] and
+// beta ← sigmoid(beta) on beta [n, n_heads]) and mul_sigmoid (y ← y·sigmoid(gate)).
+void short_conv_silu(const float* x, int64_t n, int64_t p, int64_t kernel, const float* w,
+                     float* hist, float* y, cudaStream_t stream = 0);
+void l2norm_rows(float* x, int64_t rows, int64_t dim, float scale, cudaStream_t stream = 0);
+void kda_gates(float* g, float* beta, int64_t n, int64_t n_heads, int64_t dim, const float* a_log,
+               const float* dt_bias, float lower_bound, cudaStream_t stream = 0);
+void mul_sigmoid(const float* gate, int64_t n, float* y, cudaStream_t stream = 0);
+
 // Absorbed MLA attention (kernels::mla_attend_absorbed) with K3's dims: per head, q̂ = W_UKᵀ q_nope,
 // scores (q̂·latent_s + q_pe·k_pe_s)/sqrt(192), softmax, ō = Σ p_s latent_s (in chunks of 256
 // positions, summed in order), o = W_UV ō.

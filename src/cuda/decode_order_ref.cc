@@ -162,6 +162,46 @@ void cpu_order_kda(const float* q, const float* k, const float* v, const float* 
   }
 }
 
+void cpu_order_short_conv_silu(const float* x, int64_t n, int64_t p, int64_t kernel, const float* w,
+                               float* hist, float* y) {
+  std::vector<float> win(kernel);
+  for (int64_t c = 0; c < p; ++c) {
+    for (int64_t i = 0; i + 1 < kernel; ++i) win[i] = hist[i * p + c];
+    for (int64_t t = 0; t < n; ++t) {
+      win[kernel - 1] = x[t * p + c];
+      float acc = 0.0f;
+      for (int64_t i = 0; i < kernel; ++i) acc = pm::fma(w[c * kernel + i], win[i], acc);
+      y[t * p + c] = pm::silu_f32(acc);
+      for (int64_t i = 0; i + 1 < kernel; ++i) win[i] = win[i + 1];
+    }
+    for (int64_t i = 0; i + 1 < kernel; ++i) hist[i * p + c] = win[i];
+  }
+}
+
+void cpu_order_l2norm_rows(float* x, int64_t rows, int64_t dim, float scale) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* v = x + r * dim;
+    float lanes[kLanes];
+    for (int l = 0; l < kLanes; ++l) lanes[l] = fma4(v + 4 * l, v + 4 * l, 0.0f);
+    const float inv = pm::div(1.0f, pm::sqrt(pm::add(butterfly(lanes), 1e-6f)));
+    for (int64_t j = 0; j < dim; ++j) v[j] = pm::mul(pm::mul(v[j], inv), scale);
+  }
+}
+
+void cpu_order_kda_gates(float* g, float* beta, int64_t n, int64_t n_heads, int64_t dim,
+                         const float* a_log, const float* dt_bias, float lower_bound) {
+  for (int64_t e = 0; e < n * n_heads * dim; ++e) {
+    const int64_t h = (e / dim) % n_heads, j = e % dim;
+    const float a = pm::exp_f32(a_log[h]);
+    g[e] = pm::mul(lower_bound, pm::sigmoid_f32(pm::mul(a, pm::add(g[e], dt_bias[h * dim + j]))));
+  }
+  for (int64_t e = 0; e < n * n_heads; ++e) beta[e] = pm::sigmoid_f32(beta[e]);
+}
+
+void cpu_order_mul_sigmoid(const float* gate, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = pm::mul(y[i], pm::sigmoid_f32(gate[i]));
+}
+
 void cpu_order_mla_absorbed(const MlaGpuShape& sh, const uint16_t* kv_b, const float* latent,
                             const float* k_pe, int64_t n_positions, const float* q, int64_t n,
                             float* o) {

@@ -19,6 +19,12 @@ void cpu_order_route(const RouterShape& shape, const float* logits, const float*
 void cpu_order_kda(const float* q, const float* k, const float* v, const float* g,
                    const float* beta, int64_t n, int64_t n_heads, int64_t dim, float* state,
                    float* o);
+void cpu_order_short_conv_silu(const float* x, int64_t n, int64_t p, int64_t kernel, const float* w,
+                               float* hist, float* y);
+void cpu_order_l2norm_rows(float* x, int64_t rows, int64_t dim, float scale);
+void cpu_order_kda_gates(float* g, float* beta, int64_t n, int64_t n_heads, int64_t dim,
+                         const float* a_log, const float* dt_bias, float lower_bound);
+void cpu_order_mul_sigmoid(const float* gate, int64_t n, float* y);
 void cpu_order_mla_absorbed(const MlaGpuShape& shape, const uint16_t* kv_b, const float* latent,
                             const float* k_pe, int64_t n_positions, const float* q, int64_t n,
                             float* o);

@@ -130,6 +130,7 @@ DF_HD float tanh_f32(float x) {
 }
 
 DF_HD float sigmoid_f32(float x) { return div(1.0f, add(1.0f, exp_f32(-x))); }
+DF_HD float silu_f32(float x) { return div(x, add(1.0f, exp_f32(-x))); }
 
 // SiTU (Kimi K3): [beta·tanh(g/beta)·sigmoid(g)] · [linear_beta·tanh(u/linear_beta)], each step
 // rounded to fp32 in this order.

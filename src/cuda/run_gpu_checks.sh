@@ -19,7 +19,8 @@ kernels=(src/cuda/gemv.cu src/cuda/norm.cu src/cuda/decode_ops.cu)
 # Host code: the CPU emulations and the repository's references the test compares against.
 host=(src/cuda/gemv_order_ref.cc src/cuda/decode_order_ref.cc src/kernels/matmul_ref.cc
   src/kernels/activation_ref.cc src/kernels/attn_res_ref.cc src/kernels/kda_ref.cc
-  src/model/router.cc src/base/error.cc src/quant/mxfp4.cc)
+  src/kernels/short_conv_ref.cc src/kernels/elementwise_ref.cc src/model/router.cc
+  src/base/error.cc src/quant/mxfp4.cc)
 tests=(src/cuda/gemv_gpu_test.cu src/cuda/decode_gpu_test.cu)
 # One object per source, compiled in parallel (nvcc compiles the files of one command in turn).
 obj() { echo "$out/obj/$(echo "${1%.*}" | tr / _).o"; }
