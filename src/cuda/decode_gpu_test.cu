@@ -456,6 +456,51 @@ void test_kda_elementwise(std::mt19937& rng, int64_t nh, int64_t n, bool gpu) {
   std::printf("ok   l2norm, kda_gates, mul_sigmoid: bit-exact vs emulation, split calls\n");
 }
 
+// ---- Residual and MoE sums, embedding ----------------------------------------------------------
+
+// These follow the CPU's own order (no emulation needed): add against kernels::add, moe_combine
+// against model/moe.cc's combine loop (written out here: Σ over ranks of w·c, multiply then add,
+// from 0), embed_rows against quant::bf16_to_f32 of the rows; all by memcmp. Rows independent:
+// the first rows alone give the same bits.
+void test_sums(std::mt19937& rng, bool gpu) {
+  if (!gpu) return;
+  const int64_t n = 16, k = 16, width = 3584, hidden = 7168, vocab = 1000;
+  const std::vector<float> contrib = normal(rng, n * k * width, 1.0f),
+                           weights = normal(rng, n * k, 0.1f), a = normal(rng, n * hidden, 1.0f),
+                           b = normal(rng, n * hidden, 1.0f);
+  std::vector<float> sum(n * width, 0.0f), added = b;
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t rank = 0; rank < k; ++rank)
+      for (int64_t j = 0; j < width; ++j)
+        sum[r * width + j] += weights[r * k + rank] * contrib[(r * k + rank) * width + j];
+  kernels::add(a.data(), n * hidden, added.data());
+  std::vector<uint16_t> table(vocab * hidden);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<uint16_t>(rng());
+  std::vector<int32_t> ids(n);
+  for (auto& id : ids) id = static_cast<int32_t>(rng() % vocab);
+  std::vector<float> emb(n * hidden);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t j = 0; j < hidden; ++j)
+      emb[r * hidden + j] = quant::bf16_to_f32(table[ids[r] * hidden + j]);
+  DeviceBuffer<float> d_c(contrib), d_w(weights), d_sum(n * width), d_a(a), d_b(b),
+      d_emb(n * hidden);
+  DeviceBuffer<uint16_t> d_table(table);
+  DeviceBuffer<int32_t> d_ids(ids);
+  moe_combine(d_c.ptr, d_w.ptr, 3, k, width, d_sum.ptr);
+  expect(same_bits(d_sum.download(3 * width).data(), sum.data(), 3 * width),
+         "moe_combine: 3 rows == the CPU loop (memcmp)");
+  moe_combine(d_c.ptr, d_w.ptr, n, k, width, d_sum.ptr);
+  expect(same_bits(d_sum.download(n * width).data(), sum.data(), n * width),
+         "moe_combine: 16 rows == the CPU loop (memcmp)");
+  add(d_a.ptr, n * hidden, d_b.ptr);
+  expect(same_bits(d_b.download(n * hidden).data(), added.data(), n * hidden),
+         "add == kernels::add (memcmp)");
+  embed_rows(d_table.ptr, hidden, d_ids.ptr, n, d_emb.ptr);
+  expect(same_bits(d_emb.download(n * hidden).data(), emb.data(), n * hidden),
+         "embed_rows == bf16_to_f32 of the rows (memcmp, NaN payloads aside)");
+  std::printf("ok   moe_combine, add, embed_rows: bit-identical to the CPU\n");
+}
+
 // ---- MLA --------------------------------------------------------------------------------------
 
 // The fp64 definition (expanded form): per position K = W_UK·latent, V = W_UV·latent; softmax of
@@ -649,6 +694,7 @@ void run_decode_tests(bool gpu) {
   test_short_conv(rng, 12288, 4, 16, gpu);  // K3: q, k, v each 12288 channels, kernel 4
   test_short_conv(rng, 1000, 3, 5, gpu);    // a partial block, another kernel size
   test_kda_elementwise(rng, 96, 16, gpu);
+  test_sums(rng, gpu);
   test_mla(rng, 4, 270, 16, gpu);  // rows see 255..270 positions: one chunk, then two
   test_mla(rng, 96, 40, 2, gpu);   // K3's head count
   test_lm_head(gpu);

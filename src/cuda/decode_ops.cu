@@ -353,6 +353,33 @@ __global__ void mul_sigmoid_kernel(const float* gate, int64_t n, float* y) {
     y[i] = __fmul_rn(y[i], pm::sigmoid_f32(gate[i]));
 }
 
+__global__ void add_kernel(const float* x, int64_t n, float* y) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    y[i] = __fadd_rn(y[i], x[i]);
+}
+
+__global__ void moe_combine_kernel(const float* contrib, const float* weights, int64_t n, int k,
+                                   int64_t width, float* sum) {
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n * width;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = e / width, j = e % width;
+    float acc = 0.0f;
+    for (int rank = 0; rank < k; ++rank)
+      acc = __fadd_rn(acc, __fmul_rn(weights[r * k + rank], contrib[(r * k + rank) * width + j]));
+    sum[e] = acc;
+  }
+}
+
+__global__ void embed_kernel(const uint16_t* table, int64_t width, const int32_t* ids, int64_t n,
+                             float* out) {
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n * width;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = e / width, j = e % width;
+    out[e] = __uint_as_float(static_cast<uint32_t>(table[ids[r] * width + j]) << 16);
+  }
+}
+
 // ---- MLA (absorbed) ---------------------------------------------------------------------------
 
 using Mla = MlaGpuShape;
@@ -703,6 +730,41 @@ void mul_sigmoid(const float* gate, int64_t n, float* y, cudaStream_t stream) {
   mul_sigmoid_kernel<<<static_cast<unsigned>(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(
       gate, n, y);
   check_launch("cuda::mul_sigmoid");
+}
+
+namespace {
+unsigned grid_for(int64_t count) {
+  const int64_t blocks = (count + 255) / 256;
+  return static_cast<unsigned>(blocks < 4096 ? blocks : 4096);
+}
+}  // namespace
+
+void add(const float* x, int64_t n, float* y, cudaStream_t stream) {
+  if (n < 0) bad("cuda::add", "n", n, ">= 0");
+  if (n == 0) return;
+  add_kernel<<<grid_for(n), 256, 0, stream>>>(x, n, y);
+  check_launch("cuda::add");
+}
+
+void moe_combine(const float* contrib, const float* weights, int64_t n, int64_t k, int64_t width,
+                 float* sum, cudaStream_t stream) {
+  const char* what = "cuda::moe_combine";
+  if (n < 0) bad(what, "n", n, ">= 0");
+  if (k < 1 || k > 1024) bad(what, "k", k, "1..1024");
+  if (width < 1) bad(what, "width", width, ">= 1");
+  if (n == 0) return;
+  moe_combine_kernel<<<grid_for(n * width), 256, 0, stream>>>(contrib, weights, n,
+                                                              static_cast<int>(k), width, sum);
+  check_launch(what);
+}
+
+void embed_rows(const uint16_t* table, int64_t width, const int32_t* ids, int64_t n, float* out,
+                cudaStream_t stream) {
+  if (width < 1) bad("cuda::embed_rows", "width", width, ">= 1");
+  if (n < 0) bad("cuda::embed_rows", "n", n, ">= 0");
+  if (n == 0) return;
+  embed_kernel<<<grid_for(n * width), 256, 0, stream>>>(table, width, ids, n, out);
+  check_launch("cuda::embed_rows");
 }
 
 int64_t mla_absorbed_gpu_scratch_floats(const MlaGpuShape& sh, int64_t n, int64_t n_positions) {

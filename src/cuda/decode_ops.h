@@ -66,6 +66,17 @@ void kda_gates(float* g, float* beta, int64_t n, int64_t n_heads, int64_t dim, c
                const float* dt_bias, float lower_bound, cudaStream_t stream = 0);
 void mul_sigmoid(const float* gate, int64_t n, float* y, cudaStream_t stream = 0);
 
+// The residual and MoE sums, in the CPU's exact order (so bit-identical to it): add (y ← y + x,
+// kernels::add), moe_combine (sum[r] = Σ_rank w[r, rank]·contrib[r, rank] in rank order from 0,
+// each term a multiply then an add, as model/moe.cc's loop; contrib [n, k, width], weights [n, k],
+// sum [n, width]) and embed_rows (out[r] = the BF16 row ids[r] of table [vocab, width] as fp32,
+// exact; ids must be < vocab).
+void add(const float* x, int64_t n, float* y, cudaStream_t stream = 0);
+void moe_combine(const float* contrib, const float* weights, int64_t n, int64_t k, int64_t width,
+                 float* sum, cudaStream_t stream = 0);
+void embed_rows(const uint16_t* table, int64_t width, const int32_t* ids, int64_t n, float* out,
+                cudaStream_t stream = 0);
+
 // Absorbed MLA attention (kernels::mla_attend_absorbed) with K3's dims: per head, q̂ = W_UKᵀ q_nope,
 // scores (q̂·latent_s + q_pe·k_pe_s)/sqrt(192), softmax, ō = Σ p_s latent_s (in chunks of 256
 // positions, summed in order), o = W_UV ō.
