@@ -247,6 +247,7 @@ int main() {
   test_mxfp4(rng, 37, 1056, 16, true);    // partial tiles, rows not a multiple of the block
   test_mxfp4(rng, 300, 3584, 20, false);  // K3 latent width, n beyond one 16-row pass
   test_mxfp4(rng, 1024, 7168, 16, false);
+  test_mxfp4(rng, 20, 512, 4, false);  // one tile, fewer groups than lanes (wide: no second slot)
   test_bf16(rng, 45, 1000, 16);
   test_bf16(rng, 257, 7168, 19);
   test_rmsnorm(rng, 9, 7168);
