@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/decode_ops.h"
 #include "cuda/gemv.h"
 #include "cuda/gpu_test_util.h"
 
@@ -125,6 +126,15 @@ void bench_mxfp4(int reps, int64_t rows, int64_t cols) {
         "mxfp4 " + std::to_string(rows) + "x" + std::to_string(cols) + " n=" + std::to_string(n),
         stats(v), read);
   }
+  for (int n : {1, 2}) {  // the wide variant (Mxfp4Kernel::kWide): same bits, more in flight
+    const auto v = time_launches(reps, copies, static_cast<double>(packed + scales), [&](int k) {
+      const DeviceMxfp4 m{w + k * stride, w + k * stride + packed, rows, cols};
+      matmul(m, x, n, y, 0, Mxfp4Kernel::kWide);
+    });
+    print_row("mxfp4 " + std::to_string(rows) + "x" + std::to_string(cols) +
+                  " n=" + std::to_string(n) + " wide",
+              stats(v), read);
+  }
   check(cudaDeviceSynchronize(), "sync");
   cudaFree(w);
   cudaFree(x);
@@ -157,6 +167,107 @@ void bench_bf16(int reps, int64_t rows, int64_t cols) {
   cudaFree(w);
   cudaFree(x);
   cudaFree(y);
+}
+
+// The KDA decode step over K3's 96 heads: the 6.3 MB fp32 state is read and written once per call
+// whatever the token count. GB/s counts the state bytes read (each is written back too), so the
+// fair ceiling is the copy's read rate (the /copy column), not the pure read.
+void bench_kda(int reps) {
+  const int64_t nh = 96, dim = 128, width = nh * dim, max_n = 16;
+  const size_t state_bytes = nh * dim * dim * sizeof(float);
+  const size_t stride = (state_bytes + 255) / 256 * 256;
+  const int copies = static_cast<int>(std::max<size_t>(8, kRotationBytes / stride));
+  uint8_t* states = nullptr;
+  float* act = nullptr;  // q, k, v, g, o [max_n, width] and beta [max_n, nh]
+  check(cudaMalloc(&states, stride * copies), "malloc");
+  check(cudaMalloc(&act, (5 * max_n * width + max_n * nh) * sizeof(float)), "malloc");
+  fill(states, stride * copies, 3, 2);
+  fill(act, (5 * max_n * width + max_n * nh) * sizeof(float), 9, 2);
+  float *q = act, *k = q + max_n * width, *v = k + max_n * width, *g = v + max_n * width;
+  float *o = g + max_n * width, *beta = o + max_n * width;
+  check(cudaMemset(g, 0, max_n * width * sizeof(float)), "memset");  // decay 1
+  Stats read;
+  read_rate_line("read", reps, copies, stride, state_bytes, states, &read);
+  for (int n : {1, 4, 16}) {
+    const auto rate = time_launches(reps, copies, static_cast<double>(state_bytes), [&](int c) {
+      kda_decode(q, k, v, g, beta, n, nh, dim, reinterpret_cast<float*>(states + c * stride), o);
+    });
+    print_row("kda 96x128x128 n=" + std::to_string(n), stats(rate), read);
+  }
+  check(cudaDeviceSynchronize(), "sync");
+  cudaFree(states);
+  cudaFree(act);
+}
+
+// Absorbed MLA decode with K3's 96 heads over `positions` cached positions: the BF16 kv_b
+// (25.2 MB) and the cache (latent + k_pe, 2.3 KB per position) are the bytes read per call.
+void bench_mla(int reps, int64_t positions) {
+  const int64_t nh = 96;
+  const MlaGpuShape sh{nh};
+  const size_t kvb_bytes = nh * 256 * 512 * sizeof(uint16_t);
+  const size_t cache_bytes = positions * (512 + 64) * sizeof(float);
+  const size_t stride = (kvb_bytes + cache_bytes + 255) / 256 * 256;
+  const int copies = static_cast<int>(std::max<size_t>(4, kRotationBytes / stride));
+  uint8_t* w = nullptr;
+  float *q = nullptr, *o = nullptr, *scratch = nullptr;
+  check(cudaMalloc(&w, stride * copies), "malloc");
+  check(cudaMalloc(&q, nh * 192 * sizeof(float)), "malloc");
+  check(cudaMalloc(&o, nh * 128 * sizeof(float)), "malloc");
+  check(cudaMalloc(&scratch, mla_absorbed_gpu_scratch_floats(sh, 1, positions) * sizeof(float)),
+        "malloc");
+  for (int c = 0; c < copies; ++c) {
+    fill(w + c * stride, kvb_bytes, 41 + c, 3);
+    fill(w + c * stride + kvb_bytes, cache_bytes, 43 + c, 2);
+  }
+  fill(q, nh * 192 * sizeof(float), 11, 2);
+  Stats read;
+  read_rate_line("read", reps, copies, stride, kvb_bytes + cache_bytes, w, &read);
+  const auto rate =
+      time_launches(reps, copies, static_cast<double>(kvb_bytes + cache_bytes), [&](int c) {
+        const auto* kvb = reinterpret_cast<const uint16_t*>(w + c * stride);
+        const auto* latent = reinterpret_cast<const float*>(w + c * stride + kvb_bytes);
+        mla_absorbed(sh, kvb, latent, latent + positions * 512, positions, q, 1, scratch, o);
+      });
+  print_row("mla 96 heads ctx=" + std::to_string(positions) + " n=1", stats(rate), read);
+  check(cudaDeviceSynchronize(), "sync");
+  cudaFree(w);
+  cudaFree(q);
+  cudaFree(o);
+  cudaFree(scratch);
+}
+
+// K3's AttnRes mix at decode: 8 blocks + the prefix of 7168 floats (258 KB), n = 1 and 16, over
+// rotating copies of the sources. Small: its time per call matters more than its GB/s (it runs
+// twice per layer, 186 times a token), so the line also gives microseconds per call.
+void bench_attn_res(int reps) {
+  const int64_t hidden = 7168, n_blocks = 8, max_n = 16;
+  const size_t source_bytes = (n_blocks + 1) * max_n * hidden * sizeof(float);
+  const size_t stride = (source_bytes + 255) / 256 * 256;
+  const int copies = static_cast<int>(std::max<size_t>(8, kRotationBytes / stride));
+  uint8_t* src = nullptr;
+  float *key = nullptr, *out = nullptr, *scratch = nullptr;
+  check(cudaMalloc(&src, stride * copies), "malloc");
+  check(cudaMalloc(&key, hidden * sizeof(float)), "malloc");
+  check(cudaMalloc(&out, max_n * hidden * sizeof(float)), "malloc");
+  check(cudaMalloc(&scratch, attn_res_scratch_floats(max_n, hidden) * sizeof(float)), "malloc");
+  fill(src, stride * copies, 21, 2);
+  fill(key, hidden * sizeof(float), 23, 2);
+  for (int n : {1, 16}) {
+    const double bytes = static_cast<double>((n_blocks + 1) * n * hidden * sizeof(float));
+    const auto rate = stats(time_launches(reps, copies, bytes, [&](int c) {
+      const auto* blocks = reinterpret_cast<const float*>(src + c * stride);
+      attn_res_mix(key, blocks, n_blocks, max_n * hidden, blocks + n_blocks * max_n * hidden, n,
+                   hidden, 1e-5f, scratch, out);
+    }));
+    std::printf("%-28s %7.0f %7.0f %7.0f   GB/s of sources; %.1f us per call (median)\n",
+                ("attn_res 9x7168 n=" + std::to_string(n)).c_str(), rate.min, rate.median, rate.max,
+                bytes / (rate.median * 1e9) * 1e6);
+  }
+  check(cudaDeviceSynchronize(), "sync");
+  cudaFree(src);
+  cudaFree(key);
+  cudaFree(out);
+  cudaFree(scratch);
 }
 
 }  // namespace
@@ -201,6 +312,12 @@ int main(int argc, char** argv) {
   bench_mxfp4(reps, 3584, 3072);
   bench_bf16(reps, 7168, 7168);
   bench_bf16(reps, 3072, 7168);
+  bench_bf16(reps, 163840, 7168);  // the lm_head
+  bench_attn_res(reps);
+  bench_kda(reps);
+  bench_mla(reps, 1024);
+  bench_mla(reps, 8192);
+  bench_mla(reps, 32768);
   check(cudaDeviceSynchronize(), "sync");
   return 0;
 }

@@ -2,6 +2,7 @@
 // order (gemv_order_ref.h), within the fp32 error bound of the repository's fp64 scalar
 // reference (src/kernels/matmul_ref.cc), and row-count independence (n = 1..16 and beyond, memcmp).
 // Exits 77 (ctest: skipped) without a GPU.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -25,16 +26,8 @@ namespace {
 
 using testing::DeviceBuffer;
 
-int g_failures = 0;
-int g_checks = 0;
-
-void expect(bool ok, const std::string& what) {
-  ++g_checks;
-  if (!ok) {
-    ++g_failures;
-    std::printf("FAIL %s\n", what.c_str());
-  }
-}
+using testing::expect;
+using testing::same_bits;
 
 // Activations with a spread of magnitudes and signs, so sums cancel and order matters.
 std::vector<float> random_x(std::mt19937& rng, int64_t count) {
@@ -57,15 +50,6 @@ Mxfp4Host random_mxfp4(std::mt19937& rng, int64_t rows, int64_t cols) {
   for (auto& b : w.packed) b = static_cast<uint8_t>(byte(rng));
   for (auto& s : w.scales) s = static_cast<uint8_t>(scale(rng));
   return w;
-}
-
-// memcmp, except that any two NaNs match: the GPU returns its canonical NaN where x86 keeps the
-// input's payload.
-bool same_bits(const float* a, const float* b, int64_t count) {
-  for (int64_t k = 0; k < count; ++k)
-    if (std::memcmp(a + k, b + k, sizeof(float)) != 0 && !(std::isnan(a[k]) && std::isnan(b[k])))
-      return false;
-  return true;
 }
 
 // |gpu - exact| <= (terms + 2) * 2^-24 * sum |w x|: the classic bound for a chain of fp32
@@ -112,6 +96,19 @@ void test_mxfp4(std::mt19937& rng, int64_t rows, int64_t cols, int64_t max_n, bo
     const auto y = d_y.download(n * rows);
     expect(same_bits(y.data(), single.data(), n * rows),
            name + ": n=" + std::to_string(n) + " rows == n=1 rows (memcmp)");
+  }
+  // The wide kernel (n <= 2; larger n fall back to the default): the same bits.
+  std::vector<float> wide(max_n * rows);
+  for (int64_t i = 0; i < max_n; ++i) {
+    matmul(dw, d_x.ptr + i * cols, 1, d_y.ptr, 0, Mxfp4Kernel::kWide);
+    const auto y = d_y.download(rows);
+    std::copy(y.begin(), y.end(), wide.begin() + i * rows);
+  }
+  expect(same_bits(wide.data(), single.data(), max_n * rows), name + ": wide n=1 == default n=1");
+  for (int64_t n = 2; n <= std::min<int64_t>(max_n, 4); ++n) {
+    matmul(dw, d_x.ptr, n, d_y.ptr, 0, Mxfp4Kernel::kWide);
+    expect(same_bits(d_y.download(n * rows).data(), single.data(), n * rows),
+           name + ": wide n=" + std::to_string(n) + " rows == n=1 rows (memcmp)");
   }
 
   int bad = 0;
@@ -225,11 +222,23 @@ void test_bad_shapes() {
 }
 
 }  // namespace
+
+// decode_gpu_test.cu: the decode layer's kernels; their host-side checks run without a GPU too.
+void run_decode_tests(bool gpu);
+
 }  // namespace deltafin::cuda
 
 int main() {
   using namespace deltafin::cuda;
-  testing::require_gpu("deltafin_cuda_gpu_tests");
+  using testing::g_checks;
+  using testing::g_failures;
+  if (!testing::has_gpu()) {
+    // The host-side contracts (emulations against the repository's references) still hold here.
+    run_decode_tests(false);
+    std::printf("host checks: %d, %d failed\n", g_checks, g_failures);
+    if (g_failures) return 1;
+    testing::require_gpu("deltafin_cuda_gpu_tests");  // exits 77
+  }
   cudaDeviceProp prop{};
   testing::check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
   std::printf("device: %s, sm_%d%d, %d SMs\n", prop.name, prop.major, prop.minor,
@@ -238,11 +247,13 @@ int main() {
   test_mxfp4(rng, 37, 1056, 16, true);    // partial tiles, rows not a multiple of the block
   test_mxfp4(rng, 300, 3584, 20, false);  // K3 latent width, n beyond one 16-row pass
   test_mxfp4(rng, 1024, 7168, 16, false);
+  test_mxfp4(rng, 20, 512, 4, false);  // one tile, fewer groups than lanes (wide: no second slot)
   test_bf16(rng, 45, 1000, 16);
   test_bf16(rng, 257, 7168, 19);
   test_rmsnorm(rng, 9, 7168);
   test_rmsnorm(rng, 33, 1000);
   test_bad_shapes();
+  run_decode_tests(true);
   std::printf("%s: %d checks, %d failed\n", g_failures ? "FAILED" : "PASSED", g_checks, g_failures);
   return g_failures ? 1 : 0;
 }

@@ -4,8 +4,13 @@
 
 #include <cuda_runtime.h>
 
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 namespace deltafin::cuda::testing {
@@ -29,6 +34,39 @@ inline void require_gpu(const char* program) {
                 err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
     std::exit(kSkipExitCode);
   }
+}
+
+// Whether this run has a device: without one the test program still runs its host-side checks
+// (the CPU emulations against the repository's references), then exits kSkipExitCode.
+inline bool has_gpu() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+// The check counters of one test program.
+inline int g_failures = 0;
+inline int g_checks = 0;
+
+inline void expect(bool ok, const std::string& what) {
+  ++g_checks;
+  if (!ok) {
+    ++g_failures;
+    std::printf("FAIL %s\n", what.c_str());
+  }
+}
+
+// memcmp, except that any two NaNs match: the GPU returns its canonical NaN where x86 keeps the
+// input's payload.
+template <typename T>
+bool same_bits(const T* a, const T* b, int64_t count) {
+  for (int64_t k = 0; k < count; ++k) {
+    if (std::memcmp(a + k, b + k, sizeof(T)) == 0) continue;
+    if constexpr (std::is_floating_point_v<T>) {
+      if (std::isnan(a[k]) && std::isnan(b[k])) continue;
+    }
+    return false;
+  }
+  return true;
 }
 
 template <typename T>

@@ -1,26 +1,39 @@
 #!/usr/bin/env bash
-# Builds the GPU test and the GEMV benchmark with nvcc alone (no CMake, gtest or other Debian
+# Builds the GPU test and the benchmark with nvcc alone (no CMake, gtest or other Debian
 # packages: the device host has only the CUDA toolkit) and runs both. One command on a GPU host:
-#   src/cuda/run_gpu_checks.sh [out_dir]        env: REPS (default 15), GENCODE, SANITIZE=1, NVCC
+#   src/cuda/run_gpu_checks.sh [out_dir]    env: REPS (default 15), GENCODE, SANITIZE=1, NVCC, JOBS
+# GENCODE='-gencode=arch=compute_90a,code=sm_90a' builds for the H100/H200 alone (faster).
 # Exit status: the test's (0 passed, 1 failed, 77 no GPU), or the build's.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-build/gpu}
-mkdir -p "$out"
+mkdir -p "$out/obj"
 nvcc=${NVCC:-nvcc}
 command -v "$nvcc" >/dev/null || nvcc=/usr/local/cuda/bin/nvcc
 gencode=${GENCODE:--gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90a,code=sm_90a}
 # shellcheck disable=SC2206
 flags=(-std=c++20 -O3 $gencode --fmad=false -Xcompiler=-ffp-contract=off -Isrc)
 "$nvcc" --version | tail -2
-"$nvcc" "${flags[@]}" -o "$out/deltafin_cuda_gpu_tests" src/cuda/gemv_gpu_test.cu src/cuda/gemv.cu \
-  src/cuda/norm.cu -x cu src/cuda/gemv_order_ref.cc src/kernels/matmul_ref.cc \
-  src/kernels/activation_ref.cc src/quant/mxfp4.cc &
-test_build=$!
-"$nvcc" "${flags[@]}" -o "$out/deltafin_cuda_bench" src/cuda/gemv_bench.cu src/cuda/gemv.cu &
-bench_build=$!
-wait $test_build
-wait $bench_build
+
+kernels=(src/cuda/gemv.cu src/cuda/norm.cu src/cuda/decode_ops.cu)
+# Host code: the CPU emulations and the repository's references the test compares against.
+host=(src/cuda/gemv_order_ref.cc src/cuda/decode_order_ref.cc src/kernels/matmul_ref.cc
+  src/kernels/activation_ref.cc src/kernels/attn_res_ref.cc src/kernels/kda_ref.cc
+  src/kernels/short_conv_ref.cc src/kernels/elementwise_ref.cc src/model/router.cc
+  src/base/error.cc src/quant/mxfp4.cc)
+tests=(src/cuda/gemv_gpu_test.cu src/cuda/decode_gpu_test.cu)
+# One object per source, compiled in parallel (nvcc compiles the files of one command in turn).
+obj() { echo "$out/obj/$(echo "${1%.*}" | tr / _).o"; }
+export -f obj
+export out
+printf '%s\n' "${kernels[@]}" "${tests[@]}" src/cuda/gemv_bench.cu "${host[@]}" |
+  xargs -P "${JOBS:-$(nproc)}" -I{} bash -c \
+    '"$0" "${@:1}" -x cu -c {} -o "$(obj {})"' "$nvcc" "${flags[@]}"
+objs() { for f in "$@"; do obj "$f"; done; }
+# shellcheck disable=SC2046
+"$nvcc" "${flags[@]}" -o "$out/deltafin_cuda_gpu_tests" $(objs "${tests[@]}" "${kernels[@]}" "${host[@]}")
+# shellcheck disable=SC2046
+"$nvcc" "${flags[@]}" -o "$out/deltafin_cuda_bench" $(objs src/cuda/gemv_bench.cu "${kernels[@]}")
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv || true
 
 status=0

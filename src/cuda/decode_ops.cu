@@ -1,0 +1,818 @@
+// The decode layer's block math (decode_ops.h). Every reduction has a fixed shape that does not
+// depend on the number of rows: a lane's sequential fused multiply-add chain, the xor butterfly
+// across the warp, then warp totals added in warp order by one thread. decode_order_ref.cc
+// performs the same operations on the CPU.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "cuda/decode_ops.h"
+#include "cuda/portable_math.h"
+
+namespace deltafin::cuda {
+namespace {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kMaxSources = 64;  // kernels::kAttnResMaxBlocks + 1
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int off = 16; off > 0; off /= 2) v = __fadd_rn(v, __shfl_xor_sync(kFullMask, v, off));
+  return v;
+}
+
+// p + a.x·b.x + a.y·b.y + a.z·b.z + a.w·b.w, one fused multiply-add at a time.
+__device__ __forceinline__ float fma4(float4 a, float4 b, float p) {
+  p = __fmaf_rn(a.x, b.x, p);
+  p = __fmaf_rn(a.y, b.y, p);
+  p = __fmaf_rn(a.z, b.z, p);
+  return __fmaf_rn(a.w, b.w, p);
+}
+
+void check_launch(const char* what) {
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess)
+    throw std::runtime_error(std::string(what) +
+                             ": CUDA launch failed: " + cudaGetErrorString(err));
+}
+
+[[noreturn]] void bad(const char* what, const std::string& field, int64_t value,
+                      const std::string& expected) {
+  throw std::invalid_argument(std::string(what) + ": " + field + " is " + std::to_string(value) +
+                              ", expected " + expected);
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// ---- SiTU -------------------------------------------------------------------------------------
+
+__global__ void situ_kernel(const float* g, const float* u, int64_t n, float beta,
+                            float linear_beta, float* y) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    y[i] = pm::situ_f32(g[i], u[i], beta, linear_beta);
+}
+
+// ---- AttnRes ----------------------------------------------------------------------------------
+
+constexpr int kResThreads = 256;
+
+// The scores in chunks of 1024 columns (256 float4s): block (chunk q, source i, row r), thread t
+// takes the float4 q·256 + t (one fma4 chain each for v·key and v·v), warp_sum, warp totals in
+// warp order; the chunk totals land in scratch [r][i][q][2]. Many small blocks: at decode (n = 1)
+// the 9 x 7168 sources of K3's output mix are 63 blocks reading everything in one round trip.
+constexpr int kResChunk = 4 * kResThreads;  // columns per chunk
+
+__global__ void __launch_bounds__(kResThreads)
+    attn_res_scores(const float* key, const float* blocks, int n_blocks, int64_t block_stride,
+                    const float* prefix, int64_t hidden, float* parts) {
+  __shared__ float part_dk[kResThreads / 32], part_ss[kResThreads / 32];
+  const int q = blockIdx.x, i = blockIdx.y, r = blockIdx.z;
+  const int64_t chunks = gridDim.x;
+  const float* v = (i < n_blocks ? blocks + i * block_stride : prefix) + r * hidden;
+  const int64_t c = q * int64_t{kResThreads} + threadIdx.x;
+  float dk = 0.0f, ss = 0.0f;
+  if (c < hidden / 4) {
+    const float4 a = reinterpret_cast<const float4*>(v)[c];
+    const float4 b = __ldg(reinterpret_cast<const float4*>(key) + c);
+    dk = fma4(a, b, 0.0f);
+    ss = fma4(a, a, 0.0f);
+  }
+  dk = warp_sum(dk);
+  ss = warp_sum(ss);
+  if (threadIdx.x % 32 == 0) part_dk[threadIdx.x / 32] = dk, part_ss[threadIdx.x / 32] = ss;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float tdk = part_dk[0], tss = part_ss[0];
+    for (int w = 1; w < kResThreads / 32; ++w) tdk = __fadd_rn(tdk, part_dk[w]);
+    for (int w = 1; w < kResThreads / 32; ++w) tss = __fadd_rn(tss, part_ss[w]);
+    float* out = parts + ((static_cast<int64_t>(r) * kMaxSources + i) * chunks + q) * 2;
+    out[0] = tdk;
+    out[1] = tss;
+  }
+}
+
+// Block (column chunk, row r): thread 0 adds each source's chunk totals in chunk order, forms
+// s_i = dk / sqrt(ss/hidden + eps), then the softmax weights (max, e^(s−max), the sum in source
+// order, division); then each thread mixes its float4 over the sources in order.
+__global__ void __launch_bounds__(kResThreads)
+    attn_res_combine(const float* blocks, int n_blocks, int64_t block_stride, const float* prefix,
+                     int64_t hidden, float eps, const float* parts, float* out) {
+  __shared__ float p[kMaxSources];
+  const int r = blockIdx.y, ns = n_blocks + 1;
+  if (threadIdx.x == 0) {
+    const int64_t chunks = (hidden + kResChunk - 1) / kResChunk;
+    for (int i = 0; i < ns; ++i) {
+      const float* part = parts + (static_cast<int64_t>(r) * kMaxSources + i) * chunks * 2;
+      float tdk = part[0], tss = part[1];
+      for (int64_t q = 1; q < chunks; ++q) {
+        tdk = __fadd_rn(tdk, part[2 * q]);
+        tss = __fadd_rn(tss, part[2 * q + 1]);
+      }
+      const float rms = __fsqrt_rn(__fadd_rn(__fdiv_rn(tss, static_cast<float>(hidden)), eps));
+      p[i] = __fdiv_rn(tdk, rms);
+    }
+    float m = p[0];
+    for (int i = 1; i < ns; ++i) m = p[i] > m ? p[i] : m;
+    float sum = 0.0f;
+    for (int i = 0; i < ns; ++i) {
+      p[i] = pm::exp_f32(__fsub_rn(p[i], m));
+      sum = __fadd_rn(sum, p[i]);
+    }
+    for (int i = 0; i < ns; ++i) p[i] = __fdiv_rn(p[i], sum);
+  }
+  __syncthreads();
+  const int64_t c = blockIdx.x * int64_t{kResThreads} + threadIdx.x;
+  if (c >= hidden / 4) return;
+  float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int i = 0; i < ns; ++i) {
+    const float* v = (i < n_blocks ? blocks + i * block_stride : prefix) + r * hidden;
+    const float4 a = reinterpret_cast<const float4*>(v)[c];
+    const float w = p[i];
+    o.x = __fmaf_rn(w, a.x, o.x);
+    o.y = __fmaf_rn(w, a.y, o.y);
+    o.z = __fmaf_rn(w, a.z, o.z);
+    o.w = __fmaf_rn(w, a.w, o.w);
+  }
+  reinterpret_cast<float4*>(out + r * hidden)[c] = o;
+}
+
+// ---- Router -----------------------------------------------------------------------------------
+
+// (value, id) ordered by value descending, then id ascending: a total order, so every lane of the
+// butterfly ends with the same winner.
+__device__ __forceinline__ bool better(float va, int ia, float vb, int ib) {
+  return va > vb || (va == vb && ia < ib);
+}
+
+__device__ __forceinline__ void warp_best(float& v, int& id) {
+  for (int off = 16; off > 0; off /= 2) {
+    const float ov = __shfl_xor_sync(kFullMask, v, off);
+    const int oi = __shfl_xor_sync(kFullMask, id, off);
+    if (better(ov, oi, v, id)) v = ov, id = oi;
+  }
+}
+
+constexpr float kNegInf = -__builtin_huge_valf();
+
+// One warp per row. Shared: score[ne], choice[ne], gscore[ng], keep[ng], chosen[k].
+__global__ void __launch_bounds__(32)
+    route_kernel(const float* logits, const float* bias, int ne, int k, int ng, int tkg,
+                 bool renormalize, float scaling, int32_t* experts, float* weights) {
+  extern __shared__ float rsm[];
+  float* score = rsm;
+  float* choice = score + ne;
+  float* gscore = choice + ne;
+  int* keep = reinterpret_cast<int*>(gscore + ng);
+  int* chosen = keep + ng;
+  const int r = blockIdx.x, lane = threadIdx.x;
+  for (int e = lane; e < ne; e += 32) {
+    const float s = pm::sigmoid_f32(logits[static_cast<int64_t>(r) * ne + e]);
+    score[e] = s;
+    choice[e] = __fadd_rn(s, bias[e]);
+  }
+  __syncwarp();
+  if (ng > 1 && ng > tkg) {
+    const int per = ne / ng;
+    for (int gi = lane; gi < ng; gi += 32) {
+      float v0 = kNegInf, v1 = kNegInf;
+      int i0 = INT32_MAX, i1 = INT32_MAX;
+      for (int e = gi * per; e < (gi + 1) * per; ++e) {
+        const float c = choice[e];
+        if (better(c, e, v0, i0)) {
+          v1 = v0, i1 = i0, v0 = c, i0 = e;
+        } else if (better(c, e, v1, i1)) {
+          v1 = c, i1 = e;
+        }
+      }
+      gscore[gi] = __fadd_rn(v0, per > 1 ? v1 : 0.0f);
+      keep[gi] = 0;
+    }
+    __syncwarp();
+    for (int round = 0; round < tkg; ++round) {
+      float v = kNegInf;
+      int id = INT32_MAX;
+      for (int gi = lane; gi < ng; gi += 32)
+        if (!keep[gi] && better(gscore[gi], gi, v, id)) v = gscore[gi], id = gi;
+      warp_best(v, id);
+      if (lane == 0) keep[id] = 1;
+      __syncwarp();
+    }
+    for (int e = lane; e < ne; e += 32)
+      if (!keep[e / per]) choice[e] = kNegInf;
+    __syncwarp();
+  }
+  for (int round = 0; round < k; ++round) {
+    float v = kNegInf;
+    int id = INT32_MAX;
+    for (int e = lane; e < ne; e += 32)
+      if (better(choice[e], e, v, id)) v = choice[e], id = e;
+    warp_best(v, id);
+    if (lane == 0) {
+      chosen[round] = id;
+      choice[id] = kNegInf;  // taken; a finite choice always beats it
+    }
+    __syncwarp();
+  }
+  if (lane == 0) {
+    float sum = 0.0f;
+    for (int i = 0; i < k; ++i) sum = __fadd_rn(sum, score[chosen[i]]);
+    for (int i = 0; i < k; ++i) {
+      float w = score[chosen[i]];
+      if (renormalize) w = __fdiv_rn(w, __fadd_rn(sum, 1e-20f));
+      experts[static_cast<int64_t>(r) * k + i] = chosen[i];
+      weights[static_cast<int64_t>(r) * k + i] = __fmul_rn(w, scaling);
+    }
+  }
+}
+
+// ---- KDA --------------------------------------------------------------------------------------
+
+constexpr int kKdaDim = 128;
+constexpr int kKdaRowsPerWarp = 4;
+constexpr int kKdaWarps = 4;
+constexpr int kKdaRowsPerBlock = kKdaRowsPerWarp * kKdaWarps;
+
+// Block (row group, head h): each warp owns 4 value rows of the head's Sᵀ, lane l the key channels
+// 4l..4l+3 of each (one float4). The rows stay in registers for all n tokens. Per token and row:
+// decay (one multiply per element), Sᵀk as fma4 + warp_sum, w = β·(v − Sᵀk), row = fma(w, k, row),
+// o = fma4(row, q) + warp_sum.
+__global__ void __launch_bounds__(kKdaWarps * 32)
+    kda_kernel(const float* q, const float* k, const float* v, const float* g, const float* beta,
+               int n, int nh, float* state, float* o) {
+  const int h = blockIdx.y, lane = threadIdx.x % 32;
+  const int c0 = blockIdx.x * kKdaRowsPerBlock + (threadIdx.x / 32) * kKdaRowsPerWarp;
+  float4* srow =
+      reinterpret_cast<float4*>(state + (static_cast<int64_t>(h) * kKdaDim + c0) * kKdaDim) + lane;
+  float4 s[kKdaRowsPerWarp];
+#pragma unroll
+  for (int j = 0; j < kKdaRowsPerWarp; ++j) s[j] = srow[j * (kKdaDim / 4)];
+  for (int t = 0; t < n; ++t) {
+    const int64_t base = (static_cast<int64_t>(t) * nh + h) * kKdaDim;
+    const float4 k4 = reinterpret_cast<const float4*>(k + base)[lane];
+    const float4 q4 = reinterpret_cast<const float4*>(q + base)[lane];
+    const float4 g4 = reinterpret_cast<const float4*>(g + base)[lane];
+    const float4 d =
+        make_float4(pm::exp_f32(g4.x), pm::exp_f32(g4.y), pm::exp_f32(g4.z), pm::exp_f32(g4.w));
+    const float b = beta[static_cast<int64_t>(t) * nh + h];
+    float kd[kKdaRowsPerWarp];
+#pragma unroll
+    for (int j = 0; j < kKdaRowsPerWarp; ++j) {
+      s[j].x = __fmul_rn(s[j].x, d.x);
+      s[j].y = __fmul_rn(s[j].y, d.y);
+      s[j].z = __fmul_rn(s[j].z, d.z);
+      s[j].w = __fmul_rn(s[j].w, d.w);
+      kd[j] = fma4(s[j], k4, 0.0f);
+    }
+#pragma unroll
+    for (int j = 0; j < kKdaRowsPerWarp; ++j) kd[j] = warp_sum(kd[j]);
+    float od[kKdaRowsPerWarp];
+#pragma unroll
+    for (int j = 0; j < kKdaRowsPerWarp; ++j) {
+      const float w = __fmul_rn(b, __fsub_rn(v[base + c0 + j], kd[j]));
+      s[j].x = __fmaf_rn(w, k4.x, s[j].x);
+      s[j].y = __fmaf_rn(w, k4.y, s[j].y);
+      s[j].z = __fmaf_rn(w, k4.z, s[j].z);
+      s[j].w = __fmaf_rn(w, k4.w, s[j].w);
+      od[j] = fma4(s[j], q4, 0.0f);
+    }
+#pragma unroll
+    for (int j = 0; j < kKdaRowsPerWarp; ++j) od[j] = warp_sum(od[j]);
+    if (lane < kKdaRowsPerWarp) {
+      // Lane j stores row j's output (every lane holds every row's sum).
+      float mine = od[0];
+#pragma unroll
+      for (int j = 1; j < kKdaRowsPerWarp; ++j) mine = lane == j ? od[j] : mine;
+      o[base + c0 + lane] = mine;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kKdaRowsPerWarp; ++j) srow[j * (kKdaDim / 4)] = s[j];
+}
+
+// ---- KDA glue ---------------------------------------------------------------------------------
+
+// Thread per channel: the window of the last K inputs in registers over the n rows; acc is a fma
+// chain over the taps, oldest first.
+template <int K>
+__global__ void short_conv_kernel(const float* x, int n, int64_t p, const float* w, float* hist,
+                                  float* y) {
+  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (c >= p) return;
+  float win[K];
+  float wc[K];
+#pragma unroll
+  for (int i = 0; i < K; ++i) wc[i] = w[c * K + i];
+#pragma unroll
+  for (int i = 0; i < K - 1; ++i) win[i] = hist[i * p + c];
+  for (int t = 0; t < n; ++t) {
+    win[K - 1] = x[t * p + c];
+    float acc = 0.0f;
+#pragma unroll
+    for (int i = 0; i < K; ++i) acc = __fmaf_rn(wc[i], win[i], acc);
+    y[t * p + c] = pm::silu_f32(acc);
+#pragma unroll
+    for (int i = 0; i < K - 1; ++i) win[i] = win[i + 1];
+  }
+#pragma unroll
+  for (int i = 0; i < K - 1; ++i) hist[i * p + c] = win[i];
+}
+
+// Warp per row of 128: lane l owns a float4; Σx² as fma4 + warp_sum; x·inv·scale (two roundings).
+__global__ void l2norm_kernel(float* x, int64_t rows, float scale) {
+  const int64_t row = blockIdx.x * int64_t{blockDim.x / 32} + threadIdx.x / 32;
+  if (row >= rows) return;
+  float4* v = reinterpret_cast<float4*>(x + row * 128) + threadIdx.x % 32;
+  float4 a = *v;
+  const float ss = warp_sum(fma4(a, a, 0.0f));
+  const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ss, 1e-6f)));
+  a.x = __fmul_rn(__fmul_rn(a.x, inv), scale);
+  a.y = __fmul_rn(__fmul_rn(a.y, inv), scale);
+  a.z = __fmul_rn(__fmul_rn(a.z, inv), scale);
+  a.w = __fmul_rn(__fmul_rn(a.w, inv), scale);
+  *v = a;
+}
+
+__global__ void kda_gates_kernel(float* g, float* beta, int64_t n, int64_t nh, int64_t dim,
+                                 const float* a_log, const float* dt_bias, float lower_bound) {
+  const int64_t total = n * nh * dim;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t h = (e / dim) % nh, j = e % dim;
+    const float a = pm::exp_f32(a_log[h]);
+    g[e] = __fmul_rn(lower_bound,
+                     pm::sigmoid_f32(__fmul_rn(a, __fadd_rn(g[e], dt_bias[h * dim + j]))));
+    if (e < n * nh) beta[e] = pm::sigmoid_f32(beta[e]);
+  }
+}
+
+__global__ void mul_sigmoid_kernel(const float* gate, int64_t n, float* y) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    y[i] = __fmul_rn(y[i], pm::sigmoid_f32(gate[i]));
+}
+
+__global__ void add_kernel(const float* x, int64_t n, float* y) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    y[i] = __fadd_rn(y[i], x[i]);
+}
+
+__global__ void moe_combine_kernel(const float* contrib, const float* weights, int64_t n, int k,
+                                   int64_t width, float* sum) {
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n * width;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = e / width, j = e % width;
+    float acc = 0.0f;
+    for (int rank = 0; rank < k; ++rank)
+      acc = __fadd_rn(acc, __fmul_rn(weights[r * k + rank], contrib[(r * k + rank) * width + j]));
+    sum[e] = acc;
+  }
+}
+
+__global__ void embed_kernel(const uint16_t* table, int64_t width, const int32_t* ids, int64_t n,
+                             float* out) {
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n * width;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = e / width, j = e % width;
+    out[e] = __uint_as_float(static_cast<uint32_t>(table[ids[r] * width + j]) << 16);
+  }
+}
+
+// ---- MLA (absorbed) ---------------------------------------------------------------------------
+
+using Mla = MlaGpuShape;
+constexpr int kMlaKvWidth = Mla::kNope + Mla::kV;  // kv_b rows per head
+
+// Block (head h, row r), 128 threads: thread t owns latent columns 4t..4t+3 of q̂ and walks the
+// head's 128 W_UK rows in order: q̂_c = fma(q_nope_i, W_UK[i, c], q̂_c).
+__global__ void __launch_bounds__(128)
+    mla_qhat(const uint16_t* kv_b, const float* q, int nh, float* qhat) {
+  const int h = blockIdx.x, r = blockIdx.y, t = threadIdx.x;
+  const float* qh = q + (static_cast<int64_t>(r) * nh + h) * (Mla::kNope + Mla::kRope);
+  const uint16_t* w = kv_b + static_cast<int64_t>(h) * kMlaKvWidth * Mla::kRank + 4 * t;
+  float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f;
+  for (int i = 0; i < Mla::kNope; ++i) {
+    const uint2 wb = __ldg(reinterpret_cast<const uint2*>(w + i * Mla::kRank));
+    const float qi = qh[i];
+    a0 = __fmaf_rn(qi, __uint_as_float(wb.x << 16), a0);
+    a1 = __fmaf_rn(qi, __uint_as_float(wb.x & 0xffff0000u), a1);
+    a2 = __fmaf_rn(qi, __uint_as_float(wb.y << 16), a2);
+    a3 = __fmaf_rn(qi, __uint_as_float(wb.y & 0xffff0000u), a3);
+  }
+  reinterpret_cast<float4*>(qhat + (static_cast<int64_t>(r) * nh + h) * Mla::kRank)[t] =
+      make_float4(a0, a1, a2, a3);
+}
+
+// Scores, one warp per (position s, head h, row r): lane l takes the latent float4s at 4l + 128m
+// for m = 0..3 (one fma4 chain) and the k_pe elements 2l, 2l+1 (a second chain); both warp_sum'd;
+// score = (nope + pe) · scale. Block (16 heads, 32 positions, row r), 8 warps: the positions'
+// latents and k_pe are staged in shared memory once for the 16 heads (each warp takes 2 heads,
+// its q̂ and q_pe in registers); the head groups of one position tile are adjacent blocks, so the
+// tile is read from HBM about once per row.
+constexpr int kScorePositions = 32;
+constexpr int kScoreHeads = 16;
+constexpr int kScoreSmemBytes = kScorePositions * (Mla::kRank + Mla::kRope) * 4;
+
+__global__ void __launch_bounds__(256)
+    mla_scores(const float* qhat, const float* q, const float* latent, const float* k_pe, int nh,
+               int64_t n_positions, int n, float scale, float* scores) {
+  extern __shared__ float4 sm4[];
+  float4* lat = sm4;  // [32][128] float4
+  float* kpe = reinterpret_cast<float*>(sm4 + kScorePositions * Mla::kRank / 4);  // [32][64]
+  const int r = blockIdx.z, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t len = n_positions - n + r + 1;
+  const int64_t s0 = blockIdx.y * int64_t{kScorePositions};
+  if (s0 >= len) return;  // the whole block
+  const int cnt = len - s0 < kScorePositions ? static_cast<int>(len - s0) : kScorePositions;
+  const float4* src = reinterpret_cast<const float4*>(latent + s0 * Mla::kRank);
+  for (int k = threadIdx.x; k < cnt * Mla::kRank / 4; k += 256) lat[k] = __ldg(src + k);
+  for (int k = threadIdx.x; k < cnt * Mla::kRope; k += 256)
+    kpe[k] = __ldg(k_pe + s0 * Mla::kRope + k);
+  __syncthreads();
+  const int h_end = (blockIdx.x + 1) * kScoreHeads < nh ? (blockIdx.x + 1) * kScoreHeads : nh;
+  for (int h = blockIdx.x * kScoreHeads + warp; h < h_end; h += 8) {
+    const int64_t rh = static_cast<int64_t>(r) * nh + h;
+    const float4* qh4 = reinterpret_cast<const float4*>(qhat + rh * Mla::kRank);
+    float4 qa[Mla::kRank / 128];
+#pragma unroll
+    for (int m = 0; m < Mla::kRank / 128; ++m) qa[m] = qh4[lane + 32 * m];
+    const float* qpe = q + rh * (Mla::kNope + Mla::kRope) + Mla::kNope;
+    const float qp0 = qpe[2 * lane], qp1 = qpe[2 * lane + 1];
+    for (int j = 0; j < cnt; ++j) {
+      float p = 0.0f;
+#pragma unroll
+      for (int m = 0; m < Mla::kRank / 128; ++m)
+        p = fma4(qa[m], lat[j * (Mla::kRank / 4) + lane + 32 * m], p);
+      float pe = __fmaf_rn(qp0, kpe[j * Mla::kRope + 2 * lane], 0.0f);
+      pe = __fmaf_rn(qp1, kpe[j * Mla::kRope + 2 * lane + 1], pe);
+      p = warp_sum(p);
+      pe = warp_sum(pe);
+      if (lane == 0) scores[rh * n_positions + s0 + j] = __fmul_rn(__fadd_rn(p, pe), scale);
+    }
+  }
+}
+
+// Block (head h, row r), 128 threads: the softmax over the row's positions, in place: the max;
+// e^(s−max) stored in place while thread t sums positions t, t+128, ... in order, warp_sum, warp
+// totals in order; then each weight divided by that sum.
+__global__ void __launch_bounds__(128)
+    mla_softmax(int nh, int64_t n_positions, int n, float* scores) {
+  __shared__ float red[4];
+  __shared__ float total;
+  const int h = blockIdx.x, r = blockIdx.y, t = threadIdx.x;
+  const int64_t len = n_positions - n + r + 1;
+  float* p = scores + (static_cast<int64_t>(r) * nh + h) * n_positions;
+  float m = kNegInf;
+  for (int64_t s = t; s < len; s += 128) m = p[s] > m ? p[s] : m;
+  for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(kFullMask, m, off));
+  if (t % 32 == 0) red[t / 32] = m;
+  __syncthreads();
+  m = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+  float sum = 0.0f;
+  for (int64_t s = t; s < len; s += 128) {
+    const float e = pm::exp_f32(__fsub_rn(p[s], m));
+    p[s] = e;
+    sum = __fadd_rn(sum, e);
+  }
+  sum = warp_sum(sum);
+  __syncthreads();  // everyone has read red[] for the max
+  if (t % 32 == 0) red[t / 32] = sum;
+  __syncthreads();
+  if (t == 0) total = __fadd_rn(__fadd_rn(__fadd_rn(red[0], red[1]), red[2]), red[3]);
+  __syncthreads();
+  for (int64_t s = t; s < len; s += 128) p[s] = __fdiv_rn(p[s], total);
+}
+
+// ō in chunks of kMlaChunk positions (absolute: chunk c holds positions [c·256, c·256 + 256), so
+// the split never depends on n). Block (chunk, head h, row r), 128 threads: thread t owns latent
+// columns 4t..4t+3 and adds fma(p_s, latent_s, part) over the chunk's positions in order.
+constexpr int kMlaChunk = 256;
+
+__global__ void __launch_bounds__(128)
+    mla_mix_partial(const float* latent, int nh, int64_t n_positions, int n, const float* scores,
+                    int64_t chunks, float* parts) {
+  const int h = blockIdx.y, r = blockIdx.z, t = threadIdx.x;
+  const int64_t len = n_positions - n + r + 1;
+  const int64_t s0 = blockIdx.x * int64_t{kMlaChunk};
+  if (s0 >= len) return;
+  const int64_t s1 = s0 + kMlaChunk < len ? s0 + kMlaChunk : len;
+  const float* p = scores + (static_cast<int64_t>(r) * nh + h) * n_positions;
+  float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int64_t s = s0; s < s1; ++s) {
+    const float w = p[s];
+    const float4 a = reinterpret_cast<const float4*>(latent + s * Mla::kRank)[t];
+    o.x = __fmaf_rn(w, a.x, o.x);
+    o.y = __fmaf_rn(w, a.y, o.y);
+    o.z = __fmaf_rn(w, a.z, o.z);
+    o.w = __fmaf_rn(w, a.w, o.w);
+  }
+  reinterpret_cast<float4*>(parts + ((static_cast<int64_t>(r) * nh + h) * chunks + blockIdx.x) *
+                                        Mla::kRank)[t] = o;
+}
+
+// Block (head h, row r), 128 threads: ō = the row's chunk sums added in chunk order.
+__global__ void __launch_bounds__(128)
+    mla_mix_combine(int nh, int64_t n_positions, int n, int64_t chunks, const float* parts,
+                    float* obar) {
+  const int h = blockIdx.x, r = blockIdx.y, t = threadIdx.x;
+  const int64_t len = n_positions - n + r + 1;
+  const int64_t used = (len + kMlaChunk - 1) / kMlaChunk;
+  const float4* part = reinterpret_cast<const float4*>(parts + (static_cast<int64_t>(r) * nh + h) *
+                                                                   chunks * Mla::kRank) +
+                       t;
+  float4 o = part[0];
+  for (int64_t c = 1; c < used; ++c) {
+    const float4 a = part[c * (Mla::kRank / 4)];
+    o.x = __fadd_rn(o.x, a.x);
+    o.y = __fadd_rn(o.y, a.y);
+    o.z = __fadd_rn(o.z, a.z);
+    o.w = __fadd_rn(o.w, a.w);
+  }
+  reinterpret_cast<float4*>(obar + (static_cast<int64_t>(r) * nh + h) * Mla::kRank)[t] = o;
+}
+
+// One warp per (output channel c of head h, row r): the BF16 GEMV order of gemv.h (lane l takes
+// the 8-value chunks l and l + 32 of the W_UV row, one fma chain, then warp_sum).
+__global__ void __launch_bounds__(256)
+    mla_out(const uint16_t* kv_b, const float* obar, int nh, float* o) {
+  const int h = blockIdx.y, r = blockIdx.z, lane = threadIdx.x % 32;
+  const int c = blockIdx.x * 8 + threadIdx.x / 32;
+  const uint16_t* w = kv_b + (static_cast<int64_t>(h) * kMlaKvWidth + Mla::kNope + c) * Mla::kRank;
+  const float* x = obar + (static_cast<int64_t>(r) * nh + h) * Mla::kRank;
+  float acc = 0.0f;
+#pragma unroll
+  for (int u = 0; u < Mla::kRank / 8 / 32; ++u) {
+    const int chunk = lane + 32 * u;
+    const uint4 wb = __ldg(reinterpret_cast<const uint4*>(w + chunk * 8));
+    const float4 a = reinterpret_cast<const float4*>(x + chunk * 8)[0];
+    const float4 b = reinterpret_cast<const float4*>(x + chunk * 8)[1];
+    acc = __fmaf_rn(__uint_as_float(wb.x << 16), a.x, acc);
+    acc = __fmaf_rn(__uint_as_float(wb.x & 0xffff0000u), a.y, acc);
+    acc = __fmaf_rn(__uint_as_float(wb.y << 16), a.z, acc);
+    acc = __fmaf_rn(__uint_as_float(wb.y & 0xffff0000u), a.w, acc);
+    acc = __fmaf_rn(__uint_as_float(wb.z << 16), b.x, acc);
+    acc = __fmaf_rn(__uint_as_float(wb.z & 0xffff0000u), b.y, acc);
+    acc = __fmaf_rn(__uint_as_float(wb.w << 16), b.z, acc);
+    acc = __fmaf_rn(__uint_as_float(wb.w & 0xffff0000u), b.w, acc);
+  }
+  acc = warp_sum(acc);
+  if (lane == 0) o[(static_cast<int64_t>(r) * nh + h) * Mla::kV + c] = acc;
+}
+
+// ---- argmax -----------------------------------------------------------------------------------
+
+constexpr int kArgmaxThreads = 1024;
+
+// Block per row: per thread the best of its strided columns, warp_best, then thread 0 over the
+// warps. The order (value descending, index ascending) is total, so the result is unique.
+__global__ void __launch_bounds__(kArgmaxThreads)
+    argmax_kernel(const float* x, int64_t cols, int32_t* ids, float* values) {
+  __shared__ float wv[kArgmaxThreads / 32];
+  __shared__ int wi[kArgmaxThreads / 32];
+  const float* row = x + blockIdx.x * cols;
+  float v = kNegInf;
+  int id = INT32_MAX;
+  for (int64_t c = threadIdx.x; c < cols; c += kArgmaxThreads)
+    if (better(row[c], static_cast<int>(c), v, id)) v = row[c], id = static_cast<int>(c);
+  warp_best(v, id);
+  if (threadIdx.x % 32 == 0) wv[threadIdx.x / 32] = v, wi[threadIdx.x / 32] = id;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kArgmaxThreads / 32; ++w)
+      if (better(wv[w], wi[w], v, id)) v = wv[w], id = wi[w];
+    ids[blockIdx.x] = id == INT32_MAX ? -1 : id;
+    if (values != nullptr) values[blockIdx.x] = v;
+  }
+}
+
+}  // namespace
+
+void argmax_rows(const float* x, int64_t n, int64_t cols, int32_t* ids, float* values,
+                 cudaStream_t stream) {
+  const char* what = "cuda::argmax_rows";
+  if (cols < 1 || cols >= INT32_MAX) bad(what, "cols", cols, "1..2^31-2");
+  if (n < 0 || n > INT32_MAX) bad(what, "n", n, ">= 0");
+  if (n == 0) return;
+  argmax_kernel<<<static_cast<unsigned>(n), kArgmaxThreads, 0, stream>>>(x, cols, ids, values);
+  check_launch(what);
+}
+
+void situ_glu(const float* g, const float* u, int64_t n, float beta, float linear_beta, float* y,
+              cudaStream_t stream) {
+  if (n < 0) bad("cuda::situ_glu", "n", n, ">= 0");
+  if (n == 0) return;
+  const int64_t blocks = (n + 255) / 256;
+  situ_kernel<<<static_cast<unsigned>(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(
+      g, u, n, beta, linear_beta, y);
+  check_launch("cuda::situ_glu");
+}
+
+int64_t attn_res_scratch_floats(int64_t n, int64_t hidden) {
+  return n * kMaxSources * ((hidden + kResChunk - 1) / kResChunk) * 2;
+}
+
+void attn_res_mix(const float* key, const float* blocks, int64_t n_blocks, int64_t block_stride,
+                  const float* prefix, int64_t n, int64_t hidden, float eps, float* scratch,
+                  float* out, cudaStream_t stream) {
+  const char* what = "cuda::attn_res_mix";
+  if (n_blocks < 0 || n_blocks >= kMaxSources) bad(what, "n_blocks", n_blocks, "0..63");
+  if (hidden <= 0 || hidden % 4 != 0) bad(what, "hidden", hidden, "a positive multiple of 4");
+  if (n < 0 || n > 65535) bad(what, "n", n, "0..65535");
+  if (block_stride % 4 != 0) bad(what, "block_stride", block_stride, "a multiple of 4");
+  if (!aligned16(key) || !aligned16(prefix) || !aligned16(out) ||
+      (n_blocks > 0 && !aligned16(blocks)))
+    throw std::invalid_argument(std::string(what) +
+                                ": key, blocks, prefix and out must be "
+                                "16-byte aligned device pointers");
+  if (n == 0) return;
+  const int nb = static_cast<int>(n_blocks);
+  const auto chunks = static_cast<unsigned>((hidden + kResChunk - 1) / kResChunk);
+  attn_res_scores<<<dim3(chunks, nb + 1, static_cast<unsigned>(n)), kResThreads, 0, stream>>>(
+      key, blocks, nb, block_stride, prefix, hidden, scratch);
+  attn_res_combine<<<dim3(chunks, static_cast<unsigned>(n)), kResThreads, 0, stream>>>(
+      blocks, nb, block_stride, prefix, hidden, eps, scratch, out);
+  check_launch(what);
+}
+
+void route(const RouterShape& sh, const float* logits, const float* bias, int64_t n,
+           int32_t* experts, float* weights, cudaStream_t stream) {
+  const char* what = "cuda::route";
+  if (sh.n_experts < 1 || sh.n_experts > 1024) bad(what, "n_experts", sh.n_experts, "1..1024");
+  if (sh.n_groups < 1 || sh.n_experts % sh.n_groups != 0)
+    bad(what, "n_groups", sh.n_groups, "a divisor of n_experts");
+  const bool grouped = sh.n_groups > 1 && sh.n_groups > sh.topk_groups;
+  if (grouped && sh.topk_groups < 1) bad(what, "topk_groups", sh.topk_groups, ">= 1");
+  const int available = grouped ? sh.topk_groups * (sh.n_experts / sh.n_groups) : sh.n_experts;
+  if (sh.top_k < 1 || sh.top_k > available)
+    bad(what, "top_k", sh.top_k, "1.." + std::to_string(available));
+  if (n < 0 || n > INT32_MAX) bad(what, "n", n, ">= 0");
+  if (n == 0) return;
+  const size_t smem = (2 * static_cast<size_t>(sh.n_experts) + sh.n_groups) * sizeof(float) +
+                      (static_cast<size_t>(sh.n_groups) + sh.top_k) * sizeof(int);
+  route_kernel<<<static_cast<unsigned>(n), 32, smem, stream>>>(
+      logits, bias, sh.n_experts, sh.top_k, sh.n_groups, sh.topk_groups, sh.renormalize, sh.scaling,
+      experts, weights);
+  check_launch(what);
+}
+
+void kda_decode(const float* q, const float* k, const float* v, const float* g, const float* beta,
+                int64_t n, int64_t n_heads, int64_t dim, float* state, float* o,
+                cudaStream_t stream) {
+  const char* what = "cuda::kda_decode";
+  if (dim != kKdaDim) bad(what, "dim", dim, "128");
+  if (n_heads < 1 || n_heads > 65535) bad(what, "n_heads", n_heads, "1..65535");
+  if (n < 0 || n > INT32_MAX) bad(what, "n", n, ">= 0");
+  if (!aligned16(q) || !aligned16(k) || !aligned16(g) || !aligned16(state))
+    throw std::invalid_argument(std::string(what) +
+                                ": q, k, g and state must be 16-byte aligned device pointers");
+  if (n == 0) return;
+  kda_kernel<<<dim3(kKdaDim / kKdaRowsPerBlock, static_cast<unsigned>(n_heads)), kKdaWarps * 32, 0,
+               stream>>>(q, k, v, g, beta, static_cast<int>(n), static_cast<int>(n_heads), state,
+                         o);
+  check_launch(what);
+}
+
+void short_conv_silu(const float* x, int64_t n, int64_t p, int64_t kernel, const float* w,
+                     float* hist, float* y, cudaStream_t stream) {
+  const char* what = "cuda::short_conv_silu";
+  if (kernel < 1 || kernel > 8) bad(what, "kernel", kernel, "1..8");
+  if (p < 1) bad(what, "p", p, ">= 1");
+  if (n < 0 || n > INT32_MAX) bad(what, "n", n, ">= 0");
+  if (x == y) throw std::invalid_argument(std::string(what) + ": y must not alias x");
+  if (n == 0) return;
+  const auto blocks = static_cast<unsigned>((p + 255) / 256);
+  const int nn = static_cast<int>(n);
+  switch (kernel) {
+#define DF_CONV_CASE(K)                                                     \
+  case K:                                                                   \
+    short_conv_kernel<K><<<blocks, 256, 0, stream>>>(x, nn, p, w, hist, y); \
+    break;
+    DF_CONV_CASE(1)
+    DF_CONV_CASE(2)
+    DF_CONV_CASE(3)
+    DF_CONV_CASE(4)
+    DF_CONV_CASE(5)
+    DF_CONV_CASE(6)
+    DF_CONV_CASE(7)
+    DF_CONV_CASE(8)
+#undef DF_CONV_CASE
+  }
+  check_launch(what);
+}
+
+void l2norm_rows(float* x, int64_t rows, int64_t dim, float scale, cudaStream_t stream) {
+  const char* what = "cuda::l2norm_rows";
+  if (dim != 128) bad(what, "dim", dim, "128");
+  if (rows < 0) bad(what, "rows", rows, ">= 0");
+  if (!aligned16(x)) throw std::invalid_argument(std::string(what) + ": x must be 16-byte aligned");
+  if (rows == 0) return;
+  l2norm_kernel<<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(x, rows, scale);
+  check_launch(what);
+}
+
+void kda_gates(float* g, float* beta, int64_t n, int64_t n_heads, int64_t dim, const float* a_log,
+               const float* dt_bias, float lower_bound, cudaStream_t stream) {
+  const char* what = "cuda::kda_gates";
+  if (n < 0 || n_heads < 1 || dim < 1) bad(what, "n", n, ">= 0 with n_heads, dim >= 1");
+  if (n == 0) return;
+  const int64_t blocks = (n * n_heads * dim + 255) / 256;
+  kda_gates_kernel<<<static_cast<unsigned>(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(
+      g, beta, n, n_heads, dim, a_log, dt_bias, lower_bound);
+  check_launch(what);
+}
+
+void mul_sigmoid(const float* gate, int64_t n, float* y, cudaStream_t stream) {
+  if (n < 0) bad("cuda::mul_sigmoid", "n", n, ">= 0");
+  if (n == 0) return;
+  const int64_t blocks = (n + 255) / 256;
+  mul_sigmoid_kernel<<<static_cast<unsigned>(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(
+      gate, n, y);
+  check_launch("cuda::mul_sigmoid");
+}
+
+namespace {
+unsigned grid_for(int64_t count) {
+  const int64_t blocks = (count + 255) / 256;
+  return static_cast<unsigned>(blocks < 4096 ? blocks : 4096);
+}
+}  // namespace
+
+void add(const float* x, int64_t n, float* y, cudaStream_t stream) {
+  if (n < 0) bad("cuda::add", "n", n, ">= 0");
+  if (n == 0) return;
+  add_kernel<<<grid_for(n), 256, 0, stream>>>(x, n, y);
+  check_launch("cuda::add");
+}
+
+void moe_combine(const float* contrib, const float* weights, int64_t n, int64_t k, int64_t width,
+                 float* sum, cudaStream_t stream) {
+  const char* what = "cuda::moe_combine";
+  if (n < 0) bad(what, "n", n, ">= 0");
+  if (k < 1 || k > 1024) bad(what, "k", k, "1..1024");
+  if (width < 1) bad(what, "width", width, ">= 1");
+  if (n == 0) return;
+  moe_combine_kernel<<<grid_for(n * width), 256, 0, stream>>>(contrib, weights, n,
+                                                              static_cast<int>(k), width, sum);
+  check_launch(what);
+}
+
+void embed_rows(const uint16_t* table, int64_t width, const int32_t* ids, int64_t n, float* out,
+                cudaStream_t stream) {
+  if (width < 1) bad("cuda::embed_rows", "width", width, ">= 1");
+  if (n < 0) bad("cuda::embed_rows", "n", n, ">= 0");
+  if (n == 0) return;
+  embed_kernel<<<grid_for(n * width), 256, 0, stream>>>(table, width, ids, n, out);
+  check_launch("cuda::embed_rows");
+}
+
+int64_t mla_absorbed_gpu_scratch_floats(const MlaGpuShape& sh, int64_t n, int64_t n_positions) {
+  const int64_t chunks = (n_positions + kMlaChunk - 1) / kMlaChunk;
+  return n * sh.n_heads * (2 * Mla::kRank + n_positions + chunks * Mla::kRank) + 4;
+}
+
+void mla_absorbed(const MlaGpuShape& sh, const uint16_t* kv_b, const float* latent,
+                  const float* k_pe, int64_t n_positions, const float* q, int64_t n, float* scratch,
+                  float* o, cudaStream_t stream) {
+  const char* what = "cuda::mla_absorbed";
+  if (sh.n_heads < 1 || sh.n_heads > 65535) bad(what, "n_heads", sh.n_heads, "1..65535");
+  if (n < 0 || n > 65535) bad(what, "n", n, "0..65535");
+  if (n_positions < n || n_positions > INT32_MAX)
+    bad(what, "n_positions", n_positions, "n..2^31-1");
+  if (!aligned16(kv_b) || !aligned16(latent) || !aligned16(q) || !aligned16(scratch))
+    throw std::invalid_argument(std::string(what) +
+                                ": kv_b, latent, q and scratch must be 16-byte aligned");
+  if (n == 0) return;
+  const auto nh = static_cast<unsigned>(sh.n_heads), nr = static_cast<unsigned>(n);
+  float* qhat = scratch;
+  float* obar = qhat + n * sh.n_heads * Mla::kRank;
+  float* scores = obar + n * sh.n_heads * Mla::kRank;
+  const int64_t chunks = (n_positions + kMlaChunk - 1) / kMlaChunk;
+  float* parts = scores + n * sh.n_heads * n_positions;
+  // parts must be 16-byte aligned: pad the scores to a multiple of 4 floats in the offset.
+  parts += (4 - (n * sh.n_heads * n_positions) % 4) % 4;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(Mla::kNope + Mla::kRope));
+  mla_qhat<<<dim3(nh, nr), 128, 0, stream>>>(kv_b, q, static_cast<int>(nh), qhat);
+  // Above 48 KB of dynamic shared memory a kernel must opt in; once suffices.
+  static const cudaError_t attr = cudaFuncSetAttribute(
+      mla_scores, cudaFuncAttributeMaxDynamicSharedMemorySize, kScoreSmemBytes);
+  if (attr != cudaSuccess)
+    throw std::runtime_error(std::string(what) +
+                             ": shared memory refused: " + cudaGetErrorString(attr));
+  mla_scores<<<dim3((nh + kScoreHeads - 1) / kScoreHeads,
+                    static_cast<unsigned>((n_positions + kScorePositions - 1) / kScorePositions),
+                    nr),
+               256, kScoreSmemBytes, stream>>>(qhat, q, latent, k_pe, static_cast<int>(nh),
+                                               n_positions, static_cast<int>(n), scale, scores);
+  mla_softmax<<<dim3(nh, nr), 128, 0, stream>>>(static_cast<int>(nh), n_positions,
+                                                static_cast<int>(n), scores);
+  mla_mix_partial<<<dim3(static_cast<unsigned>(chunks), nh, nr), 128, 0, stream>>>(
+      latent, static_cast<int>(nh), n_positions, static_cast<int>(n), scores, chunks, parts);
+  mla_mix_combine<<<dim3(nh, nr), 128, 0, stream>>>(static_cast<int>(nh), n_positions,
+                                                    static_cast<int>(n), chunks, parts, obar);
+  mla_out<<<dim3(Mla::kV / 8, nh, nr), 256, 0, stream>>>(kv_b, obar, static_cast<int>(nh), o);
+  check_launch(what);
+}
+
+}  // namespace deltafin::cuda
