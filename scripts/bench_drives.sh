@@ -28,6 +28,8 @@
 #   TRACE_TOKENS [2 x TOKENS]  TRACE_IDS [11,222,333,444,555,666,777,888]
 #   REPLICA_EXTRA [0.5: replica room per drive, as a share of that drive's one-copy bytes]
 #   MEM_BUDGET [32G; demo: from the machine]  BUDGET_S [450]  TMPFS_GB [80]
+#   CGROUP2_ROOT [unset: /sys/fs/cgroup if it is cgroup2, else /sys/fs/cgroup/unified if its io
+#   controller is free, else cgroup v1 blkio]
 #   WORK_ROOT [/tmp: the tmpfs is mounted at WORK_ROOT/deltafin-drives.PID]
 #   MODEL_ROOT [unset: the checkpoint and its five hard-linked folders live on that tmpfs; set it
 #   to put them on a disk folder instead (page cache dropped before each run: each load rereads)]
@@ -47,7 +49,7 @@ while [[ $# -gt 0 ]]; do
     --ladder) ladder=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     --dry-estimate) dry=1; shift ;;
-    -h|--help) sed -n 2,35p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,37p "$0"; exit 0 ;;
     *) echo "bench_drives: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -168,7 +170,12 @@ command -v mkfs.ext4 >/dev/null || missing+=("mkfs.ext4 (e2fsprogs)")
 # cgroup v2 (io.max) at /sys/fs/cgroup, or at /sys/fs/cgroup/unified on a hybrid host whose io
 # controller is not bound to v1; else v1 blkio.
 cgmode=
-if [[ $(stat -fc %T /sys/fs/cgroup 2>/dev/null) == cgroup2fs ]]; then
+if [[ -n ${CGROUP2_ROOT:-} ]]; then
+  cgroot=$CGROUP2_ROOT
+  cgmode=v2
+  grep -qw io "$cgroot/cgroup.controllers" 2>/dev/null ||
+    missing+=("the cgroup v2 io controller (not in $cgroot/cgroup.controllers)")
+elif [[ $(stat -fc %T /sys/fs/cgroup 2>/dev/null) == cgroup2fs ]]; then
   cgroot=/sys/fs/cgroup
   if grep -qw io "$cgroot/cgroup.controllers" 2>/dev/null; then
     cgmode=v2
@@ -274,7 +281,6 @@ if [[ $cgmode == v2 ]]; then
   }
   cg=$cgroot/deltafin-drives.$$
   mkdir "$cg"
-  [[ -e $cg/io.max ]] || { echo "bench_drives: $cg/io.max missing after enabling +io" >&2; exit 1; }
 else
   cg=/sys/fs/cgroup/blkio/deltafin-drives.$$
   mkdir "$cg"
@@ -284,17 +290,29 @@ fi
 limit() {
   local dev bps=$(($2 * 1000000))
   dev=$(cat "/sys/block/$(basename "${loops[$1]}")/dev")
+  local file=$cg/blkio.throttle.read_bps_device line="$dev $bps"
   if [[ $cgmode == v2 ]]; then
-    if [[ $2 == 0 ]]; then echo "$dev rbps=max" >"$cg/io.max"; else echo "$dev rbps=$bps" >"$cg/io.max"; fi
-  else
-    echo "$dev $bps" >"$cg/blkio.throttle.read_bps_device"
+    file=$cg/io.max line="$dev rbps=$bps"
+    [[ $2 == 0 ]] && line="$dev rbps=max"
   fi
+  echo "$line" >"$file" || { echo "bench_drives: cannot write '$line' to $file" >&2; exit 1; }
 }
 show_limits() {
   if [[ $cgmode == v2 ]]; then cat "$cg/io.max"; else cat "$cg/blkio.throttle.read_bps_device"; fi
 }
-# in_cg CMD...: CMD in the throttled cgroup (its threads and io_uring workers inherit it).
-in_cg() { sh -c "echo \$\$ >'$cg/cgroup.procs'; exec \"\$@\"" sh "$@"; }
+# in_cg CMD...: CMD in the throttled cgroup (its threads and io_uring workers inherit it). An exec
+# that fails (126: seen once here as a transient "Permission denied") is tried once more.
+in_cg() {
+  local rc=0
+  sh -c "echo \$\$ >'$cg/cgroup.procs'; exec \"\$@\"" sh "$@" || rc=$?
+  if [[ $rc == 126 ]]; then
+    echo "bench_drives: exec of $1 failed (126); trying once more" >&2
+    sleep 1
+    rc=0
+    sh -c "echo \$\$ >'$cg/cgroup.procs'; exec \"\$@\"" sh "$@" || rc=$?
+  fi
+  return "$rc"
+}
 dirs_of() {
   local d=
   for ((i = 0; i < $1; ++i)); do d+="${d:+,}$mnt/d$i"; done

@@ -238,6 +238,12 @@ def markdown(s):
                     "%s %.0f MB at %.0f MB/s (%.0f%% of %.0f)" % (
                         d["device"], d["bytes"] / 1e6, d["achieved_mbps"], 100 * d["share_of_ceiling"],
                         d["ceiling_mbps"]) for d in e["drives_of_median_run"])))
+        burst = [names[c] for c in CONFIGS
+                 if any(d["share_of_ceiling"] > 1.1 for d in L[c].get("drives_of_median_run", []))]
+        if burst:
+            lines.append("- **Check**: in %s a drive read above 110%% of its ceiling while busy: "
+                         "blk-throttle let bursts through after idle gaps (spec B.4), which pulls "
+                         "s/token under the floor; weigh those rungs' ratios accordingly." % ", ".join(burst))
         if L["1"].get("compute_floor_seconds_per_token") is not None:
             lines.append("- Compute floor (bench decode's GEMV roofline) %.3f s/token; load %.1f s a run; "
                          "peak RSS %.1f GB." % (L["1"]["compute_floor_seconds_per_token"],
