@@ -203,15 +203,8 @@ exec > >(tee -a "$out/run.log") 2>&1
 raw=$(mktemp -d "${TMPDIR:-/tmp}/bench_drives_raw.XXXXXX")
 work=$WORK_ROOT/deltafin-drives.$$
 mnt=$work/mnt
-mkdir -p "$work"
-mount -t tmpfs -o "size=${TMPFS_GB}g,mode=755" deltafin-drives "$work"
-export DELTAFIN_DRIVE_CACHE=$work/drives.tsv  # the emulated drives are not worth remembering
-mkdir -p "$mnt"
 models=$work
-if [[ -n ${MODEL_ROOT:-} ]]; then
-  models=$MODEL_ROOT/deltafin-drives-models.$$
-  mkdir -p "$models"
-fi
+[[ -n ${MODEL_ROOT:-} ]] && models=$MODEL_ROOT/deltafin-drives-models.$$
 loops=()
 cg=
 synth_pid=
@@ -227,7 +220,8 @@ cleanup() {
     done
     [[ -n $cg ]] && rmdir "$cg" 2>/dev/null
     [[ $models != "$work" ]] && rm -rf "$models"
-    umount "$work" 2>/dev/null && rmdir "$work" 2>/dev/null
+    mountpoint -q "$work" && umount "$work"
+    rmdir "$work" 2>/dev/null
   fi
   checkpoint final
   rm -rf "$raw"
@@ -244,6 +238,10 @@ checkpoint() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+mkdir -p "$work"
+mount -t tmpfs -o "size=${TMPFS_GB}g,mode=755" deltafin-drives "$work"
+export DELTAFIN_DRIVE_CACHE=$work/drives.tsv  # the emulated drives are not worth remembering
+mkdir -p "$mnt" "$models"
 
 {
   date -u +%FT%TZ
@@ -297,6 +295,8 @@ limit() {
   fi
   echo "$line" >"$file" || { echo "bench_drives: cannot write '$line' to $file" >&2; exit 1; }
 }
+# Writing each drive's limit now fails here, in the first seconds, where the throttle is missing.
+for ((i = 0; i < n_drives; ++i)); do limit "$i" 0; done
 show_limits() {
   if [[ $cgmode == v2 ]]; then cat "$cg/io.max"; else cat "$cg/blkio.throttle.read_bps_device"; fi
 }
@@ -375,6 +375,11 @@ if ! in_cg "$deltafin" bench-io --dirs "$(dirs_of $n_drives)" --size-gb 0.2 --re
   exit 1
 fi
 echo "bench_drives: ceilings at $LADDER_MBPS MB/s: $(grep -o '"ceiling_gbps":[0-9.e+-]*' "$raw/ceilings.json" | cut -d: -f2 | tr '\n' ' ')GB/s"
+if awk -v r="$LADDER_MBPS" '/"ceiling_gbps"/ {split($0, a, ":"); if (a[2] * 1000 > 1.5 * r) bad = 1}
+    END {exit !bad}' < <(grep -o '"ceiling_gbps":[0-9.e+-]*' "$raw/ceilings.json"); then
+  echo "bench_drives: WARNING: a ceiling is above 1.5 x $LADDER_MBPS MB/s: the read limit does not hold;" \
+    "the ladder below measures unthrottled drives"
+fi
 gbps=$(awk -v r="$LADDER_MBPS" 'BEGIN {print r / 1000}')
 
 # One model folder per placement: hard links to the synth's files (placement.json is written by
