@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,14 +30,14 @@ std::atomic<uint64_t> g_probes{0};
 // the filesystem, so one successful probe there is enough: the probe is a real read, and a read
 // waits behind the device's queue (under blk-throttle behind every queued request of the cgroup:
 // a 4 KiB read took 0.38 s behind one 17.5 MB read at 50 MB/s), while placed experts open one
-// file per read on the thread that submits the reads. Failures are not remembered.
+// file per read on the thread that submits the reads. Failures are not remembered, nor successes
+// on overlayfs and FUSE, where files of one st_dev can live on filesystems that differ.
 std::mutex g_direct_mu;
 std::vector<dev_t> g_direct_devices;
 
 bool direct_known_to_work(dev_t dev) {
   std::lock_guard<std::mutex> lock(g_direct_mu);
-  return std::find(g_direct_devices.begin(), g_direct_devices.end(), dev) !=
-         g_direct_devices.end();
+  return std::find(g_direct_devices.begin(), g_direct_devices.end(), dev) != g_direct_devices.end();
 }
 
 void remember_direct_works(dev_t dev) {
@@ -77,10 +78,13 @@ DirectFile DirectFile::open(const std::string& path, bool allow_direct) {
   int fd = allow_direct ? ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC) : -1;
   if (fd >= 0) {
     struct stat st {};
-    const bool have_dev = fstat(fd, &st) == 0;
-    if (!have_dev || !direct_known_to_work(st.st_dev)) {
+    struct statfs fs {};
+    constexpr long kOverlayfsMagic = 0x794c7630, kFuseMagic = 0x65735546;
+    const bool cacheable = fstat(fd, &st) == 0 && fstatfs(fd, &fs) == 0 &&
+                           fs.f_type != kOverlayfsMagic && fs.f_type != kFuseMagic;
+    if (!cacheable || !direct_known_to_work(st.st_dev)) {
       if (direct_read_works(fd)) {
-        if (have_dev) remember_direct_works(st.st_dev);
+        if (cacheable) remember_direct_works(st.st_dev);
       } else {
         ::close(fd);
         fd = -1;
