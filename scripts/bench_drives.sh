@@ -16,7 +16,8 @@
 #      JSON, log, placement and the route trace) and OUT/run.log. The summary and the tarball are
 #      rewritten after every stage, so a run stopped early still leaves what it had.
 # The decode rounds stop early (and say so) when another round would end past BUDGET_S seconds
-# from the start. Needs root, losetup, mkfs.ext4; says what is missing and exits 2 otherwise.
+# from the start. Needs root, losetup, mkfs.ext4 (else mkfs.xfs or mkfs.btrfs); says what is
+# missing and exits 2 otherwise, before anything is made.
 #
 # usage: scripts/bench_drives.sh --out DIR [--deltafin PATH] [--no-bench-io]
 #                                [--ladder k3-scale|demo|none] [--keep] [--dry-estimate]
@@ -49,7 +50,7 @@ while [[ $# -gt 0 ]]; do
     --ladder) ladder=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     --dry-estimate) dry=1; shift ;;
-    -h|--help) sed -n 2,37p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,36p "$0"; exit 0 ;;
     *) echo "bench_drives: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -164,7 +165,18 @@ echo "bench_drives: bench-io $([[ $bench_io == 1 ]] && echo "4 x $EQUAL_MBPS and
 missing=()
 [[ $(id -u) == 0 ]] || missing+=("root (loop devices, mounts and cgroup limits need it)")
 command -v losetup >/dev/null || missing+=("losetup (util-linux)")
-command -v mkfs.ext4 >/dev/null || missing+=("mkfs.ext4 (e2fsprogs)")
+# ext4 as in the spec; xfs or btrfs where e2fsprogs is missing (both take O_DIRECT and discard).
+if command -v mkfs.ext4 >/dev/null; then
+  mkfs=(mkfs.ext4 -q -F -E "lazy_itable_init=0,lazy_journal_init=0")
+elif command -v mke2fs >/dev/null; then
+  mkfs=(mke2fs -t ext4 -q -F -E "lazy_itable_init=0,lazy_journal_init=0")
+elif command -v mkfs.xfs >/dev/null; then
+  mkfs=(mkfs.xfs -q -f)
+elif command -v mkfs.btrfs >/dev/null; then
+  mkfs=(mkfs.btrfs -q -f)
+else
+  missing+=("mkfs.ext4 (e2fsprogs), or mkfs.xfs or mkfs.btrfs")
+fi
 [[ -x $deltafin ]] || missing+=("the deltafin binary at $deltafin (--deltafin PATH)")
 [[ -e /dev/loop-control || -e /dev/loop0 ]] || missing+=("loop devices (no /dev/loop-control)")
 # cgroup v2 (io.max) at /sys/fs/cgroup, or at /sys/fs/cgroup/unified on a hybrid host whose io
@@ -261,11 +273,11 @@ cat >"$raw/meta.json" <<EOF
  "trace_ids":"$TRACE_IDS","budget_s":$BUDGET_S,"estimate_s":$estimate,"nproc":$(nproc)}
 EOF
 
-echo "bench_drives: cgroup $cgmode; tmpfs at $work"
+echo "bench_drives: cgroup $cgmode; tmpfs at $work; ${mkfs[0]} on each drive"
 for ((i = 0; i < n_drives; ++i)); do
   truncate -s "${img_mb}M" "$work/d$i.img"
   loops[i]=$(losetup --direct-io=on --show -f "$work/d$i.img")
-  mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "${loops[$i]}"
+  "${mkfs[@]}" "${loops[$i]}" >/dev/null
   mkdir -p "$mnt/d$i"
   mount -o noatime,discard "${loops[$i]}" "$mnt/d$i" 2>/dev/null ||
     mount -o noatime "${loops[$i]}" "$mnt/d$i"
