@@ -29,6 +29,7 @@
 #   TRACE_TOKENS [2 x TOKENS]  TRACE_IDS [11,222,333,444,555,666,777,888]
 #   REPLICA_EXTRA [0.5: replica room per drive, as a share of that drive's one-copy bytes]
 #   MEM_BUDGET [32G; demo: from the machine]  BUDGET_S [450]  TMPFS_GB [80]
+#   SPECULATE [off: one token a pass, so s/token is the read path's; bench decode's --speculate]
 #   CGROUP2_ROOT [unset: /sys/fs/cgroup if it is cgroup2, else /sys/fs/cgroup/unified if its io
 #   controller is free, else cgroup v1 blkio]
 #   WORK_ROOT [/tmp: the tmpfs is mounted at WORK_ROOT/deltafin-drives.PID]
@@ -50,7 +51,7 @@ while [[ $# -gt 0 ]]; do
     --ladder) ladder=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     --dry-estimate) dry=1; shift ;;
-    -h|--help) sed -n 2,36p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,37p "$0"; exit 0 ;;
     *) echo "bench_drives: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -73,6 +74,7 @@ BUDGET_S=${BUDGET_S:-450}
 TMPFS_GB=${TMPFS_GB:-80}
 WORK_ROOT=${WORK_ROOT:-/tmp}
 TRACE_IDS=${TRACE_IDS:-11,222,333,444,555,666,777,888}
+SPECULATE=${SPECULATE:-off}
 if [[ $ladder == demo ]]; then
   LADDER_MBPS=${LADDER_MBPS:-50}
   TOKENS=${TOKENS:-48}
@@ -270,7 +272,7 @@ cat >"$raw/meta.json" <<EOF
  "expert_bytes":$expert_bytes,"one_copy_bytes":$E,"replica_budget_per_drive":$rep_budget,
  "replica_extra":$REPLICA_EXTRA,"tokens":$TOKENS,"prompt_tokens":$PROMPT_TOKENS,"reps":$REPS,
  "slots":$SLOTS,"memory_budget":"$MEM_BUDGET","trace_tokens":$TRACE_TOKENS,
- "trace_ids":"$TRACE_IDS","budget_s":$BUDGET_S,"estimate_s":$estimate,"nproc":$(nproc)}
+ "trace_ids":"$TRACE_IDS","speculate":"$SPECULATE","budget_s":$BUDGET_S,"estimate_s":$estimate,"nproc":$(nproc)}
 EOF
 
 echo "bench_drives: cgroup $cgmode; tmpfs at $work; ${mkfs[0]} on each drive"
@@ -421,7 +423,8 @@ decode() {
   shift 2
   drop_caches
   in_cg "$deltafin" bench decode --model "$models/k$c" --expert-slots "$SLOTS" \
-    ${MEM_BUDGET:+--memory-budget "$MEM_BUDGET"} --ceiling-reps 1 --ceiling-gb 0.1 --json "$@" \
+    ${MEM_BUDGET:+--memory-budget "$MEM_BUDGET"} --speculate "$SPECULATE" --ceiling-reps 1 \
+    --ceiling-gb 0.1 --json "$@" \
     >"$raw/$name.json" 2>"$raw/$name.log" || rc=$?
   local spt floor
   spt=$(grep -o '"seconds_per_token":[0-9.e+-]*' "$raw/$name.json" | cut -d: -f2)
