@@ -155,6 +155,25 @@ TEST(DirectFile, TmpfsReadsCorrectlyInWhicheverModeItAllows) {
   unlink(path.c_str());
 }
 
+// A real read per open would wait behind the device's queue on every expert read from a placed
+// copy (one file each): once O_DIRECT has worked on a filesystem, later opens there skip the probe.
+TEST(DirectFile, ProbesODirectOncePerFilesystem) {
+  const std::string a = write_pattern_file(scratch_dir(), "probe-a.bin", 8192);
+  const std::string b = write_pattern_file(scratch_dir(), "probe-b.bin", 8192);
+  const DirectFile first = DirectFile::open(a);
+  if (first.mode() != ReadMode::kDirect) GTEST_SKIP() << "no O_DIRECT on " << scratch_dir();
+  const uint64_t probes = direct_probe_count();
+  for (int i = 0; i < 3; ++i) {
+    const DirectFile again = DirectFile::open(i % 2 ? a : b);
+    EXPECT_EQ(again.mode(), ReadMode::kDirect);
+    HugeBuffer buf(1 << 20);
+    const size_t at = read_span(again, 100, 5000, buf.data(), buf.size());
+    EXPECT_EQ(first_mismatch(buf.data() + at, 100, 5000), -1);
+  }
+  EXPECT_EQ(direct_probe_count(), probes);
+  EXPECT_EQ(DirectFile::open(a, false).mode(), ReadMode::kBuffered);
+}
+
 // Resident pages of a file, from mincore on a mapping of it.
 size_t resident_pages(const std::string& path, size_t size) {
   const DirectFile f = DirectFile::open(path, false);

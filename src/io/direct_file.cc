@@ -4,12 +4,17 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <utility>
+#include <vector>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -19,8 +24,31 @@ namespace {
 
 using base::fail;
 
+std::atomic<uint64_t> g_probes{0};
+
+// Filesystems (st_dev) where an O_DIRECT read has worked. Whether O_DIRECT works is a property of
+// the filesystem, so one successful probe there is enough: the probe is a real read, and a read
+// waits behind the device's queue (under blk-throttle behind every queued request of the cgroup:
+// a 4 KiB read took 0.38 s behind one 17.5 MB read at 50 MB/s), while placed experts open one
+// file per read on the thread that submits the reads. Failures are not remembered, nor successes
+// on overlayfs and FUSE, where files of one st_dev can live on filesystems that differ.
+std::mutex g_direct_mu;
+std::vector<dev_t> g_direct_devices;
+
+bool direct_known_to_work(dev_t dev) {
+  std::lock_guard<std::mutex> lock(g_direct_mu);
+  return std::find(g_direct_devices.begin(), g_direct_devices.end(), dev) != g_direct_devices.end();
+}
+
+void remember_direct_works(dev_t dev) {
+  std::lock_guard<std::mutex> lock(g_direct_mu);
+  if (std::find(g_direct_devices.begin(), g_direct_devices.end(), dev) == g_direct_devices.end())
+    g_direct_devices.push_back(dev);
+}
+
 // Returns true when an aligned O_DIRECT read of the first block works on this fd.
 bool direct_read_works(int fd) {
+  ++g_probes;
   void* probe = std::aligned_alloc(kDirectAlignment, kDirectAlignment);
   if (probe == nullptr) return false;
   const ssize_t got = pread(fd, probe, kDirectAlignment, 0);
@@ -29,6 +57,8 @@ bool direct_read_works(int fd) {
 }
 
 }  // namespace
+
+uint64_t direct_probe_count() { return g_probes.load(); }
 
 const char* read_mode_name(ReadMode mode) {
   return mode == ReadMode::kDirect ? "O_DIRECT" : "buffered+DONTNEED";
@@ -46,9 +76,20 @@ DirectFile DirectFile::open(const std::string& path, bool allow_direct) {
   DirectFile file;
   file.path_ = path;
   int fd = allow_direct ? ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC) : -1;
-  if (fd >= 0 && !direct_read_works(fd)) {
-    ::close(fd);
-    fd = -1;
+  if (fd >= 0) {
+    struct stat st {};
+    struct statfs fs {};
+    constexpr long kOverlayfsMagic = 0x794c7630, kFuseMagic = 0x65735546;
+    const bool cacheable = fstat(fd, &st) == 0 && fstatfs(fd, &fs) == 0 &&
+                           fs.f_type != kOverlayfsMagic && fs.f_type != kFuseMagic;
+    if (!cacheable || !direct_known_to_work(st.st_dev)) {
+      if (direct_read_works(fd)) {
+        if (cacheable) remember_direct_works(st.st_dev);
+      } else {
+        ::close(fd);
+        fd = -1;
+      }
+    }
   }
   if (fd >= 0) {
     file.mode_ = ReadMode::kDirect;

@@ -19,6 +19,10 @@ enum class ReadMode {
 };
 const char* read_mode_name(ReadMode mode);
 
+// O_DIRECT probes (one real aligned read) made so far by DirectFile::open in this process; a
+// filesystem is probed until one probe there succeeds, then opens there skip it. For tests.
+uint64_t direct_probe_count();
+
 class DirectFile {
  public:
   DirectFile() = default;
