@@ -323,7 +323,11 @@ int run_bench(Args& args) {
   std::ostringstream o;
   o.precision(6);
   const std::string dir = json_escaped(options.model_dir);
-  o << "{\"model\":\"" << dir << "\",\"experts\":\"" << (plan.streaming ? "stream" : "mapped")
+  // The int8 spine is lossy: the figures are labelled so they are never read as the exact path's.
+  const ModelInfo& info = engine->info();
+  o << "{\"model\":\"" << dir << "\",\"spine_dtype\":\"" << info.spine_dtype
+    << "\",\"lossy\":" << (info.lossy ? "true" : "false") << ",\"experts\":\""
+    << (plan.streaming ? "stream" : "mapped")
     << "\",\"prefetch\":" << (plan.lookahead ? "true" : "false")
     << ",\"read_depth\":" << plan.read_depth << ",\"read_piece_bytes\":" << plan.read_piece_bytes
     << ",\"tokens\":" << decoded << ",\"prompt_tokens\":" << prompt.size()
@@ -386,6 +390,7 @@ int run_bench(Args& args) {
   if (json) {
     std::printf("%s\n", o.str().c_str());
   } else {
+    if (info.lossy) std::printf("[%s spine, lossy] ", info.spine_dtype.c_str());
     std::printf(
         "%.3f s/token (median of %zu passes; min %.3f, max %.3f), I/O floor %.3f s, ratio %.3f, "
         "compute floor %.3f s, roofline ratio %.3f, "
