@@ -206,6 +206,9 @@ int run_bench(Args& args) {
   std::unique_ptr<Engine> engine = load_engine(options);
   const double load_seconds = load_time.elapsed_seconds();
   const MemoryPlanInfo plan = engine->memory_plan();
+  // The int8 spine is lossy: the figures are labelled so they are never read as the exact path's
+  // (a copy: the engine is gone before they print).
+  const ModelInfo info = engine->info();
   if (plan.read_piece_bytes > 0 && static_cast<uint64_t>(plan.read_piece_bytes) < read_sizes[0])
     read_sizes.push_back(static_cast<uint64_t>(plan.read_piece_bytes));
   // After the load, not before it: a cloud disk that idled gives a burst the decode never sees.
@@ -323,8 +326,6 @@ int run_bench(Args& args) {
   std::ostringstream o;
   o.precision(6);
   const std::string dir = json_escaped(options.model_dir);
-  // The int8 spine is lossy: the figures are labelled so they are never read as the exact path's.
-  const ModelInfo& info = engine->info();
   o << "{\"model\":\"" << dir << "\",\"spine_dtype\":\"" << info.spine_dtype
     << "\",\"lossy\":" << (info.lossy ? "true" : "false") << ",\"experts\":\""
     << (plan.streaming ? "stream" : "mapped")

@@ -51,15 +51,23 @@ struct OutFile {
     for (const OutTensor& t : tensors) n += t.decl.nbytes();
     return n;
   }
-  // The source tensors as the manifest records them (what a resumed run must find unchanged).
+  // The source tensors as the manifest records them (what a resumed run must find unchanged): each
+  // one's name, dtype, shape, file, offset and the file's size and modification time, so a
+  // rewritten shard makes its layers convert again without hashing the source.
   ordered_json sources() const {
     ordered_json out = ordered_json::array();
     for (const OutTensor& t : tensors) {
       if (t.kind == OutTensor::Kind::kScales) continue;
+      std::error_code ec;
+      const auto mtime = fs::last_write_time(t.source->file, ec).time_since_epoch().count();
       out.push_back({{"name", t.source->name},
                      {"dtype", format::dtype_name(t.source->dtype)},
                      {"shape", t.source->shape},
-                     {"int8", t.kind == OutTensor::Kind::kInt8}});
+                     {"int8", t.kind == OutTensor::Kind::kInt8},
+                     {"file", fs::path(t.source->file).filename().string()},
+                     {"offset", t.source->offset},
+                     {"file_bytes", fs::file_size(t.source->file, ec)},
+                     {"file_mtime", static_cast<int64_t>(mtime)}});
     }
     return out;
   }
