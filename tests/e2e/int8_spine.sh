@@ -6,7 +6,7 @@
 # and labelling the variant lossy on random weights; on weights that per-row int8 holds exactly
 # (rows of q * 2^k), the int8 path equal to BF16 up to fp32 rounding (top-1 1, greedy identical),
 # which checks the binding itself; the int8 path streamed equal to it mapped, reading fewer spine
-# bytes; and the labels (--stats, bench decode JSON, /v1/models).
+# bytes; and the labels (--stats, bench decode JSON, /v1/models, responses' "model").
 #   bash tests/e2e/int8_spine.sh path/to/deltafin path/to/tests
 set -uo pipefail
 deltafin=$1
@@ -214,6 +214,14 @@ if [[ $(json "$work/models.json" "d['data'][0]['id'].endswith('-int8-spine') and
 else
   fail "/v1/models: $(cat "$work/models.json")"
 fi
+# The exact model's name is not this engine's: refused; the lossy id is served and echoed.
+chat() {  # chat MODEL -> the response body
+  curl -s -H 'Content-Type: application/json' "http://127.0.0.1:$port/v1/chat/completions" \
+    -d "{\"model\":\"$1\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":2}"
+}
+grep -q model_not_found <<<"$(chat demo)" || fail "serve: the exact model's name was accepted"
+grep -q '"model":"demo-int8-spine"' <<<"$(chat demo-int8-spine)" ||
+  fail "serve: a response does not name the lossy model"
 kill "$server_pid" 2>/dev/null
 wait "$server_pid" 2>/dev/null
 server_pid=
