@@ -6,7 +6,8 @@
 # and labelling the variant lossy on random weights; on weights that per-row int8 holds exactly
 # (rows of q * 2^k), the int8 path equal to BF16 up to fp32 rounding (top-1 1, greedy identical),
 # which checks the binding itself; the int8 path streamed equal to it mapped, reading fewer spine
-# bytes; and the labels (--stats, bench decode JSON, /v1/models, responses' "model").
+# bytes; and the labels (--stats, bench decode JSON, logits metadata, /v1/models, responses'
+# "model").
 #   bash tests/e2e/int8_spine.sh path/to/deltafin path/to/tests
 set -uo pipefail
 deltafin=$1
@@ -199,6 +200,12 @@ ratio=$("$py" -c "import json; a=json.load(open('$work/bench-int8.json')); b=jso
 "$py" -c "import sys; sys.exit(0 if float('$ratio') < 0.8 else 1)" ||
   fail "int8 needs $ratio of bf16's bytes per token"
 ok "labels in --stats, startup and bench JSON; int8 needs $ratio of bf16's bytes per token"
+
+# deltafin logits: the file's metadata says lossy.
+"$deltafin" logits --model "$demo" --ids 1,2,3 --out "$work/logits.st" --spine-dtype int8 \
+  2>/dev/null || fail "logits --spine-dtype int8"
+[[ $("$py" -c "import json,struct,sys; f=open(sys.argv[1],'rb'); n=struct.unpack('<Q',f.read(8))[0]; m=json.loads(f.read(n))['__metadata__']; print(m.get('deltafin_lossy') == 'true' and m.get('deltafin_spine_dtype') == 'int8')" "$work/logits.st") == True ]] ||
+  fail "logits: the file's metadata does not say lossy"
 
 # /v1/models: the id carries -int8-spine and a deltafin object says lossy.
 port=$((20000 + RANDOM % 20000))
