@@ -128,7 +128,8 @@ else
   fail "eval (int8 streamed) exited non-zero"
 fi
 
-# 4. The binding: on weights per-row int8 holds exactly, int8 equals BF16 up to fp32 rounding.
+# 4. The binding: on weights per-row int8 holds exactly (the lm_head's too, converted with
+# --lm-head), int8 equals BF16 up to fp32 rounding.
 exact=$work/exact
 cp -r "$demo" "$exact"
 "$py" - "$exact" <<'PY' || fail "could not rewrite the weights"
@@ -138,6 +139,7 @@ model = sys.argv[1]
 manifest = json.load(open(os.path.join(model, "spine-int8", "manifest.json")))
 targets = {s["name"] for f in manifest["files"].values() for s in f["sources"] if s["int8"]}
 index = json.load(open(os.path.join(model, "model.safetensors.index.json")))["weight_map"]
+targets |= {n for n in index if n.endswith("lm_head.weight")}  # converted with --lm-head below
 for shard in sorted(set(index[n] for n in targets)):
     path = os.path.join(model, shard)
     raw = bytearray(open(path, "rb").read())
@@ -165,7 +167,7 @@ for shard in sorted(set(index[n] for n in targets)):
     open(path, "wb").write(raw)
 PY
 # The sources changed, so every file converts again.
-if convert exact-convert --model "$exact" --int8; then
+if convert exact-convert --model "$exact" --int8 --lm-head; then
   [[ $(json "$work/exact-convert.json" "d['skipped']") == 0 ]] ||
     fail "changed sources: $(json "$work/exact-convert.json" "d['skipped']") files skipped"
   if "$deltafin" eval --json --model "$exact" --corpus "$work/corpus.txt" --window 40 \
