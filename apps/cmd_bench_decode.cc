@@ -85,9 +85,10 @@ uint64_t process_read_bytes() {
 }
 
 // What the engine's own GEMV kernels sustain over weights that are in RAM but not in any CPU
-// cache, in GB of weights per second: BF16 (the spine) and MXFP4 (the experts, K3's shapes).
+// cache, in GB of weights per second: BF16 (the spine) and MXFP4 (the experts, K3's shapes), and
+// int8 (the lossy int8 spine) when it is on.
 struct GemvRates {
-  double bf16_gbps = 0, mxfp4_gbps = 0;
+  double bf16_gbps = 0, mxfp4_gbps = 0, int8_gbps = 0;
 };
 
 // Each repetition multiplies a different kChunkBytes slice of a `bytes` arena, so with an arena
@@ -95,7 +96,7 @@ struct GemvRates {
 // byte comes from DRAM, as the spine's do during a token. At least one chunk is used.
 constexpr size_t kGemvArenaBytes = size_t{2} << 30;
 
-GemvRates measure_gemv(size_t bytes, int repetitions) {
+GemvRates measure_gemv(size_t bytes, int repetitions, bool int8) {
   constexpr size_t kChunkBytes = size_t{256} << 20;
   constexpr int64_t kBf16Cols = 7168, kMxCols = 3584;
   const size_t n_chunks = std::max<size_t>(1, bytes / kChunkBytes);
@@ -134,6 +135,17 @@ GemvRates measure_gemv(size_t bytes, int repetitions) {
                                      kMxCols};
       },
       packed + static_cast<uint64_t>(mx_rows) * kMxCols / 32);
+  if (int8) {
+    // Zero codes and zero scales: the kernel's time does not depend on the values.
+    const int64_t i8_rows = static_cast<int64_t>(kChunkBytes / (kBf16Cols + 4));
+    r.int8_gbps = rate(
+        [&](uint8_t* base) {
+          return kernels::WeightMatrix{kernels::WeightDType::kInt8, base,
+                                       base + static_cast<size_t>(i8_rows) * kBf16Cols, i8_rows,
+                                       kBf16Cols};
+        },
+        static_cast<uint64_t>(i8_rows) * (kBf16Cols + 4));
+  }
   return r;
 }
 
@@ -206,6 +218,9 @@ int run_bench(Args& args) {
   std::unique_ptr<Engine> engine = load_engine(options);
   const double load_seconds = load_time.elapsed_seconds();
   const MemoryPlanInfo plan = engine->memory_plan();
+  // The int8 spine is lossy: the figures are labelled so they are never read as the exact path's
+  // (a copy: the engine is gone before they print).
+  const ModelInfo info = engine->info();
   if (plan.read_piece_bytes > 0 && static_cast<uint64_t>(plan.read_piece_bytes) < read_sizes[0])
     read_sizes.push_back(static_cast<uint64_t>(plan.read_piece_bytes));
   // After the load, not before it: a cloud disk that idled gives a burst the decode never sees.
@@ -265,9 +280,10 @@ int run_bench(Args& args) {
   session.reset();
   engine.reset();
   const size_t gemv_arena = std::min(kGemvArenaBytes, static_cast<size_t>(plan.budget_bytes / 2));
-  const GemvRates gemv = measure_gemv(gemv_arena, 8);
+  const GemvRates gemv = measure_gemv(gemv_arena, 8, info.lossy);
   base::log_info("bench decode: GEMV over RAM: BF16 ", gemv.bf16_gbps, " GB/s, MXFP4 ",
                  gemv.mxfp4_gbps, " GB/s",
+                 info.lossy ? base::str_cat(", int8 ", gemv.int8_gbps, " GB/s") : std::string(),
                  gemv_arena < kGemvArenaBytes
                      ? " (arena cut to the budget: part of it may be served from the CPU cache)"
                      : "");
@@ -308,14 +324,18 @@ int run_bench(Args& args) {
   }
   const double n = static_cast<double>(decoded);  // per-token totals divide by the ids
   const double spt = median(wall), floor_seconds = median(floor);
-  // The compute floor: every spine weight once per token at the BF16 rate, each requested
-  // expert once at the MXFP4 rate. With the I/O floor it makes the roofline a token cannot beat
-  // when reads and compute overlap perfectly.
-  const double spine_bytes = static_cast<double>(plan.resident_spine_bytes + plan.global_bytes +
-                                                 plan.streamed_spine_bytes_per_pass);
+  // The compute floor: every spine weight once per token at the BF16 rate (the layers' at the
+  // int8 rate under --spine-dtype int8; the globals stay at BF16's, an int8 lm_head included),
+  // each requested expert once at the MXFP4 rate. With the I/O floor it makes the roofline a token
+  // cannot beat when reads and compute overlap perfectly.
+  const double layer_bytes =
+      static_cast<double>(plan.resident_spine_bytes + plan.streamed_spine_bytes_per_pass);
+  const double spine_seconds =
+      info.lossy && gemv.int8_gbps > 0
+          ? layer_bytes / (gemv.int8_gbps * 1e9) + plan.global_bytes / (gemv.bf16_gbps * 1e9)
+          : (layer_bytes + plan.global_bytes) / (gemv.bf16_gbps * 1e9);
   const double expert_bytes = static_cast<double>(requested) / n * plan.expert_span_bytes;
-  const double compute_floor_seconds =
-      spine_bytes / (gemv.bf16_gbps * 1e9) + expert_bytes / (gemv.mxfp4_gbps * 1e9);
+  const double compute_floor_seconds = spine_seconds + expert_bytes / (gemv.mxfp4_gbps * 1e9);
   const double roofline_seconds = std::max(floor_seconds, compute_floor_seconds);
 
   const bool within = rss_peak <= plan.budget_bytes;
@@ -323,7 +343,9 @@ int run_bench(Args& args) {
   std::ostringstream o;
   o.precision(6);
   const std::string dir = json_escaped(options.model_dir);
-  o << "{\"model\":\"" << dir << "\",\"experts\":\"" << (plan.streaming ? "stream" : "mapped")
+  o << "{\"model\":\"" << dir << "\",\"spine_dtype\":\"" << info.spine_dtype
+    << "\",\"lossy\":" << (info.lossy ? "true" : "false") << ",\"experts\":\""
+    << (plan.streaming ? "stream" : "mapped")
     << "\",\"prefetch\":" << (plan.lookahead ? "true" : "false")
     << ",\"read_depth\":" << plan.read_depth << ",\"read_piece_bytes\":" << plan.read_piece_bytes
     << ",\"tokens\":" << decoded << ",\"prompt_tokens\":" << prompt.size()
@@ -346,6 +368,7 @@ int run_bench(Args& args) {
     << ",\"io_floor_seconds_per_token\":" << floor_seconds
     << ",\"ratio\":" << (floor_seconds > 0 ? spt / floor_seconds : 0)
     << ",\"gemv_bf16_gbps\":" << gemv.bf16_gbps << ",\"gemv_mxfp4_gbps\":" << gemv.mxfp4_gbps
+    << ",\"gemv_int8_gbps\":" << gemv.int8_gbps
     << ",\"compute_floor_seconds_per_token\":" << compute_floor_seconds
     << ",\"roofline_seconds_per_token\":" << roofline_seconds
     << ",\"roofline_ratio\":" << (roofline_seconds > 0 ? spt / roofline_seconds : 0)
@@ -386,6 +409,7 @@ int run_bench(Args& args) {
   if (json) {
     std::printf("%s\n", o.str().c_str());
   } else {
+    if (info.lossy) std::printf("[%s spine, lossy] ", info.spine_dtype.c_str());
     std::printf(
         "%.3f s/token (median of %zu passes; min %.3f, max %.3f), I/O floor %.3f s, ratio %.3f, "
         "compute floor %.3f s, roofline ratio %.3f, "

@@ -258,7 +258,10 @@ std::string summary_text(const nlohmann::json& r) {
          std::to_string(r["prompts"].get<int64_t>()) + " prompts)");
     return out;
   }
-  line("  variant: " + flags(r["variant"]["flags"]));
+  line("  variant: " + flags(r["variant"]["flags"]) +
+       (r["variant"].value("lossy", false)
+            ? " (lossy: " + r["variant"].value("spine_dtype", std::string()) + " spine)"
+            : ""));
   const nlohmann::json& c = r["comparison"];
   const int64_t n = c["positions"];
   line("  corpus:  " + std::to_string(r["corpus_ids"].get<int64_t>()) + " ids in " +
@@ -460,7 +463,9 @@ int run_eval(Args& args) {
                   });
     base::log_info("eval: variant: ", run.corpus_ids.size(), " corpus ids and ", run.prompts.size(),
                    " prompts in ", fixed(clock.lap_seconds(), 2), " s");
-    report["variant"] = {{"flags", variant_flags->text}};
+    report["variant"] = {{"flags", variant_flags->text},
+                         {"spine_dtype", engine->info().spine_dtype},
+                         {"lossy", engine->info().lossy}};
     report["comparison"] = comparison_json(c, run, per_position);
   }
 

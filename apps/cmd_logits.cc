@@ -35,8 +35,15 @@ int run_logits(Args& args) {
   std::unique_ptr<Session> session = engine->new_session();
   const int64_t vocab = engine->info().vocab_size;
   const size_t group = static_cast<size_t>(std::max(1, engine->memory_plan().prefill_group_tokens));
+  // A lossy engine's logits say so in the file's metadata (the exact path's file is unchanged).
+  format::SafetensorsMetadata metadata = {{"format", "pt"}};
+  if (engine->info().lossy) {
+    metadata["deltafin_spine_dtype"] = engine->info().spine_dtype;
+    metadata["deltafin_lossy"] = "true";
+  }
   format::SafetensorsWriter writer(
-      out, {{"logits", format::DType::kF32, {static_cast<int64_t>(ids.size()), vocab}}});
+      out, {{"logits", format::DType::kF32, {static_cast<int64_t>(ids.size()), vocab}}}, {},
+      metadata);
   for (size_t begin = 0; begin < ids.size(); begin += group) {
     const std::span<const int32_t> pass =
         std::span(ids).subspan(begin, std::min(group, ids.size() - begin));
@@ -44,8 +51,8 @@ int run_logits(Args& args) {
     writer.write(logits.data(), logits.size() * sizeof(float));
   }
   writer.finish();
-  base::log_info("logits: ", ids.size(), " positions in ", session->stats().prefill_ms, " ms → ",
-                 out);
+  base::log_info("logits", engine->info().lossy ? " (int8 spine, lossy)" : "", ": ", ids.size(),
+                 " positions in ", session->stats().prefill_ms, " ms → ", out);
   return 0;
 }
 

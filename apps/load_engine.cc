@@ -27,8 +27,9 @@ std::unique_ptr<Engine> load_engine(EngineOptions options) {
 
 void log_model_plan(const Engine& engine, const std::string& id, const std::string& model_dir) {
   const ModelInfo& info = engine.info();
-  base::log_info("model: ", id, " (", info.arch, ", ", info.n_layers, " layers, hidden ",
-                 info.hidden_size, ", vocab ", info.vocab_size, ") from ", model_dir);
+  base::log_info("model: ", id, lossy_suffix(info), " (", info.arch, ", ", info.n_layers,
+                 " layers, hidden ", info.hidden_size, ", vocab ", info.vocab_size, ", spine ",
+                 info.spine_dtype, info.lossy ? ", LOSSY" : "", ") from ", model_dir);
   // The engine logged its memory plan (budget, resident spine, expert slots) while loading.
   const MemoryPlanInfo plan = engine.memory_plan();
   base::log_info("memory: ", base::format_bytes(base::current_rss_bytes()),

@@ -33,6 +33,14 @@ void read_stream_flags(Args& args, EngineOptions* options) {
   } else {
     base::fail("--spine must be auto or stream, got '", spine, "'");
   }
+  const std::string spine_dtype = args.get("spine-dtype", "bf16");
+  if (spine_dtype == "bf16") {
+    options->spine_dtype = SpineDType::kBf16;
+  } else if (spine_dtype == "int8") {
+    options->spine_dtype = SpineDType::kInt8;  // lossy: an explicit opt-in (docs/QUALITY.md)
+  } else {
+    base::fail("--spine-dtype must be bf16 or int8, got '", spine_dtype, "'");
+  }
   const long long slots = args.get_int("expert-slots", 0);
   if (slots < 0 || slots == 1 || slots > 1'000'000)
     base::fail("--expert-slots must be 0 (from the budget) or at least 2, got ", slots);
@@ -190,13 +198,15 @@ std::string describe_pass(const PassFigures& f) {
 }
 
 TokenStatsPrinter::TokenStatsPrinter(const Engine& engine)
-    : engine_(engine), last_(engine.stream_stats()) {}
+    : engine_(engine),
+      last_(engine.stream_stats()),
+      lossy_(engine.info().lossy ? " [" + engine.info().spine_dtype + " spine, lossy]" : "") {}
 
 void TokenStatsPrinter::mark(const std::string& label) {
   const double wall = since_last_.lap_seconds();
   const StreamStats s = engine_.stream_stats();
   const PassFigures f = pass_figures(last_, s, wall);
-  std::fprintf(stderr, "%s: %s\n", label.c_str(), describe_pass(f).c_str());
+  std::fprintf(stderr, "%s%s: %s\n", label.c_str(), lossy_.c_str(), describe_pass(f).c_str());
   last_ = s;
 }
 

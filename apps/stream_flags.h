@@ -1,7 +1,8 @@
 // Flags shared by the commands that load a model for inference: the memory budget and the tiers
 // (--memory-budget, --experts, --spine, --expert-slots, --no-prefetch, --read-depth, --read-piece,
-// --cache, --layer-threads, --trace-routes, --trace-timeline, --max-context, --prefill-group), and
-// the per-token --stats line built from Engine::stream_stats().
+// --cache, --layer-threads, --trace-routes, --trace-timeline, --max-context, --prefill-group,
+// --spine-dtype), and the per-token --stats line built from Engine::stream_stats() (labelled
+// "[int8 spine, lossy]" when the int8 spine is on).
 #pragma once
 
 #include <string>
@@ -50,6 +51,7 @@ class TokenStatsPrinter {
  private:
   const Engine& engine_;
   StreamStats last_;
+  std::string lossy_;  // " [int8 spine, lossy]" or ""
   base::Stopwatch since_last_;
 };
 

@@ -307,6 +307,32 @@ BENCHMARK(BM_Bf16MatmulHot)
     ->ArgsProduct({{64}, {7168}, {1, 2, 4, 8, 16}})
     ->Apply(with_min_max);
 
+// The int8 spine's product (--spine-dtype int8, lossy), hot, against BF16's above: the same shape,
+// half the weight bytes plus a scale per row.
+void BM_Int8MatmulHot(benchmark::State& state) {
+  const int64_t rows = state.range(0), cols = state.range(1), n = state.range(2);
+  std::vector<int8_t> q(rows * cols);
+  std::vector<float> scales(rows, 1.0f / 127);
+  Xorshift rng;
+  for (auto& v : q) v = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+  const std::vector<float> x = random_x(n * cols);
+  std::vector<float> y(n * rows);
+  base::ThreadPool pool(1);
+  const kernels::Int8Matrix w{q.data(), reinterpret_cast<const uint8_t*>(scales.data()), rows,
+                              cols};
+  for (auto _ : state) {
+    kernels::matmul(w, x.data(), n, y.data(), pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["weight_GBps"] = benchmark::Counter(
+      static_cast<double>(q.size() + scales.size() * 4) * state.iterations() / 1e9,
+      benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Int8MatmulHot)
+    ->ArgNames({"rows", "cols", "n"})
+    ->ArgsProduct({{64}, {7168}, {1, 2, 4, 8, 16}})
+    ->Apply(with_min_max);
+
 // The element-wise kernels around the GEMVs, hot in cache (they touch kilobytes): SiTU over one
 // expert's intermediate (3072), RMSNorm over the hidden size (7168), softmax over 4096 scores.
 void BM_SituGlu(benchmark::State& state) {

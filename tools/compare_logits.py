@@ -13,7 +13,8 @@ import sys
 
 import numpy as np
 
-DTYPES = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "I64": np.int64, "BF16": np.uint16}
+DTYPES = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "I64": np.int64, "I8": np.int8, "U8": np.uint8,
+          "BF16": np.uint16}
 
 
 def read_safetensors(path):

@@ -32,6 +32,13 @@ enum class ExpertMode { kAuto, kMapped, kStream };
 // kAuto keeps as many spine layers resident as the budget allows; kStream streams every layer
 // (tests, and machines where the spine must not stay in memory).
 enum class SpineMode { kAuto, kStream };
+// The precision the spine's 2-D BF16 weights are used in. kBf16 is the release's (exact); kInt8 is
+// the lossy opt-in (--spine-dtype int8, issue #21): per-row int8 copies written by `deltafin
+// convert-spine --int8` into MODEL/spine-int8/, smaller to keep and to stream. Everything that
+// names the model says so while it is on (ModelInfo::lossy, docs/QUALITY.md).
+enum class SpineDType { kBf16, kInt8 };
+const char* spine_dtype_name(SpineDType dtype);  // "bf16", "int8"
+
 // Which cached expert a new read replaces: least frequently requested (then least recently), or
 // least recently requested. docs/STREAMING.md has the measurements behind the default.
 enum class ExpertCachePolicy { kLfu, kLru };
@@ -80,6 +87,7 @@ struct EngineOptions {
   int64_t max_context_tokens = 0;
   ExpertSource expert_source;  // empty: the experts are in the checkpoint
   DrafterLoad drafters = DrafterLoad::kAuto;
+  SpineDType spine_dtype = SpineDType::kBf16;
 };
 
 // What the engine decided at load (also logged then).
@@ -143,7 +151,14 @@ struct ModelInfo {
   int64_t n_layers = 0;
   int64_t bos_id = -1, eos_id = -1, pad_id = -1;  // -1 when the config names none
   int64_t max_context_tokens = 0;  // positions a session may hold (EngineOptions, resolved)
+  // "bf16" (the release's precision) or "int8": then `lossy`, and every place that names the
+  // model (startup log, --stats, /v1/models, bench JSON, eval reports) says so.
+  std::string spine_dtype = "bf16";
+  bool lossy = false;
 };
+
+// "-int8-spine" for a lossy engine (appended to the name the server lists), "" for the exact one.
+std::string lossy_suffix(const ModelInfo& info);
 
 class Engine {
  public:

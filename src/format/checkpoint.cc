@@ -145,6 +145,7 @@ struct Checkpoint::Impl {
   std::vector<TensorInfo> tensors;
   detail::NameTable by_name;  // over `tensors`, which never changes after open()
   std::vector<std::unique_ptr<Mapping>> mappings;  // one per shard
+  std::unique_ptr<Checkpoint> overlay;             // see set_overlay()
 
   int64_t find(std::string_view name) const {
     return by_name.find(name, [this](size_t i) -> std::string_view { return tensors[i].name; });
@@ -166,7 +167,17 @@ const std::string& Checkpoint::dir() const { return impl_->dir; }
 const std::vector<Checkpoint::Shard>& Checkpoint::shards() const { return impl_->shards; }
 const std::vector<TensorInfo>& Checkpoint::tensors() const { return impl_->tensors; }
 
+void Checkpoint::set_overlay(Checkpoint overlay) {
+  DF_ASSERT(impl_->overlay == nullptr);
+  impl_->overlay = std::make_unique<Checkpoint>(std::move(overlay));
+}
+
+const Checkpoint* Checkpoint::overlay() const { return impl_->overlay.get(); }
+
 const TensorInfo* Checkpoint::find(std::string_view name) const {
+  if (impl_->overlay != nullptr) {
+    if (const TensorInfo* t = impl_->overlay->find(name)) return t;
+  }
   const int64_t i = impl_->find(name);
   return i < 0 ? nullptr : &impl_->tensors[static_cast<size_t>(i)];
 }
@@ -280,6 +291,7 @@ Checkpoint Checkpoint::open(const std::string& dir) {
 std::span<const uint8_t> Checkpoint::map(const TensorInfo& tensor) const {
   size_t s = 0;
   while (s < impl_->shards.size() && impl_->shards[s].path != tensor.file) ++s;
+  if (s == impl_->shards.size() && impl_->overlay != nullptr) return impl_->overlay->map(tensor);
   if (s == impl_->shards.size()) {
     fail("checkpoint ", impl_->dir, ": tensor ", tensor.name, " names file ", tensor.file,
          ", which is not one of its shards");

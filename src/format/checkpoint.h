@@ -59,6 +59,14 @@ class Checkpoint {
   const TensorInfo& get(
       std::string_view name) const;  // throws "checkpoint DIR: missing tensor NAME"
 
+  // Serves `overlay`'s tensors in place of this checkpoint's tensors of the same name (and beside
+  // them, for names only the overlay has): find(), get() and map() look in the overlay first, while
+  // tensors() and shards() stay this checkpoint's own, so inventory and the expert layout never see
+  // it. The int8 spine (MODEL/spine-int8/, format/spine_int8.h) is such an overlay. Call before
+  // any tensor is resolved; at most once.
+  void set_overlay(Checkpoint overlay);
+  const Checkpoint* overlay() const;  // nullptr without one
+
   // Read-only view of the tensor's bytes: its whole shard is mapped once (MAP_SHARED, PROT_READ) on
   // first use and stays mapped while the Checkpoint lives. For resident spine weights only: routed
   // experts are read with explicit reads (DESIGN.md rule 3). Thread-safe.

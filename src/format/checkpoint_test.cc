@@ -70,6 +70,32 @@ TEST(Checkpoint, OpensASingleFileModel) {
   EXPECT_EQ(ckpt.map(ckpt.get("w"))[7], 0x7f);
 }
 
+// An overlay (the int8 spine's folder) serves its tensors in place of the base's of the same name
+// and beside them, maps from its own files, and leaves tensors() the base's.
+TEST(Checkpoint, OverlayServesItsTensorsFirst) {
+  TempDir base, over;
+  testing::write_file(base.file("model.safetensors"),
+                      make_file(R"({"w":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]},)"
+                                R"("n":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                                8, '\x11'));
+  testing::write_file(
+      over.file("model.safetensors"),
+      make_file(R"({"w":{"dtype":"I8","shape":[2],"data_offsets":[0,2]},)"
+                R"("w.int8_scale":{"dtype":"F32","shape":[1],"data_offsets":[2,6]}})",
+                6, '\x22'));
+  Checkpoint ckpt = Checkpoint::open(base.path());
+  EXPECT_EQ(ckpt.overlay(), nullptr);
+  ckpt.set_overlay(Checkpoint::open(over.path()));
+  ASSERT_NE(ckpt.overlay(), nullptr);
+  EXPECT_EQ(ckpt.get("w").dtype, DType::kI8);
+  EXPECT_EQ(ckpt.get("w").file, over.file("model.safetensors"));
+  EXPECT_EQ(ckpt.map(ckpt.get("w"))[0], 0x22);
+  EXPECT_EQ(ckpt.map(ckpt.get("w.int8_scale")).size(), 4u);
+  EXPECT_EQ(ckpt.get("n").dtype, DType::kF32);
+  EXPECT_EQ(ckpt.map(ckpt.get("n"))[0], 0x11);
+  EXPECT_EQ(ckpt.tensors().size(), 2u);
+}
+
 TEST(Checkpoint, RejectsFoldersWithoutWeights) {
   TempDir dir;
   EXPECT_NE(error_of([&] {

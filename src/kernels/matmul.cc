@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 
 #include "base/error.h"
@@ -11,6 +12,7 @@
 #include "kernels/isa_variant.h"
 #include "kernels/matmul_variant.h"
 #include "quant/bf16.h"
+#include "quant/int8.h"
 #include "quant/mxfp4.h"
 
 namespace deltafin::kernels {
@@ -26,10 +28,12 @@ constexpr int64_t kMinChunkBytes = 64 << 10;
 int64_t row_bytes(const Mxfp4Matrix& w) { return w.cols / 2 + w.cols / 32; }
 int64_t row_bytes(const Bf16Matrix& w) { return w.cols * 2; }
 int64_t row_bytes(const F32Matrix& w) { return w.cols * 4; }
+int64_t row_bytes(const Int8Matrix& w) { return w.cols + 4; }
 
 void check_shape(const Mxfp4Matrix& w) { DF_ASSERT(w.cols % 32 == 0 && w.rows >= 0); }
 void check_shape(const Bf16Matrix& w) { DF_ASSERT(w.cols >= 0 && w.rows >= 0); }
 void check_shape(const F32Matrix& w) { DF_ASSERT(w.cols >= 0 && w.rows >= 0); }
+void check_shape(const Int8Matrix& w) { DF_ASSERT(w.cols >= 0 && w.rows >= 0); }
 
 template <typename Matrix, typename Kernel>
 void run_rows(Kernel kernel, const Matrix& w, const float* x, int64_t n, float* y, int64_t r0,
@@ -84,12 +88,12 @@ float* thread_scratch(int64_t n_floats) {
 }
 
 const MatmulVariant& matmul_variant(base::Isa isa) {
-  static const MatmulVariant kRef{ref::mxfp4_rows, ref::bf16_rows, ref::f32_rows,
+  static const MatmulVariant kRef{ref::mxfp4_rows, ref::bf16_rows, ref::f32_rows, ref::int8_rows,
                                   ref::find_scale_nan};
   static const MatmulVariant kAvx2{avx2::mxfp4_rows, avx2::bf16_rows, avx2::f32_rows,
-                                   avx2::find_scale_nan};
+                                   avx2::int8_rows, avx2::find_scale_nan};
   static const MatmulVariant kAvx512{avx512::mxfp4_rows, avx512::bf16_rows, avx512::f32_rows,
-                                     avx512::find_scale_nan};
+                                     avx512::int8_rows, avx512::find_scale_nan};
   return pick_isa_variant(isa, kRef, kAvx2, kAvx512);
 }
 
@@ -104,6 +108,10 @@ void matmul(const MatmulVariant& v, base::ThreadPool& pool, const Bf16Matrix& w,
 void matmul(const MatmulVariant& v, base::ThreadPool& pool, const F32Matrix& w, const float* x,
             int64_t n, float* y) {
   run_parallel(v.f32, pool, w, x, n, y);
+}
+void matmul(const MatmulVariant& v, base::ThreadPool& pool, const Int8Matrix& w, const float* x,
+            int64_t n, float* y) {
+  run_parallel(v.int8, pool, w, x, n, y);
 }
 void matmul_rows(const MatmulVariant& v, const Mxfp4Matrix& w, const float* x, int64_t n, float* y,
                  int64_t row_begin, int64_t row_end) {
@@ -124,6 +132,12 @@ void matmul_rows(const MatmulVariant& v, const F32Matrix& w, const float* x, int
   DF_ASSERT(0 <= row_begin && row_begin <= row_end && row_end <= w.rows);
   if (n > 0 && row_begin < row_end) run_rows(v.f32, w, x, n, y, row_begin, row_end);
 }
+void matmul_rows(const MatmulVariant& v, const Int8Matrix& w, const float* x, int64_t n, float* y,
+                 int64_t row_begin, int64_t row_end) {
+  check_shape(w);
+  DF_ASSERT(0 <= row_begin && row_begin <= row_end && row_end <= w.rows);
+  if (n > 0 && row_begin < row_end) run_rows(v.int8, w, x, n, y, row_begin, row_end);
+}
 
 }  // namespace detail
 
@@ -136,6 +150,9 @@ void matmul(const Bf16Matrix& w, const float* x, int64_t n, float* y) {
 void matmul(const F32Matrix& w, const float* x, int64_t n, float* y) {
   detail::matmul(detail::selected(), base::default_pool(), w, x, n, y);
 }
+void matmul(const Int8Matrix& w, const float* x, int64_t n, float* y) {
+  detail::matmul(detail::selected(), base::default_pool(), w, x, n, y);
+}
 void matmul(const Mxfp4Matrix& w, const float* x, int64_t n, float* y, base::ThreadPool& pool) {
   detail::matmul(detail::selected(), pool, w, x, n, y);
 }
@@ -143,6 +160,9 @@ void matmul(const Bf16Matrix& w, const float* x, int64_t n, float* y, base::Thre
   detail::matmul(detail::selected(), pool, w, x, n, y);
 }
 void matmul(const F32Matrix& w, const float* x, int64_t n, float* y, base::ThreadPool& pool) {
+  detail::matmul(detail::selected(), pool, w, x, n, y);
+}
+void matmul(const Int8Matrix& w, const float* x, int64_t n, float* y, base::ThreadPool& pool) {
   detail::matmul(detail::selected(), pool, w, x, n, y);
 }
 
@@ -155,6 +175,10 @@ void matmul_rows(const Bf16Matrix& w, const float* x, int64_t n, float* y, int64
   detail::matmul_rows(detail::selected(), w, x, n, y, row_begin, row_end);
 }
 void matmul_rows(const F32Matrix& w, const float* x, int64_t n, float* y, int64_t row_begin,
+                 int64_t row_end) {
+  detail::matmul_rows(detail::selected(), w, x, n, y, row_begin, row_end);
+}
+void matmul_rows(const Int8Matrix& w, const float* x, int64_t n, float* y, int64_t row_begin,
                  int64_t row_end) {
   detail::matmul_rows(detail::selected(), w, x, n, y, row_begin, row_end);
 }
@@ -174,6 +198,16 @@ void dequant_mxfp4(const Mxfp4Matrix& w, int64_t row_begin, int64_t row_end, flo
 
 void dequant_bf16(const uint16_t* in, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = quant::bf16_to_f32(in[i]);
+}
+
+void dequant_int8(const Int8Matrix& w, int64_t row_begin, int64_t row_end, float* out) {
+  DF_ASSERT(0 <= row_begin && row_begin <= row_end && row_end <= w.rows);
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    float scale;
+    std::memcpy(&scale, w.scales + 4 * r, 4);
+    for (int64_t c = 0; c < w.cols; ++c)
+      *out++ = static_cast<float>(quant::int8_value(w.q[r * w.cols + c], scale));
+  }
 }
 
 }  // namespace deltafin::kernels

@@ -1,5 +1,6 @@
 // Weight-times-activation products for every weight dtype deltafin streams or keeps resident
-// (MXFP4 experts, BF16 spine, small F32 tensors), the MXFP4 scale check, and dequantization.
+// (MXFP4 experts, BF16 spine, small F32 tensors, the opt-in int8 spine), the MXFP4 scale check,
+// and dequantization.
 // The ISA variant (ref, avx2, avx512) is chosen once from base::selected_isa().
 #pragma once
 
@@ -33,6 +34,15 @@ struct F32Matrix {
   int64_t cols;
 };
 
+// Per-row symmetric int8 matrix (quant/int8.h): q [rows, cols] int8 row-major, scales [rows] fp32
+// stored as raw bytes (any alignment). W[r, c] = q[r, c] * scale[r].
+struct Int8Matrix {
+  const int8_t* q;
+  const uint8_t* scales;
+  int64_t rows;
+  int64_t cols;
+};
+
 // Largest number of activation rows one pass over the weight serves; larger n runs in tiles.
 inline constexpr int64_t kMatmulMaxBatch = 16;
 
@@ -41,16 +51,21 @@ inline constexpr int64_t kMatmulMaxBatch = 16;
 // row, and to what it computes with any thread count: work is split over weight rows in contiguous
 // chunks and every output element is computed by one thread in a fixed order. The SIMD variants
 // accumulate in fp32; the reference accumulates in fp64 and rounds once. An MXFP4 scale byte 255
-// yields NaN in the rows it touches (check_mxfp4_scales reports it first). The SIMD variants sum
-// each 32-element block's products before applying its power-of-two scale, so only activations
-// beyond about 1e37 in magnitude could overflow where the reference does not.
+// yields NaN in the rows it touches. Int8: the sum of q * x is taken first (fp32 in the SIMD
+// variants, fp64 in the reference) and multiplied by the row's scale once; the rounding of the
+// weights happened at conversion, so this product is exact to the same tolerance as BF16's
+// (check_mxfp4_scales reports it first). The SIMD variants sum each 32-element block's products
+// before applying its power-of-two scale, so only activations beyond about 1e37 in magnitude could
+// overflow where the reference does not.
 void matmul(const Mxfp4Matrix& w, const float* x, int64_t n, float* y);
 void matmul(const Bf16Matrix& w, const float* x, int64_t n, float* y);
 void matmul(const F32Matrix& w, const float* x, int64_t n, float* y);
+void matmul(const Int8Matrix& w, const float* x, int64_t n, float* y);
 // The same on an explicit pool (benchmarks and tests vary the thread count).
 void matmul(const Mxfp4Matrix& w, const float* x, int64_t n, float* y, base::ThreadPool& pool);
 void matmul(const Bf16Matrix& w, const float* x, int64_t n, float* y, base::ThreadPool& pool);
 void matmul(const F32Matrix& w, const float* x, int64_t n, float* y, base::ThreadPool& pool);
+void matmul(const Int8Matrix& w, const float* x, int64_t n, float* y, base::ThreadPool& pool);
 
 // Same on weight rows [row_begin, row_end) only, on the calling thread (the expert code
 // parallelizes over experts itself). y is still [n, w.rows]; only those columns are written.
@@ -59,6 +74,8 @@ void matmul_rows(const Mxfp4Matrix& w, const float* x, int64_t n, float* y, int6
 void matmul_rows(const Bf16Matrix& w, const float* x, int64_t n, float* y, int64_t row_begin,
                  int64_t row_end);
 void matmul_rows(const F32Matrix& w, const float* x, int64_t n, float* y, int64_t row_begin,
+                 int64_t row_end);
+void matmul_rows(const Int8Matrix& w, const float* x, int64_t n, float* y, int64_t row_begin,
                  int64_t row_end);
 
 // Scans an MXFP4 scale array [rows, blocks_per_row]; throws base::Error
@@ -71,5 +88,6 @@ void check_mxfp4_scales(const uint8_t* scales, int64_t rows, int64_t blocks_per_
 // precompute). Exact: every MXFP4 and BF16 value is representable in f32.
 void dequant_mxfp4(const Mxfp4Matrix& w, int64_t row_begin, int64_t row_end, float* out);
 void dequant_bf16(const uint16_t* in, int64_t n, float* out);
+void dequant_int8(const Int8Matrix& w, int64_t row_begin, int64_t row_end, float* out);
 
 }  // namespace deltafin::kernels

@@ -180,6 +180,47 @@ void f32_row(const float* wr, int64_t cols, const float* x, float* y, int64_t y_
   for (int i = 0; i < kB; ++i) y[i * y_stride] = hsum(acc[i]);
 }
 
+// Int8: 8 weights widened to fp32 per step (vpmovsxbd + vcvtdq2ps) against plain activations,
+// into four accumulators per activation row (step c into accumulator c % 4, so the FMA chains
+// overlap); the row's scale multiplies the summed products once, after the horizontal sum. Blocks
+// of kInt8BlockRows rows keep 12 accumulators in the 16 ymm registers; the per-row sequence does
+// not depend on the block size.
+constexpr int kInt8BlockRows = 3;
+template <int kB>
+void int8_row(const int8_t* wr, float scale, int64_t cols, const float* x, float* y,
+              int64_t y_stride) {
+  const int64_t full = cols / 8, tail = cols % 8;
+  __m256 acc[kB][4];
+  for (int i = 0; i < kB; ++i)
+    for (int k = 0; k < 4; ++k) acc[i][k] = _mm256_setzero_ps();
+  auto widen = [](const int8_t* q) {
+    return _mm256_cvtepi32_ps(
+        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q))));
+  };
+  for (int64_t c = 0; c < full; ++c) {
+    if (c % 8 == 0)  // one prefetch per 64-byte line
+      _mm_prefetch(reinterpret_cast<const char*>(wr + 8 * c) + kPrefetchBytes, _MM_HINT_T0);
+    const __m256 wv = widen(wr + 8 * c);
+    for (int i = 0; i < kB; ++i)
+      acc[i][c % 4] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i * cols + 8 * c), acc[i][c % 4]);
+  }
+  if (tail > 0) {
+    int8_t last[8] = {};
+    std::memcpy(last, wr + 8 * full, tail);
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(tail)),
+                                         _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256 wv = widen(last);
+    for (int i = 0; i < kB; ++i)
+      acc[i][full % 4] =
+          _mm256_fmadd_ps(wv, _mm256_maskload_ps(x + i * cols + 8 * full, m), acc[i][full % 4]);
+  }
+  for (int i = 0; i < kB; ++i) {
+    const __m256 sum =
+        _mm256_add_ps(_mm256_add_ps(acc[i][0], acc[i][1]), _mm256_add_ps(acc[i][2], acc[i][3]));
+    y[i * y_stride] = hsum(sum) * scale;
+  }
+}
+
 }  // namespace
 
 void mxfp4_rows(const Mxfp4Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
@@ -215,6 +256,18 @@ void f32_rows(const F32Matrix& w, const float* x, int64_t n, float* y, int64_t r
         f32_row<decltype(b)::value>(w.data + r * w.cols, w.cols, x + i0 * w.cols,
                                     y + i0 * w.rows + r, w.rows);
       });
+}
+
+void int8_rows(const Int8Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    float scale;
+    std::memcpy(&scale, w.scales + 4 * r, 4);
+    for (int64_t i0 = 0; i0 < n; i0 += kInt8BlockRows)
+      with_block<kInt8BlockRows>(n - i0, [&](auto b) {
+        int8_row<decltype(b)::value>(w.q + r * w.cols, scale, w.cols, x + i0 * w.cols,
+                                     y + i0 * w.rows + r, w.rows);
+      });
+  }
 }
 
 int64_t find_scale_nan(const uint8_t* scales, int64_t n) {

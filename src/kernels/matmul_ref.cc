@@ -2,6 +2,7 @@
 // (MXFP4 to f64, since E2M1 * 2^127 can exceed the f32 range), products and sums are taken in f64,
 // and each output is rounded once.
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/matmul_variant.h"
@@ -51,6 +52,15 @@ void f32_rows(const F32Matrix& w, const float* x, int64_t n, float* y, int64_t r
   for (int64_t r = r0; r < r1; ++r)
     for (int64_t i = 0; i < n; ++i)
       y[i * w.rows + r] = static_cast<float>(dot(w.data + r * w.cols, x + i * w.cols, w.cols));
+}
+
+void int8_rows(const Int8Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    float scale;
+    std::memcpy(&scale, w.scales + 4 * r, 4);
+    for (int64_t i = 0; i < n; ++i)
+      y[i * w.rows + r] = static_cast<float>(dot(w.q + r * w.cols, x + i * w.cols, w.cols) * scale);
+  }
 }
 
 int64_t find_scale_nan(const uint8_t* scales, int64_t n) { return quant::find_e8m0_nan(scales, n); }

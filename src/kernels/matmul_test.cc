@@ -1,7 +1,7 @@
 // Tests for matmul: every ISA variant against the scalar reference and a float64 dot product, on
-// odd shapes, unaligned pointers and batches 1..17; batch, row-range and thread-count bit-identity
-// (memcmp against n = 1 across column and row tiles); exact
-// scale decoding at the E8M0 extremes; NaN scales reported with the tensor's name.
+// odd shapes (int8 as well), unaligned pointers and batches 1..17; batch, row-range and
+// thread-count bit-identity (memcmp against n = 1 across column and row tiles); exact scale
+// decoding at the E8M0 extremes; NaN scales reported with the tensor's name.
 #include "kernels/matmul.h"
 
 #include <gtest/gtest.h>
@@ -18,6 +18,7 @@
 #include "kernels/matmul_variant.h"
 #include "quant/bf16.h"
 #include "quant/e2m1.h"
+#include "quant/int8.h"
 #include "quant/mxfp4.h"
 
 namespace deltafin::kernels {
@@ -62,6 +63,24 @@ struct RandomBf16 {
   }
 };
 
+// A random matrix quantized per row by quant/int8.h, at an odd offset (scales unaligned too).
+struct RandomInt8 {
+  std::vector<int8_t> q;
+  std::vector<uint8_t> scales;
+  Int8Matrix m;
+  RandomInt8(int64_t rows, int64_t cols, std::mt19937& rng)
+      : q(rows * cols + 1), scales(rows * 4 + 1) {
+    std::normal_distribution<float> d(0.0f, 0.05f);
+    std::vector<float> row(cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (float& v : row) v = d(rng);
+      const float scale = quant::quantize_row_int8(row.data(), cols, q.data() + 1 + r * cols);
+      std::memcpy(scales.data() + 1 + 4 * r, &scale, 4);
+    }
+    m = {q.data() + 1, scales.data() + 1, rows, cols};
+  }
+};
+
 // Activations [n, cols] starting one float past an aligned boundary.
 struct RandomX {
   std::vector<float> storage;
@@ -84,6 +103,11 @@ std::vector<float> dense(const Bf16Matrix& w) {
   return out;
 }
 std::vector<float> dense(const F32Matrix& w) { return {w.data, w.data + w.rows * w.cols}; }
+std::vector<float> dense(const Int8Matrix& w) {
+  std::vector<float> out(w.rows * w.cols);
+  dequant_int8(w, 0, w.rows, out.data());
+  return out;
+}
 
 // |y - y64| <= 1e-5 * Σ|w·x| per output, against a float64 dot of the exactly decoded weights.
 template <typename Matrix>
@@ -183,6 +207,56 @@ TEST(Matmul, Bf16EveryVariantOddShapes) {
           check_variant(v, base::isa_name(isa), w.m, x.x, n);
         }
       }
+    }
+  }
+}
+
+TEST(Matmul, Int8EveryVariantOddShapes) {
+  std::mt19937 rng(21);
+  for (Isa isa : supported_isas()) {
+    const MatmulVariant& v = detail::matmul_variant(isa);
+    for (int64_t cols : {1, 7, 8, 9, 15, 16, 17, 31, 33, 100, 513}) {
+      for (int64_t rows : {1, 5, 19}) {
+        RandomInt8 w(rows, cols, rng);
+        for (int64_t n : {1, 2, 4, 16, 17}) {
+          RandomX x(n, cols, rng);
+          check_variant(v, base::isa_name(isa), w.m, x.x, n);
+        }
+      }
+    }
+  }
+}
+
+TEST(Matmul, Int8AllBatchSizes) {
+  std::mt19937 rng(22);
+  RandomInt8 w(37, 545, rng);
+  for (Isa isa : supported_isas())
+    for (int64_t n = 1; n <= 17; ++n) {
+      RandomX x(n, 545, rng);
+      check_variant(detail::matmul_variant(isa), base::isa_name(isa), w.m, x.x, n);
+    }
+}
+
+// Every variant against the reference (fp64 sums, one rounding) on one shape, and a zero row (scale
+// 0) gives exactly 0.
+TEST(Matmul, Int8VariantsMatchReferenceAndZeroRows) {
+  std::mt19937 rng(23);
+  RandomInt8 w(9, 300, rng);
+  std::fill(w.q.begin() + 1 + 4 * 300, w.q.begin() + 1 + 5 * 300, int8_t{0});
+  const float zero = 0.0f;
+  std::memcpy(w.scales.data() + 1 + 4 * 4, &zero, 4);
+  RandomX x(3, 300, rng);
+  base::ThreadPool pool(1);
+  std::vector<float> want(3 * 9);
+  detail::matmul(detail::matmul_variant(Isa::kRef), pool, w.m, x.x, 3, want.data());
+  for (Isa isa : supported_isas()) {
+    std::vector<float> got(3 * 9);
+    detail::matmul(detail::matmul_variant(isa), pool, w.m, x.x, 3, got.data());
+    for (int64_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(got[i * 9 + 4], 0.0f) << base::isa_name(isa);
+      for (int64_t r = 0; r < 9; ++r)
+        EXPECT_NEAR(got[i * 9 + r], want[i * 9 + r], 1e-5 * (std::fabs(want[i * 9 + r]) + 1.0))
+            << base::isa_name(isa) << " act " << i << " row " << r;
     }
   }
 }

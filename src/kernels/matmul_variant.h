@@ -18,6 +18,7 @@ struct MatmulVariant {
   void (*mxfp4)(const Mxfp4Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1);
   void (*bf16)(const Bf16Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1);
   void (*f32)(const F32Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1);
+  void (*int8)(const Int8Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1);
   // Index of the first byte 255 in scales[0, n), or -1.
   int64_t (*find_scale_nan)(const uint8_t* scales, int64_t n);
 };
@@ -29,6 +30,8 @@ struct MatmulVariant {
   void bf16_rows(const Bf16Matrix& w, const float* x, int64_t n, float* y, int64_t r0,            \
                  int64_t r1);                                                                     \
   void f32_rows(const F32Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1); \
+  void int8_rows(const Int8Matrix& w, const float* x, int64_t n, float* y, int64_t r0,            \
+                 int64_t r1);                                                                     \
   int64_t find_scale_nan(const uint8_t* scales, int64_t n);                                       \
   }
 DELTAFIN_MATMUL_VARIANT_DECL(ref)
@@ -50,11 +53,15 @@ void matmul(const MatmulVariant& v, base::ThreadPool& pool, const Bf16Matrix& w,
             int64_t n, float* y);
 void matmul(const MatmulVariant& v, base::ThreadPool& pool, const F32Matrix& w, const float* x,
             int64_t n, float* y);
+void matmul(const MatmulVariant& v, base::ThreadPool& pool, const Int8Matrix& w, const float* x,
+            int64_t n, float* y);
 void matmul_rows(const MatmulVariant& v, const Mxfp4Matrix& w, const float* x, int64_t n, float* y,
                  int64_t row_begin, int64_t row_end);
 void matmul_rows(const MatmulVariant& v, const Bf16Matrix& w, const float* x, int64_t n, float* y,
                  int64_t row_begin, int64_t row_end);
 void matmul_rows(const MatmulVariant& v, const F32Matrix& w, const float* x, int64_t n, float* y,
+                 int64_t row_begin, int64_t row_end);
+void matmul_rows(const MatmulVariant& v, const Int8Matrix& w, const float* x, int64_t n, float* y,
                  int64_t row_begin, int64_t row_end);
 
 }  // namespace deltafin::kernels::detail

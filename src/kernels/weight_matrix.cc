@@ -18,6 +18,8 @@ const char* weight_dtype_name(WeightDType dtype) {
       return "BF16";
     case WeightDType::kMxfp4:
       return "MXFP4";
+    case WeightDType::kInt8:
+      return "INT8";
   }
   return "?";
 }
@@ -31,6 +33,8 @@ uint64_t WeightMatrix::nbytes() const {
       return n * 2;
     case WeightDType::kMxfp4:
       return n / 2 + n / 32;
+    case WeightDType::kInt8:
+      return n + static_cast<uint64_t>(rows) * 4;
   }
   return 0;
 }
@@ -40,6 +44,9 @@ namespace {
 Mxfp4Matrix as_mxfp4(const WeightMatrix& w) { return {w.data, w.scales, w.rows, w.cols}; }
 Bf16Matrix as_bf16(const WeightMatrix& w) {
   return {reinterpret_cast<const uint16_t*>(w.data), w.rows, w.cols};
+}
+Int8Matrix as_int8(const WeightMatrix& w) {
+  return {reinterpret_cast<const int8_t*>(w.data), w.scales, w.rows, w.cols};
 }
 F32Matrix as_f32(const WeightMatrix& w) {
   return {reinterpret_cast<const float*>(w.data), w.rows, w.cols};
@@ -55,6 +62,8 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y) {
       return matmul(as_bf16(w), x, n, y);
     case WeightDType::kF32:
       return matmul(as_f32(w), x, n, y);
+    case WeightDType::kInt8:
+      return matmul(as_int8(w), x, n, y);
     default:
       DF_ASSERT(false && "weight dtype without a matmul");
   }
@@ -69,6 +78,8 @@ void matmul_rows(const WeightMatrix& w, const float* x, int64_t n, float* y, int
       return matmul_rows(as_bf16(w), x, n, y, row_begin, row_end);
     case WeightDType::kF32:
       return matmul_rows(as_f32(w), x, n, y, row_begin, row_end);
+    case WeightDType::kInt8:
+      return matmul_rows(as_int8(w), x, n, y, row_begin, row_end);
     default:
       DF_ASSERT(false && "weight dtype without a matmul");
   }
@@ -83,6 +94,8 @@ void decode_row(const WeightMatrix& w, int64_t r, float* out) {
     case WeightDType::kF32:
       std::memcpy(out, as_f32(w).data + r * w.cols, w.cols * sizeof(float));
       return;
+    case WeightDType::kInt8:
+      return dequant_int8(as_int8(w), r, r + 1, out);
     default:
       DF_ASSERT(false && "weight dtype without a decoder");
   }
@@ -120,6 +133,10 @@ WeightMatrix row_block(const WeightMatrix& w, int64_t begin, int64_t count) {
       break;
     case WeightDType::kF32:
       out.data = w.data + begin * w.cols * 4;
+      break;
+    case WeightDType::kInt8:
+      out.data = w.data + begin * w.cols;
+      out.scales = w.scales + begin * 4;
       break;
     default:
       DF_ASSERT(false && "weight dtype without a layout");

@@ -1,5 +1,6 @@
-// A weight matrix viewed in the dtype it is stored in (BF16, F32 or MXFP4), and the products the
-// model takes with it. Views never own bytes: they point into a mapping or a read buffer.
+// A weight matrix viewed in the dtype it is stored in (BF16, F32, MXFP4 or the opt-in int8), and
+// the products the model takes with it. Views never own bytes: they point into a mapping or a read
+// buffer.
 #pragma once
 
 #include <cstdint>
@@ -7,16 +8,18 @@
 namespace deltafin::kernels {
 
 // How a matrix's bytes encode its values. MXFP4 is the OCP microscaling block: 32 E2M1 values
-// sharing one E8M0 scale.
-enum class WeightDType { kF32, kBF16, kMxfp4 };
+// sharing one E8M0 scale. kInt8 is the lossy int8 spine (quant/int8.h): per-row symmetric int8
+// with an fp32 scale per row, used only when asked for (--spine-dtype int8).
+enum class WeightDType { kF32, kBF16, kMxfp4, kInt8 };
 const char* weight_dtype_name(WeightDType dtype);
 
 // [rows = out, cols = in], row-major. kMxfp4: `data` holds [rows, cols/2] packed
-// E2M1 nibbles (low nibble = even column) and `scales` [rows, cols/32] E8M0 bytes.
+// E2M1 nibbles (low nibble = even column) and `scales` [rows, cols/32] E8M0 bytes. kInt8: `data`
+// holds [rows, cols] int8 and `scales` [rows] fp32 (raw bytes, any alignment).
 struct WeightMatrix {
   WeightDType dtype = WeightDType::kF32;
   const uint8_t* data = nullptr;
-  const uint8_t* scales = nullptr;  // MXFP4 only
+  const uint8_t* scales = nullptr;  // MXFP4 and int8 only
   int64_t rows = 0;
   int64_t cols = 0;
 

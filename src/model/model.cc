@@ -11,14 +11,15 @@
 #include "base/timeline.h"
 #include "experts/mapped_expert_store.h"
 #include "format/config.h"
+#include "format/spine_int8.h"
 #include "kernels/activation.h"
 
 namespace deltafin::model {
-
-std::unique_ptr<Model> Model::open(const std::string& dir) {
+std::unique_ptr<Model> Model::open(const std::string& dir, bool int8_spine) {
   std::unique_ptr<Model> m(new Model());
   const format::ModelConfig config = format::load_config(dir);
   m->checkpoint_ = std::make_unique<format::Checkpoint>(format::Checkpoint::open(dir));
+  if (int8_spine) m->checkpoint_->set_overlay(format::open_int8_spine(dir));
   m->source_ = std::make_unique<MappedWeightSource>(*m->checkpoint_);
   m->plan_ = build_plan(config, *m->source_);
   return m;
@@ -65,8 +66,8 @@ std::unique_ptr<experts::ExpertStore> mapped_experts(const experts::ExpertCatalo
 
 std::unique_ptr<Model> Model::build(const std::string& dir,
                                     std::optional<experts::ExpertCatalog> experts,
-                                    const StoreFactory& make_stores) {
-  std::unique_ptr<Model> m = open(dir);
+                                    const StoreFactory& make_stores, bool int8_spine) {
+  std::unique_ptr<Model> m = open(dir, int8_spine);
   const bool own_experts = !experts.has_value();
   if (own_experts) {
     m->catalog_ = build_expert_catalog(*m->checkpoint_, m->plan_.config);

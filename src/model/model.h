@@ -91,14 +91,19 @@ class Model {
   // experts of a folder whose checkpoint holds only the spine (a streaming install; the files the
   // catalog names may not exist yet, so the stores must then include an expert store), else
   // those the checkpoint holds.
+  // `int8_spine`: the lossy opt-in (--spine-dtype int8): DIR/spine-int8/ (format/spine_int8.h)
+  // overlays the checkpoint, so the spine's 2-D BF16 weights bind as per-row int8 and streamed
+  // layers read its smaller files. Throws naming the folder when it is missing or unfinished.
   static std::unique_ptr<Model> build(const std::string& dir,
                                       std::optional<experts::ExpertCatalog> experts,
-                                      const StoreFactory& make_stores);
+                                      const StoreFactory& make_stores, bool int8_spine = false);
 
   const format::ModelConfig& config() const { return plan_.config; }
   const ModelPlan& plan() const { return plan_; }
   const experts::ExpertCatalog& expert_catalog() const { return catalog_; }
   const format::Checkpoint& checkpoint() const { return *checkpoint_; }
+  // Whether the int8 spine is bound (lossy: every place that names the model says so).
+  bool int8_spine() const { return checkpoint_->overlay() != nullptr; }
   experts::ExpertStore& expert_store() { return *store_; }
   // Threads the last pass's layers ran on (0 before the first pass). Safe to read from another
   // thread while a pass runs (a stats request).
@@ -130,7 +135,7 @@ class Model {
  private:
   Model() = default;
   // Config, checkpoint, weight source and plan; the experts are the callers' part.
-  static std::unique_ptr<Model> open(const std::string& dir);
+  static std::unique_ptr<Model> open(const std::string& dir, bool int8_spine = false);
 
   // The embeddings of ids into the residual stream's partial sum.
   void embed(std::span<const int32_t> ids, float* h);

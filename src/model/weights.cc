@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "format/safetensors.h"
+#include "format/spine_int8.h"
 #include "quant/bf16.h"
 
 namespace deltafin::model {
@@ -49,7 +50,11 @@ const format::TensorInfo& WeightLoader::checked(const format::ExpectedTensor& wa
                  " per-head values");
     base::fail(describe(t), ": expected shape ", format::shape_to_string(want.shape));
   }
-  if (std::find(want.dtypes.begin(), want.dtypes.end(), t.dtype) == want.dtypes.end())
+  // An int8 spine tensor (an overlay's, format/spine_int8.h) stands for a 2-D BF16 one.
+  const bool int8 =
+      t.dtype == format::DType::kI8 && want.shape.size() == 2 &&
+      std::find(want.dtypes.begin(), want.dtypes.end(), format::DType::kBF16) != want.dtypes.end();
+  if (!int8 && std::find(want.dtypes.begin(), want.dtypes.end(), t.dtype) == want.dtypes.end())
     base::fail(describe(t), ": expected dtype ", format::dtypes_to_string(want.dtypes));
   return t;
 }
@@ -58,8 +63,20 @@ WeightMatrix WeightLoader::matrix(format::Role role) {
   const format::ExpectedTensor& want = expected(role);
   DF_ASSERT(want.shape.size() == 2);
   const format::TensorInfo& t = checked(want);
-  DF_ASSERT(t.dtype == format::DType::kBF16 || t.dtype == format::DType::kF32);
   WeightMatrix w;
+  if (t.dtype == format::DType::kI8) {
+    const format::TensorInfo& s = source_.info(t.name + format::kInt8ScaleSuffix);
+    if (s.dtype != format::DType::kF32 || s.shape != std::vector<int64_t>{want.shape[0]})
+      base::fail(describe(s), ": expected the int8 row scales of ", t.name, ", F32 [",
+                 want.shape[0], "]");
+    w.dtype = kernels::WeightDType::kInt8;
+    w.data = source_.bytes(t);
+    w.scales = source_.bytes(s);
+    w.rows = want.shape[0];
+    w.cols = want.shape[1];
+    return w;
+  }
+  DF_ASSERT(t.dtype == format::DType::kBF16 || t.dtype == format::DType::kF32);
   w.dtype =
       t.dtype == format::DType::kF32 ? kernels::WeightDType::kF32 : kernels::WeightDType::kBF16;
   w.data = source_.bytes(t);

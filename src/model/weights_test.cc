@@ -20,6 +20,12 @@ class MemorySource : public WeightSource {
     e.bytes.resize(values.size() * 4);
     std::memcpy(e.bytes.data(), values.data(), e.bytes.size());
   }
+  void add_raw(const std::string& name, format::DType dtype, std::vector<int64_t> shape,
+               std::vector<uint8_t> bytes) {
+    Entry& e = tensors_[name];
+    e.info = {name, dtype, std::move(shape), "memory", 0, bytes.size()};
+    e.bytes = std::move(bytes);
+  }
   const format::TensorInfo& info(std::string_view name) const override {
     auto it = tensors_.find(std::string(name));
     if (it == tensors_.end()) base::fail("missing tensor ", name);
@@ -107,6 +113,35 @@ TEST(WeightLoader, MatrixShapeAndDtypeAreCheckedAgainstTheSchema) {
   EXPECT_TRUE(ld.has(Role::kMlpUp));
   EXPECT_FALSE(ld.has(Role::kLmHead));
   EXPECT_NE(error_of([&] { ld.matrix(Role::kLmHead); }).find("lists no tensor"), std::string::npos);
+}
+
+// The int8 spine: an I8 tensor where the schema wants a BF16 matrix binds as kInt8 with its
+// NAME.int8_scale row scales; missing or misshapen scales are refused naming the tensor.
+TEST(WeightLoader, BindsInt8MatrixWithItsScales) {
+  MemorySource src;
+  src.add_raw("w", format::DType::kI8, {2, 3}, {1, 2, 3, 0xff, 0x81, 0x7f});
+  src.add_f32("w.int8_scale", {2}, {0.5f, 0.25f});
+  WeightLoader ld(src, {want("w", {2, 3}, format::Role::kKdaQProj, {format::DType::kBF16})});
+  const WeightMatrix m = ld.matrix(format::Role::kKdaQProj);
+  EXPECT_EQ(m.dtype, kernels::WeightDType::kInt8);
+  float row[3];
+  kernels::decode_row(m, 1, row);
+  EXPECT_EQ(row[0], -0.25f);
+  EXPECT_EQ(row[1], -127 * 0.25f);
+  EXPECT_EQ(row[2], 127 * 0.25f);
+
+  MemorySource bad;
+  bad.add_raw("w", format::DType::kI8, {2, 3}, std::vector<uint8_t>(6));
+  bad.add_f32("w.int8_scale", {3}, {1, 1, 1});
+  WeightLoader ld_bad(bad, {want("w", {2, 3}, format::Role::kKdaQProj, {format::DType::kBF16})});
+  EXPECT_NE(error_of([&] { ld_bad.matrix(format::Role::kKdaQProj); }).find("int8 row scales of w"),
+            std::string::npos);
+  // A small tensor the schema allows in F32 is never taken as int8.
+  MemorySource small;
+  small.add_raw("n", format::DType::kI8, {4}, std::vector<uint8_t>(4));
+  WeightLoader ld_small(small, {want("n", {4}, format::Role::kInputNorm)});
+  EXPECT_NE(error_of([&] { ld_small.vector(format::Role::kInputNorm); }).find("expected dtype"),
+            std::string::npos);
 }
 
 }  // namespace

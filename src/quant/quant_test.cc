@@ -11,6 +11,7 @@
 #include "quant/bf16.h"
 #include "quant/e2m1.h"
 #include "quant/e8m0.h"
+#include "quant/int8.h"
 #include "quant/mxfp4.h"
 
 namespace deltafin::quant {
@@ -129,6 +130,48 @@ TEST(Mxfp4, NanScaleDecodesToNan) {
   std::vector<float> out(32);
   dequant_mxfp4_rows(packed.data(), &scale, 32, 0, 1, out.data());
   for (float v : out) EXPECT_TRUE(std::isnan(v));
+}
+
+}  // namespace
+}  // namespace deltafin::quant
+
+namespace deltafin::quant {
+namespace {
+
+TEST(Int8, ScaleIsMaxOver127AndRoundsToNearestEven) {
+  // max |w| = 2.54 gives scale 0.02; 0.03 / 0.02 = 1.5 rounds to 2, 0.05 / 0.02 = 2.5 to 2.
+  const float w[] = {2.54f, -2.54f, 0.0f, 1.0f, -0.3f};
+  int8_t q[5];
+  const float scale = quantize_row_int8(w, 5, q);
+  EXPECT_FLOAT_EQ(scale, 2.54f / 127.0f);
+  EXPECT_EQ(q[0], 127);
+  EXPECT_EQ(q[1], -127);
+  EXPECT_EQ(q[2], 0);
+  EXPECT_EQ(q[3], 50);
+  EXPECT_EQ(q[4], -15);
+  const float ties[] = {1.27f, 0.015f, 0.025f, -0.025f};  // scale 0.01: 1.5, 2.5, -2.5
+  int8_t qt[4];
+  quantize_row_int8(ties, 4, qt);
+  EXPECT_EQ(qt[0], 127);
+  EXPECT_EQ(qt[1], static_cast<int8_t>(std::nearbyint(0.015f / (1.27f / 127.0f))));
+  EXPECT_EQ(qt[2], static_cast<int8_t>(std::nearbyint(0.025f / (1.27f / 127.0f))));
+  EXPECT_EQ(qt[3], -qt[2]);
+}
+
+TEST(Int8, ZeroRowHasZeroScale) {
+  const float w[3] = {0.0f, -0.0f, 0.0f};
+  int8_t q[3] = {1, 1, 1};
+  EXPECT_EQ(quantize_row_int8(w, 3, q), 0.0f);
+  EXPECT_EQ(q[0] | q[1] | q[2], 0);
+}
+
+TEST(Int8, ErrorWithinHalfAStep) {
+  std::vector<float> w(1000);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = std::sin(0.37f * i) * 0.1f;
+  std::vector<int8_t> q(w.size());
+  const float scale = quantize_row_int8(w.data(), 1000, q.data());
+  for (size_t i = 0; i < w.size(); ++i)
+    EXPECT_LE(std::fabs(int8_value(q[i], scale) - w[i]), 0.5 * scale * (1 + 1e-6));
 }
 
 }  // namespace

@@ -134,6 +134,8 @@ class EngineImpl : public Engine {
     info_.eos_id = c.eos_token_id;
     info_.pad_id = c.pad_token_id;
     info_.max_context_tokens = options_.max_context_tokens;
+    info_.spine_dtype = spine_dtype_name(options_.spine_dtype);
+    info_.lossy = options_.spine_dtype != SpineDType::kBf16;
   }
   const ModelInfo& info() const override { return info_; }
   const Text& text() const override {
@@ -420,6 +422,14 @@ GenerateResult SessionImpl::generate(std::span<const int32_t> prompt,
 
 }  // namespace
 }  // namespace runtime
+
+const char* spine_dtype_name(SpineDType dtype) {
+  return dtype == SpineDType::kInt8 ? "int8" : "bf16";
+}
+
+std::string lossy_suffix(const ModelInfo& info) {
+  return info.lossy ? "-" + info.spine_dtype + "-spine" : "";
+}
 
 std::unique_ptr<Engine> Engine::load(const EngineOptions& options) {
   return std::make_unique<runtime::EngineImpl>(options);

@@ -136,7 +136,8 @@ std::unique_ptr<Streaming> Streaming::load(const EngineOptions& options,
       [&](const model::ModelPlan& plan, const format::Checkpoint& ckpt,
           const experts::ExpertCatalog& catalog) {
         return s->make_stores(plan, ckpt, catalog, options, drafters);
-      });
+      },
+      options.spine_dtype == SpineDType::kInt8);
   // Everything mapped and within the budget: bring the weights in behind the first tokens instead
   // of inside their GEMVs, a fault at a time.
   if (s->info_.warming) {
@@ -193,7 +194,14 @@ model::ModelStores Streaming::make_stores(const model::ModelPlan& plan,
   in.experts_per_pass = plan.moe_shape.router.top_k * static_cast<int64_t>(catalog.layers.size());
   in.drafters = drafters;
   const TierPlan tiers = plan_tiers(in);
-  const std::string summary = describe_tiers(in, tiers, budget.source);
+  // The lossy int8 spine names itself in the startup message (and so wherever that is shown).
+  const std::string summary =
+      (ckpt.overlay() != nullptr ? "int8 spine (lossy, --spine-dtype int8): " : "") +
+      describe_tiers(in, tiers, budget.source);
+  if (ckpt.overlay() != nullptr)
+    base::log_warn("--spine-dtype int8: the spine's 2-D BF16 weights run as per-row int8 from ",
+                   ckpt.overlay()->dir(),
+                   ": lossy, tokens may differ from the release's (docs/QUALITY.md)");
   if (tiers.within_budget) {
     base::log_info(summary);
   } else {

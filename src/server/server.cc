@@ -30,8 +30,14 @@ std::string model_id(const std::string& model_dir) {
 }
 
 void serve(Engine& engine, const std::string& model_dir, ServeOptions options) {
+  // A lossy engine is never listed or accepted under the exact model's name.
+  const std::string suffix = lossy_suffix(engine.info());
   if (options.service.model_id.empty()) options.service.model_id = model_id(model_dir);
-  const std::string folder = std::filesystem::path(model_dir).filename().string();
+  if (!options.service.model_id.ends_with(suffix)) options.service.model_id += suffix;
+  options.service.spine_dtype = engine.info().spine_dtype;
+  options.service.lossy = engine.info().lossy;
+  const std::string folder = std::filesystem::path(model_dir).filename().string() +
+                             (std::filesystem::path(model_dir).filename().empty() ? "" : suffix);
   if (!folder.empty() && folder != options.service.model_id)
     options.service.model_names.push_back(folder);
   Service service(engine, options.service);

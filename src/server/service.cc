@@ -204,10 +204,12 @@ void Service::handle(const HttpRequest& request, HttpConnection& conn) {
 }
 
 void Service::models(const HttpRequest& request, HttpConnection& conn) {
-  const Json model = {{"id", options_.model_id},
-                      {"object", "model"},
-                      {"created", created_},
-                      {"owned_by", "deltafin"}};
+  const Json model = {
+      {"id", options_.model_id},
+      {"object", "model"},
+      {"created", created_},
+      {"owned_by", "deltafin"},
+      {"deltafin", {{"spine_dtype", options_.spine_dtype}, {"lossy", options_.lossy}}}};
   if (request.path == "/v1/models") {
     conn.send(200, kJson, Json{{"object", "list"}, {"data", Json::array({model})}}.dump());
     return;

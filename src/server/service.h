@@ -23,7 +23,11 @@ namespace deltafin::server {
 struct ServiceOptions {
   std::string model_id;                  // what /v1/models lists
   std::vector<std::string> model_names;  // further accepted values of "model"
-  int max_tokens_limit = 4096;           // ceiling on max_tokens per request
+  // The engine's spine precision, listed by /v1/models; lossy engines (the int8 spine) also carry
+  // "-int8-spine" in model_id (serve() adds it), so every response's "model" says so.
+  std::string spine_dtype = "bf16";
+  bool lossy = false;
+  int max_tokens_limit = 4096;  // ceiling on max_tokens per request
   bool memo = true;
   size_t memo_entries = 32;
   size_t memo_bytes = 64u << 20;
