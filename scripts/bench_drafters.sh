@@ -36,29 +36,9 @@ model=$work/$preset-$layers-$experts-drafters
     >"$raw/synth.log" 2>&1
 du -sh "$model" "$model"/drafters/* >"$raw/model_size.txt"
 
-limit=$(numfmt --from=iec "$mem")
-if grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
-  cg=/sys/fs/cgroup/deltafin-drafters-$$
-  mkdir "$cg" && echo "$limit" >"$cg/memory.max"
-  [[ -e $cg/memory.swap.max ]] && echo 0 >"$cg/memory.swap.max"
-elif [[ -d /sys/fs/cgroup/memory ]]; then
-  cg=/sys/fs/cgroup/memory/deltafin-drafters-$$
-  mkdir "$cg" && echo "$limit" >"$cg/memory.limit_in_bytes"
-else
-  echo "bench_drafters: needs a writable memory cgroup (v2, or v1's memory controller)" >&2
-  exit 2
-fi
-trap 'rmdir "$cg" 2>/dev/null || true' EXIT
-
-capped() {  # capped NAME CMD...: one cold run inside the cgroup, stdout to RAW/NAME.json
-  local name=$1
-  shift
-  sync
-  echo 3 >/proc/sys/vm/drop_caches
-  echo "[$(date +%T)] $name" >&2
-  (echo "$BASHPID" >"$cg/cgroup.procs" && exec "$@") >"$raw/$name.json" 2>"$raw/$name.err" ||
-    echo "  $name exited $? (see $raw/$name.err)" >&2
-}
+# shellcheck source=lib/memory_cgroup.sh
+source "$here/lib/memory_cgroup.sh"
+make_memory_cgroup deltafin-drafters "$mem"
 
 # SPINE=stream streams every spine layer in every run, so a drafter's memory displaces no resident
 # spine layer and each K3 pass reads the same bytes whichever drafter runs.
