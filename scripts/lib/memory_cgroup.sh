@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # A memory cgroup for the benchmark scripts (sourced, not run): cold runs capped at a memory limit,
 # the way docs/PERFORMANCE.md measures a streamed spine. Needs root.
 #
@@ -25,6 +26,7 @@ make_memory_cgroup() {
   trap 'rmdir "$cg" 2>/dev/null || true' EXIT
 }
 
+# shellcheck disable=SC2154  # raw: set by the sourcing script
 capped() {
   local name=$1
   shift
