@@ -183,128 +183,6 @@ __global__ void __launch_bounds__(kThreads)
   store_rows<N, kRowsPerWarp>(acc, lane, n, rows, row0, y);
 }
 
-// The wide MXFP4 variant for n <= 2 (Mxfp4Kernel::kWide): the same arithmetic for every output as
-// mxfp4_kernel (so the same bits), with more bytes in flight per thread. A block of 2 warps owns 8
-// rows (4 per warp, so each staged activation float4 serves 4 rows), two weight tiles ahead are
-// loaded (two register slots, alternating), and the next tile's activations are loaded into
-// registers before this tile's math instead of after the barrier.
-constexpr int kWideWarps = 2;
-constexpr int kWideThreads = kWideWarps * 32;
-constexpr int kWideRowsPerWarp = 4;
-constexpr int kWideRowsPerBlock = kWideWarps * kWideRowsPerWarp;
-
-template <int N>
-__global__ void __launch_bounds__(kWideThreads)
-    mxfp4_wide_kernel(const uint8_t* __restrict__ packed, const uint8_t* __restrict__ scales,
-                      int rows, int cols, const float* __restrict__ x, int n,
-                      float* __restrict__ y) {
-  constexpr int R = kWideRowsPerWarp;
-  constexpr int kXPerThread = N * kMxTileGroups * 8 / kWideThreads;  // float4s staged per thread
-  extern __shared__ float4 smem[];
-  float* xs = reinterpret_cast<float*>(smem);  // [N][kMxTileGroups][kMxGroupStride]
-
-  const int lane = threadIdx.x % 32;
-  const int row0 = blockIdx.x * kWideRowsPerBlock + (threadIdx.x / 32) * R;
-  const int groups = cols / 32;
-  const int tiles = (groups + kMxTileGroups - 1) / kMxTileGroups;
-  const int64_t row_bytes = cols / 2;
-
-  auto load_w = [&](int tile, uint4(&w)[R], uint32_t(&s)[R]) {
-    const int g = tile * kMxTileGroups + lane;
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int row = row0 + r;
-      if (row < rows && g < groups) {
-        w[r] = load_stream(packed + row * row_bytes + g * 16);
-        s[r] = scales[static_cast<int64_t>(row) * groups + g];
-      } else {
-        w[r] = make_uint4(0, 0, 0, 0);
-        s[r] = 127;
-      }
-    }
-  };
-  auto load_x = [&](int tile, float4(&v)[kXPerThread]) {
-#pragma unroll
-    for (int u = 0; u < kXPerThread; ++u) {
-      const int q = threadIdx.x + u * kWideThreads;
-      const int i = q / (kMxTileGroups * 8), g = (q / 8) % kMxTileGroups, part = q % 8;
-      const int gg = tile * kMxTileGroups + g;
-      v[u] = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (i < n && gg < groups)
-        v[u] = __ldg(reinterpret_cast<const float4*>(x + static_cast<int64_t>(i) * cols + gg * 32) +
-                     part);
-    }
-  };
-
-  float acc[R][N];
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int i = 0; i < N; ++i) acc[r][i] = 0.0f;
-
-  uint4 wa[R], wb[R];
-  uint32_t sa[R], sb[R];
-  float4 xv[kXPerThread];
-  load_w(0, wa, sa);
-  if (tiles > 1) load_w(1, wb, sb);
-  load_x(0, xv);
-  for (int t = 0; t < tiles; ++t) {
-    __syncthreads();  // the previous tile's activations are no longer read
-#pragma unroll
-    for (int u = 0; u < kXPerThread; ++u) {
-      const int q = threadIdx.x + u * kWideThreads;
-      const int i = q / (kMxTileGroups * 8), g = (q / 8) % kMxTileGroups, part = q % 8;
-      reinterpret_cast<float4*>(xs + (i * kMxTileGroups + g) * kMxGroupStride)[part] = xv[u];
-    }
-    if (t + 1 < tiles) load_x(t + 1, xv);
-    __syncthreads();
-    uint4 wc[R];
-    uint32_t sc[R];
-    if (t % 2 == 0) {
-#pragma unroll
-      for (int r = 0; r < R; ++r) wc[r] = wa[r], sc[r] = sa[r];
-      if (t + 2 < tiles) load_w(t + 2, wa, sa);
-    } else {
-#pragma unroll
-      for (int r = 0; r < R; ++r) wc[r] = wb[r], sc[r] = sb[r];
-      if (t + 2 < tiles) load_w(t + 2, wb, sb);
-    }
-    if (t * kMxTileGroups + lane >= groups) continue;  // past the row's end: adds nothing
-
-    float p[R][N];
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-      for (int i = 0; i < N; ++i) p[r][i] = 0.0f;
-#pragma unroll 1
-    for (int k = 0; k < 4; ++k) {
-      float wv[R][8];
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const uint32_t word = k == 0 ? wc[r].x : k == 1 ? wc[r].y : k == 2 ? wc[r].z : wc[r].w;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) wv[r][j] = e2m1_to_f32(word >> (4 * j));
-      }
-#pragma unroll
-      for (int i = 0; i < N; ++i) {
-        const float4* xg =
-            reinterpret_cast<const float4*>(xs + (i * kMxTileGroups + lane) * kMxGroupStride);
-        const float4 a = xg[2 * k], b = xg[2 * k + 1];
-#pragma unroll
-        for (int r = 0; r < R; ++r) p[r][i] = fma8(wv[r], a, b, p[r][i]);
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const float scale = e8m0_to_f32(sc[r]);
-#pragma unroll
-      for (int i = 0; i < N; ++i) acc[r][i] = __fmaf_rn(p[r][i], scale, acc[r][i]);
-    }
-  }
-
-  store_rows<N, R>(acc, lane, n, rows, row0, y);
-}
-
 template <int N>
 __global__ void __launch_bounds__(kThreads)
     bf16_kernel(const uint16_t* __restrict__ wbits, int rows, int cols, const float* __restrict__ x,
@@ -409,26 +287,18 @@ void check_shape(const char* what, int64_t rows, int64_t cols, int64_t n, int64_
     throw std::invalid_argument(w + ": null device pointer");
 }
 
-// Kernel is a template argument (not a function pointer argument) so that each kernel has its own
-// instantiation, hence its own one-time attribute call: two kernels can share a signature.
-template <auto Kernel, int N, typename... Args>
-void launch_shaped(int smem_per_row_bytes, int64_t rows, int rows_per_blk, int threads,
-                   cudaStream_t stream, Args... args) {
+template <int N, typename Kernel, typename... Args>
+void launch(Kernel kernel, int smem_per_row_bytes, int64_t rows, cudaStream_t stream,
+            Args... args) {
   const int smem = N * smem_per_row_bytes;
   // Above 48 KB of dynamic shared memory a kernel must opt in; once per instantiation suffices.
   static const cudaError_t attr =
-      cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (attr != cudaSuccess)
     throw std::runtime_error(std::string("cuda::matmul: shared memory of ") + std::to_string(smem) +
                              " bytes refused: " + cudaGetErrorString(attr));
-  const int blocks = static_cast<int>((rows + rows_per_blk - 1) / rows_per_blk);
-  Kernel<<<blocks, threads, smem, stream>>>(args...);
-}
-
-template <auto Kernel, int N, typename... Args>
-void launch(int smem_per_row_bytes, int64_t rows, cudaStream_t stream, Args... args) {
-  launch_shaped<Kernel, N>(smem_per_row_bytes, rows, rows_per_block<N>(), kThreads, stream,
-                           args...);
+  const int blocks = static_cast<int>((rows + rows_per_block<N>() - 1) / rows_per_block<N>());
+  kernel<<<blocks, kThreads, smem, stream>>>(args...);
 }
 
 // The instantiation for n rows: any N >= n computes the same bits for rows < n, so n is rounded
@@ -450,11 +320,6 @@ void dispatch(int64_t n, F&& f) {
 }  // namespace
 
 void matmul(const DeviceMxfp4& w, const float* x, int64_t n, float* y, cudaStream_t stream) {
-  matmul(w, x, n, y, stream, Mxfp4Kernel::kDefault);
-}
-
-void matmul(const DeviceMxfp4& w, const float* x, int64_t n, float* y, cudaStream_t stream,
-            Mxfp4Kernel kernel) {
   check_shape("cuda::matmul(MXFP4)", w.rows, w.cols, n, 32, w.packed, x, y);
   if (w.scales == nullptr) throw std::invalid_argument("cuda::matmul(MXFP4): scales is null");
   const int rows = static_cast<int>(w.rows), cols = static_cast<int>(w.cols);
@@ -462,20 +327,10 @@ void matmul(const DeviceMxfp4& w, const float* x, int64_t n, float* y, cudaStrea
     const int nb = static_cast<int>(n - i0 < kGpuMaxBatch ? n - i0 : kGpuMaxBatch);
     const float* xb = x + i0 * w.cols;
     float* yb = y + i0 * w.rows;
-    if (kernel == Mxfp4Kernel::kWide && nb <= 2) {
-      const int smem_row = kMxTileGroups * kMxGroupStride * 4;
-      if (nb == 1)
-        launch_shaped<mxfp4_wide_kernel<1>, 1>(smem_row, w.rows, kWideRowsPerBlock, kWideThreads,
-                                               stream, w.packed, w.scales, rows, cols, xb, nb, yb);
-      else
-        launch_shaped<mxfp4_wide_kernel<2>, 2>(smem_row, w.rows, kWideRowsPerBlock, kWideThreads,
-                                               stream, w.packed, w.scales, rows, cols, xb, nb, yb);
-      continue;
-    }
     dispatch(nb, [&](auto tag) {
       constexpr int N = decltype(tag)::value;
-      launch<mxfp4_kernel<N>, N>(kMxTileGroups * kMxGroupStride * 4, w.rows, stream, w.packed,
-                                 w.scales, rows, cols, xb, nb, yb);
+      launch<N>(mxfp4_kernel<N>, kMxTileGroups * kMxGroupStride * 4, w.rows, stream, w.packed,
+                w.scales, rows, cols, xb, nb, yb);
     });
   }
   check_launch("cuda::matmul(MXFP4)");
@@ -490,8 +345,8 @@ void matmul(const DeviceBf16& w, const float* x, int64_t n, float* y, cudaStream
     float* yb = y + i0 * w.rows;
     dispatch(nb, [&](auto tag) {
       constexpr int N = decltype(tag)::value;
-      launch<bf16_kernel<N>, N>(kBfTileChunks * kBfChunkStride * 4, w.rows, stream, w.data, rows,
-                                cols, xb, nb, yb);
+      launch<N>(bf16_kernel<N>, kBfTileChunks * kBfChunkStride * 4, w.rows, stream, w.data, rows,
+                cols, xb, nb, yb);
     });
   }
   check_launch("cuda::matmul(BF16)");

@@ -36,14 +36,6 @@ inline constexpr int kGpuMaxBatch = 16;
 // Throws std::invalid_argument naming the field for a bad shape or alignment, std::runtime_error
 // for a CUDA launch error.
 void matmul(const DeviceMxfp4& w, const float* x, int64_t n, float* y, cudaStream_t stream = 0);
-
-// The MXFP4 kernel's shape; every output has the same arithmetic, hence the same bits, in both.
-// kDefault: 4 warps x 2 rows, one weight tile loaded ahead. kWide (n <= 2; larger n run
-// kDefault): 2 warps x 4 rows, two weight tiles and the next activation tile loaded ahead, for
-// more bytes in flight at decode (docs/CUDA.md); the benchmark runs both.
-enum class Mxfp4Kernel { kDefault, kWide };
-void matmul(const DeviceMxfp4& w, const float* x, int64_t n, float* y, cudaStream_t stream,
-            Mxfp4Kernel kernel);
 void matmul(const DeviceBf16& w, const float* x, int64_t n, float* y, cudaStream_t stream = 0);
 
 }  // namespace deltafin::cuda

@@ -126,15 +126,6 @@ void bench_mxfp4(int reps, int64_t rows, int64_t cols) {
         "mxfp4 " + std::to_string(rows) + "x" + std::to_string(cols) + " n=" + std::to_string(n),
         stats(v), read);
   }
-  for (int n : {1, 2}) {  // the wide variant (Mxfp4Kernel::kWide): same bits, more in flight
-    const auto v = time_launches(reps, copies, static_cast<double>(packed + scales), [&](int k) {
-      const DeviceMxfp4 m{w + k * stride, w + k * stride + packed, rows, cols};
-      matmul(m, x, n, y, 0, Mxfp4Kernel::kWide);
-    });
-    print_row("mxfp4 " + std::to_string(rows) + "x" + std::to_string(cols) +
-                  " n=" + std::to_string(n) + " wide",
-              stats(v), read);
-  }
   check(cudaDeviceSynchronize(), "sync");
   cudaFree(w);
   cudaFree(x);

@@ -97,19 +97,6 @@ void test_mxfp4(std::mt19937& rng, int64_t rows, int64_t cols, int64_t max_n, bo
     expect(same_bits(y.data(), single.data(), n * rows),
            name + ": n=" + std::to_string(n) + " rows == n=1 rows (memcmp)");
   }
-  // The wide kernel (n <= 2; larger n fall back to the default): the same bits.
-  std::vector<float> wide(max_n * rows);
-  for (int64_t i = 0; i < max_n; ++i) {
-    matmul(dw, d_x.ptr + i * cols, 1, d_y.ptr, 0, Mxfp4Kernel::kWide);
-    const auto y = d_y.download(rows);
-    std::copy(y.begin(), y.end(), wide.begin() + i * rows);
-  }
-  expect(same_bits(wide.data(), single.data(), max_n * rows), name + ": wide n=1 == default n=1");
-  for (int64_t n = 2; n <= std::min<int64_t>(max_n, 4); ++n) {
-    matmul(dw, d_x.ptr, n, d_y.ptr, 0, Mxfp4Kernel::kWide);
-    expect(same_bits(d_y.download(n * rows).data(), single.data(), n * rows),
-           name + ": wide n=" + std::to_string(n) + " rows == n=1 rows (memcmp)");
-  }
 
   int bad = 0;
   float worst = 0;
@@ -247,7 +234,7 @@ int main() {
   test_mxfp4(rng, 37, 1056, 16, true);    // partial tiles, rows not a multiple of the block
   test_mxfp4(rng, 300, 3584, 20, false);  // K3 latent width, n beyond one 16-row pass
   test_mxfp4(rng, 1024, 7168, 16, false);
-  test_mxfp4(rng, 20, 512, 4, false);  // one tile, fewer groups than lanes (wide: no second slot)
+  test_mxfp4(rng, 20, 512, 4, false);  // one tile, fewer groups than lanes
   test_bf16(rng, 45, 1000, 16);
   test_bf16(rng, 257, 7168, 19);
   test_rmsnorm(rng, 9, 7168);
