@@ -7,6 +7,7 @@
 #include <cmath>
 #include <numeric>
 #include <optional>
+#include <utility>
 
 #include "base/error.h"
 #include "base/memory_budget.h"
@@ -149,6 +150,8 @@ double disk_bytes_per_pass(const TierInputs& in, const TierPlan& p) {
 TierPlan plan_tiers(const TierInputs& in) {
   TierPlan p = plan_spine_and_experts(in, 0);
   uint64_t taken = 0;
+  std::vector<bool> loaded;
+  std::vector<std::string> reasons;
   for (const DrafterCost& d : in.drafters) {
     std::optional<TierPlan> with;
     std::string why;
@@ -183,17 +186,15 @@ TierPlan plan_tiers(const TierInputs& in) {
       base::fail("drafter ", d.name, " (", base::format_bytes(d.bytes), "): ", why,
                  " (--memory-budget, or --draft ngram)");
     }
-    p.drafter_reasons.push_back(why);
+    reasons.push_back(why);
+    loaded.push_back(load);
     if (load) {
-      const std::vector<std::string> reasons = p.drafter_reasons;
-      std::vector<bool> loaded = p.drafter_loaded;
       p = *with;
-      p.drafter_reasons = reasons;
-      p.drafter_loaded = loaded;
       taken += d.bytes;
     }
-    p.drafter_loaded.push_back(load);
   }
+  p.drafter_loaded = std::move(loaded);
+  p.drafter_reasons = std::move(reasons);
   p.drafter_bytes = taken;
   return p;
 }
