@@ -3,6 +3,7 @@
 // side. Forward passes of all sessions of one engine are serialized (the kernels share one thread
 // pool).
 #include <algorithm>
+#include <memory>
 #include <mutex>
 #include <optional>
 
@@ -18,6 +19,7 @@
 #include "runtime/speculator.h"
 #include "runtime/streaming.h"
 #include "runtime/text.h"
+#include "tokenizer/tokenizer.h"
 
 namespace deltafin {
 namespace runtime {
@@ -139,7 +141,9 @@ class EngineImpl : public Engine {
   }
   const ModelInfo& info() const override { return info_; }
   const Text& text() const override {
-    std::call_once(text_once_, [this] { text_ = load_text(options_.model_dir, model_->config()); });
+    std::call_once(text_once_, [this] {
+      text_ = load_text(options_.model_dir, model_->config(), target_tokenizer_);
+    });
     return *text_;
   }
   MemoryPlanInfo memory_plan() const override { return streaming_->info(); }
@@ -162,7 +166,10 @@ class EngineImpl : public Engine {
         if (d.dir.kind == format::DrafterKind::kDSpark) {
           dspark_model_ = load_dspark_drafter(d.dir.path, *model_);
         } else {
-          qwen_model_ = load_qwen_drafter(d.dir.path, options_.model_dir, model_->config());
+          // The engine's Text (text()) will share this tokenizer instead of loading it again.
+          target_tokenizer_ = std::make_shared<const tokenizer::Tokenizer>(
+              load_tokenizer(options_.model_dir, model_->config()));
+          qwen_model_ = load_qwen_drafter(d.dir.path, target_tokenizer_);
         }
       } catch (const base::Error& e) {
         if (d.cost.forced) throw;
@@ -180,6 +187,8 @@ class EngineImpl : public Engine {
   model::Model* model_ = nullptr;
   std::unique_ptr<DrafterModel> dspark_model_;  // null: none in the folder, or not worth its RAM
   std::unique_ptr<DrafterModel> qwen_model_;
+  // The folder's tokenizer, loaded with the Qwen3 drafter (null until then; text() loads its own).
+  std::shared_ptr<const tokenizer::Tokenizer> target_tokenizer_;
   ModelInfo info_;
   std::mutex mu_;
   mutable std::once_flag text_once_;  // a failed load leaves it unset: the next call retries

@@ -15,6 +15,7 @@
 #include "model/model.h"
 #include "runtime/memory_plan.h"
 #include "runtime/session_drafter.h"
+#include "tokenizer/tokenizer.h"
 
 namespace deltafin::runtime {
 
@@ -58,12 +59,11 @@ std::unique_ptr<DrafterModel> load_dspark_drafter(const std::string& dir,
 // The memory one DSpark session's context cache takes at kDSparkMaxContext positions.
 uint64_t dspark_context_bytes(const std::string& dir);
 
-// DIR (a Qwen3 folder: config.json, model.safetensors, tokenizer.json) drafting for the target in
-// target_dir, whose tokenizer turns Qwen's text back into the target's ids. Throws base::Error
-// naming the file that is missing or does not fit.
-std::unique_ptr<DrafterModel> load_qwen_drafter(const std::string& dir,
-                                                const std::string& target_dir,
-                                                const format::ModelConfig& target_config);
+// DIR (a Qwen3 folder: config.json, model.safetensors, tokenizer.json) drafting for a target whose
+// tokenizer (load_tokenizer of its folder) turns Qwen's text back into the target's ids. Throws
+// base::Error naming the file that is missing or does not fit.
+std::unique_ptr<DrafterModel> load_qwen_drafter(
+    const std::string& dir, std::shared_ptr<const tokenizer::Tokenizer> target_tokenizer);
 // The memory one Qwen session's KV cache takes at kQwenMaxPositions positions.
 uint64_t qwen_context_bytes(const std::string& dir);
 

@@ -7,6 +7,7 @@
 // moved a boundary).
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include "base/error.h"
 #include "runtime/model_drafters.h"
@@ -28,7 +29,7 @@ constexpr float kMinProbability = 0.30f;
 struct QwenShared {
   std::unique_ptr<model::Model> qwen;
   tokenizer::Tokenizer qwen_text;
-  tokenizer::Tokenizer target_text;
+  std::shared_ptr<const tokenizer::Tokenizer> target_text;  // the engine's Text shares it
 };
 
 class QwenSession final : public SessionDrafter {
@@ -70,7 +71,7 @@ class QwenSession final : public SessionDrafter {
   }
 
   std::string target_bytes(std::span<const int32_t> ids) const {
-    return s_.target_text.decode_bytes(std::vector<int32_t>(ids.begin(), ids.end()));
+    return s_.target_text->decode_bytes(std::vector<int32_t>(ids.begin(), ids.end()));
   }
 
   // Brings Qwen's cache to `ids` (reusing the longest prefix it holds) and generates greedily up
@@ -119,7 +120,7 @@ class QwenSession final : public SessionDrafter {
                                  int max_tokens) const {
     const int64_t n = static_cast<int64_t>(history.size());
     const std::span<const int32_t> tail = history.subspan(n - std::min(n, kBoundaryIds));
-    const std::vector<int32_t> ids = s_.target_text.encode_ordinary(target_bytes(tail) + draft);
+    const std::vector<int32_t> ids = s_.target_text->encode_ordinary(target_bytes(tail) + draft);
     if (ids.size() <= tail.size() || !std::equal(tail.begin(), tail.end(), ids.begin())) return {};
     const size_t extra = ids.size() - tail.size() - 1;
     const size_t take = std::min<size_t>(extra, static_cast<size_t>(max_tokens));
@@ -147,11 +148,10 @@ class QwenDrafterModel final : public DrafterModel {
 
 }  // namespace
 
-std::unique_ptr<DrafterModel> load_qwen_drafter(const std::string& dir,
-                                                const std::string& target_dir,
-                                                const format::ModelConfig& target_config) {
+std::unique_ptr<DrafterModel> load_qwen_drafter(
+    const std::string& dir, std::shared_ptr<const tokenizer::Tokenizer> target_tokenizer) {
   QwenShared s{model::Model::load(dir), load_tokenizer(dir, format::load_config(dir)),
-               load_tokenizer(target_dir, target_config)};
+               std::move(target_tokenizer)};
   if (s.qwen->config().arch != format::Arch::kQwen3)
     base::fail("Qwen drafter ", dir, ": config.json is not a qwen3 model");
   if (s.qwen_text.vocab_size() > s.qwen->config().vocab_size)

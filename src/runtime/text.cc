@@ -2,6 +2,7 @@
 #include "runtime/text.h"
 
 #include <filesystem>
+#include <memory>
 
 #include "base/error.h"
 #include "chat/k3_render.h"
@@ -51,25 +52,26 @@ TextFamily text_family(format::Arch arch) {
 
 class TextImpl : public Text {
  public:
-  TextImpl(tokenizer::Tokenizer tokenizer, int32_t eos_id, const TextFamily& family)
+  TextImpl(std::shared_ptr<const tokenizer::Tokenizer> tokenizer, int32_t eos_id,
+           const TextFamily& family)
       : tokenizer_(std::move(tokenizer)),
         eos_id_(eos_id),
-        chat_(family.chat ? family.chat(tokenizer_) : nullptr) {}
+        chat_(family.chat ? family.chat(*tokenizer_) : nullptr) {}
 
   std::vector<int32_t> encode(std::string_view text) const override {
-    return tokenizer_.encode_ordinary(text);
+    return tokenizer_->encode_ordinary(text);
   }
   std::string decode(const std::vector<int32_t>& ids) const override {
-    return tokenizer_.decode(ids);
+    return tokenizer_->decode(ids);
   }
   int32_t eos_id() const override { return eos_id_; }
   std::unique_ptr<TextStream> completion(std::vector<std::string> stops) const override {
-    return make_completion_stream(tokenizer_, eos_id_, std::move(stops));
+    return make_completion_stream(*tokenizer_, eos_id_, std::move(stops));
   }
   const ChatFormat* chat() const override { return chat_.get(); }
 
  private:
-  tokenizer::Tokenizer tokenizer_;
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;  // shared with the Qwen3 drafter
   int32_t eos_id_;
   std::unique_ptr<ChatFormat> chat_;  // refers to tokenizer_
 };
@@ -97,12 +99,14 @@ tokenizer::Tokenizer load_tokenizer(const std::string& model_dir,
   return tokenizer;
 }
 
-std::unique_ptr<Text> load_text(const std::string& model_dir, const format::ModelConfig& config) {
-  tokenizer::Tokenizer tokenizer = load_tokenizer(model_dir, config);
+std::unique_ptr<Text> load_text(const std::string& model_dir, const format::ModelConfig& config,
+                                std::shared_ptr<const tokenizer::Tokenizer> tokenizer) {
+  if (!tokenizer)
+    tokenizer = std::make_shared<const tokenizer::Tokenizer>(load_tokenizer(model_dir, config));
   int32_t eos_id = -1;
   if (config.eos_token_id >= 0) {
     eos_id = static_cast<int32_t>(config.eos_token_id);
-  } else if (auto id = tokenizer.special_id("<|end_of_msg|>")) {
+  } else if (auto id = tokenizer->special_id("<|end_of_msg|>")) {
     eos_id = *id;
   } else {
     base::fail("model folder ", model_dir,
