@@ -10,22 +10,23 @@
 #include "base/error.h"
 #include "deltafin/engine.h"
 #include "runtime/memory_plan.h"
+#include "testing/generate_outcome.h"
 #include "testing/k3_tiny_a.h"
+#include "testing/text_model.h"
 
 namespace deltafin {
 namespace {
 
 namespace fs = std::filesystem;
 
-// MODEL/ with k3-tiny-a's files and drafters/dspark -> the oracle drafter (links).
+// MODEL/: k3-tiny-a's files (linked, with a byte-level tokenizer) and drafters/dspark -> the
+// oracle drafter.
 class K3WithDSpark : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("df_drafters_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
+    ::deltafin::testing::make_text_model(DELTAFIN_SOURCE_DIR, "k3-tiny-a", dir_.string());
     fs::create_directories(dir_ / "drafters");
-    for (const auto& f : fs::directory_iterator(::deltafin::testing::kK3TinyADir))
-      fs::create_symlink(f.path(), dir_ / f.path().filename());
     fs::create_directory_symlink(fs::path(DELTAFIN_SOURCE_DIR) / "tests/fixtures/dspark-tiny-a",
                                  dir_ / "drafters/dspark");
   }
@@ -33,28 +34,11 @@ class K3WithDSpark : public ::testing::Test {
   fs::path dir_;
 };
 
-struct Outcome {
-  GenerateResult result;
-  std::vector<int32_t> session_ids, next;
-  SessionStats stats;
-};
+using ::deltafin::testing::expect_same;
+using ::deltafin::testing::Outcome;
 
-Outcome generate(Engine& engine, GenerateOptions opt) {
-  Outcome r;
-  std::unique_ptr<Session> s = engine.new_session();
-  r.result = s->generate(::deltafin::testing::kK3TinyAPrompt, opt, {});
-  r.session_ids = s->ids();
-  r.stats = s->stats();
-  opt.max_new_tokens = 5;
-  r.next = s->generate({}, opt).ids;
-  return r;
-}
-
-void expect_same(const Outcome& off, const Outcome& on, const std::string& what) {
-  EXPECT_EQ(off.result.ids, on.result.ids) << what;
-  EXPECT_EQ(off.result.stop, on.result.stop) << what;
-  EXPECT_EQ(off.session_ids, on.session_ids) << what;
-  EXPECT_EQ(off.next, on.next) << what;
+Outcome generate(Engine& engine, const GenerateOptions& opt) {
+  return ::deltafin::testing::generate(engine, opt, ::deltafin::testing::kK3TinyAPrompt);
 }
 
 GenerateOptions options(Speculation mode, int draft_min = 0) {
@@ -113,7 +97,7 @@ TEST_F(K3WithDSpark, OffAndNgramLoadNoDrafter) {
   EngineOptions eo{dir_.string(), 64};
   eo.drafters = DrafterLoad::kOff;
   EXPECT_TRUE(Engine::load(eo)->memory_plan().drafters.empty());
-  eo.drafters = DrafterLoad::kQwen;  // none in the folder (and no tokenizer to translate with)
+  eo.drafters = DrafterLoad::kQwen;  // no Qwen3 folder beside the model
   EXPECT_THROW(Engine::load(eo), std::runtime_error);
 }
 

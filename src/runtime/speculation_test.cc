@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "deltafin/engine.h"
+#include "testing/generate_outcome.h"
 #include "testing/k3_tiny_a.h"
 
 namespace deltafin {
@@ -14,39 +15,9 @@ const std::string& kModel = ::deltafin::testing::kK3TinyADir;
 const std::vector<int32_t>& kPrompt = ::deltafin::testing::kK3TinyAPrompt;
 const std::vector<int32_t>& kGreedy = ::deltafin::testing::kK3TinyAGreedy;
 
-struct Outcome {
-  GenerateResult result;
-  std::vector<int32_t> streamed;  // what the callback saw
-  std::vector<int32_t> session_ids;
-  std::vector<int32_t> next;  // a second generate call on the same session
-  SessionStats stats;         // after the first call
-  std::vector<PassReport> passes;
-};
-
-Outcome generate(Engine& engine, GenerateOptions opt, const std::vector<int32_t>& prompt,
-                 int stop_after_callbacks = -1) {
-  Outcome r;
-  std::unique_ptr<Session> s = engine.new_session();
-  opt.on_pass = [&](const PassReport& p) { r.passes.push_back(p); };
-  r.result = s->generate(prompt, opt, [&](int32_t id) {
-    r.streamed.push_back(id);
-    return stop_after_callbacks < 0 || static_cast<int>(r.streamed.size()) < stop_after_callbacks;
-  });
-  r.session_ids = s->ids();
-  r.stats = s->stats();
-  GenerateOptions more = opt;
-  more.max_new_tokens = 5;
-  if (r.result.stop != StopReason::kContextFull) r.next = s->generate({}, more).ids;
-  return r;
-}
-
-void expect_same(const Outcome& off, const Outcome& on, const std::string& what) {
-  EXPECT_EQ(off.result.ids, on.result.ids) << what;
-  EXPECT_EQ(off.result.stop, on.result.stop) << what;
-  EXPECT_EQ(off.streamed, on.streamed) << what;
-  EXPECT_EQ(off.session_ids, on.session_ids) << what;
-  EXPECT_EQ(off.next, on.next) << what;
-}
+using ::deltafin::testing::expect_same;
+using ::deltafin::testing::generate;
+using ::deltafin::testing::Outcome;
 
 GenerateOptions options(Speculation mode, int draft_min = 0, int draft_max = 7) {
   GenerateOptions o;
