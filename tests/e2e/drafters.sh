@@ -70,16 +70,17 @@ done
 grep -q "drafters: dspark (.*) loaded, worth its memory.*qwen3-0.6b-base (.*) loaded" \
   "$tmp/demo.err" || fail "no memory-plan line for the drafters: $(cat "$tmp/demo.err")"
 
-run_both() {  # run_both WHAT ARGS...: run with speculation off and with ARGS; outputs equal
+run_both() {  # run_both WHAT ARGS...: run on $model with speculation off and with ARGS; equal
   local what=$1
   shift
-  "$deltafin" run --model "$demo" --max-new 40 "${common[@]}" --speculate off >"$tmp/run.off" \
+  "$deltafin" run --model "$model" --max-new 40 "${common[@]}" --speculate off >"$tmp/run.off" \
     2>/dev/null
-  "$deltafin" run --model "$demo" --max-new 40 "${common[@]}" "$@" --stats >"$tmp/run.on" \
+  "$deltafin" run --model "$model" --max-new 40 "${common[@]}" "$@" --stats >"$tmp/run.on" \
     2>"$tmp/run.err" || { cat "$tmp/run.err" >&2; fail "run $what"; }
   cmp -s "$tmp/run.off" "$tmp/run.on" || fail "run $what changed the output"
   grep -q "stats: speculation" "$tmp/run.err" || fail "run $what: no speculation line"
 }
+model=$demo
 for sampling in "--temperature 0" "--temperature 0.9 --seed 11"; do
   # shellcheck disable=SC2206
   common=(--prompt "Once upon a time there was" $sampling)
@@ -91,6 +92,34 @@ for sampling in "--temperature 0" "--temperature 0.9 --seed 11"; do
   run_both "chat, auto, $sampling" --draft-min 6
 done
 echo "drafters: demo: generate and run identical with Qwen3 and DSpark drafting"
+
+# The oracle case with text: k3-tiny-a given a byte-level tokenizer (its 256 byte ids, the rest
+# reserved) and the demo's synthetic Qwen3 beside the oracle DSpark, so that run drafts raw text
+# with Qwen3 (whose text always re-encodes here: bytes never merge) and chat with DSpark.
+python3 - "$k3" <<'PY'
+import base64, sys
+with open(sys.argv[1] + "/tiktoken.model", "w") as f:
+    for b in range(256):
+        f.write("%s %d\n" % (base64.b64encode(bytes([b])).decode(), b))
+with open(sys.argv[1] + "/tokenizer_config.json", "w") as f:
+    # the chat specials of tests/support/text_model.h, which the unit tests lay out the same way
+    f.write('{"added_tokens_decoder": {"256": {"content": "[BOS]"}, "257": {"content": "[EOS]"}, '
+            '"259": {"content": "<|open|>"}, "260": {"content": "<|close|>"}, '
+            '"261": {"content": "<|sep|>"}, "501": {"content": "<|end_of_msg|>"}}}')
+PY
+ln -s "$demo/drafters/qwen3-0.6b-base" "$k3/drafters/qwen3-0.6b-base"
+model=$k3
+for sampling in "--temperature 0" "--temperature 0.9 --seed 5"; do
+  # shellcheck disable=SC2206
+  common=(--prompt "The cat sat on the mat" $sampling)
+  run_both "k3-tiny-a raw, qwen, $sampling" --draft qwen --draft-min 2
+  grep -Eq "speculation qwen: .* drafted [1-9]" "$tmp/run.err" ||
+    fail "k3-tiny-a: Qwen3 drafted nothing: $(cat "$tmp/run.err")"
+  # shellcheck disable=SC2206
+  common=(--chat --prompt "Hi" $sampling)
+  run_both "k3-tiny-a chat, dspark, $sampling" --draft dspark --draft-min 3
+done
+echo "drafters: k3-tiny-a with a byte-level tokenizer: run identical with Qwen3 and DSpark"
 
 # A Qwen3 folder is a model too: its tokenizer.json gives it text commands.
 "$deltafin" run --model "$demo/drafters/qwen3-0.6b-base" --prompt "hello world" --max-new 4 \
