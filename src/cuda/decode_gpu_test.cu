@@ -42,6 +42,7 @@ namespace {
 
 using testing::DeviceBuffer;
 using testing::expect;
+using testing::invalid_argument_message;
 using testing::same_bits;
 
 std::vector<float> normal(std::mt19937& rng, int64_t count, float sigma) {
@@ -654,23 +655,15 @@ void test_lm_head(bool gpu) {
 void test_decode_bad_shapes(bool gpu) {
   if (!gpu) return;
   DeviceBuffer<float> buf(1024);
-  auto message = [](auto&& call) -> std::string {
-    try {
-      call();
-    } catch (const std::invalid_argument& e) {
-      return e.what();
-    }
-    return "";
-  };
-  const std::string m1 = message(
+  const std::string m1 = invalid_argument_message(
       [&] { kda_decode(buf.ptr, buf.ptr, buf.ptr, buf.ptr, buf.ptr, 1, 1, 64, buf.ptr, buf.ptr); });
   expect(m1.find("dim is 64") != std::string::npos, "kda dim 64 is refused: '" + m1 + "'");
-  const std::string m2 = message([&] {
+  const std::string m2 = invalid_argument_message([&] {
     route(RouterShape{8, 9}, buf.ptr, buf.ptr, 1, reinterpret_cast<int32_t*>(buf.ptr), buf.ptr);
   });
   expect(m2.find("top_k is 9") != std::string::npos,
          "route top_k > n_experts is refused: '" + m2 + "'");
-  const std::string m3 = message([&] {
+  const std::string m3 = invalid_argument_message([&] {
     attn_res_mix(buf.ptr, buf.ptr, 1, 1000, buf.ptr, 1, 1000, 1e-5f, buf.ptr, buf.ptr + 1);
   });
   expect(m3.find("aligned") != std::string::npos,

@@ -27,6 +27,7 @@ namespace {
 using testing::DeviceBuffer;
 
 using testing::expect;
+using testing::invalid_argument_message;
 using testing::same_bits;
 
 // Activations with a spread of magnitudes and signs, so sums cancel and order matters.
@@ -188,20 +189,12 @@ void test_rmsnorm(std::mt19937& rng, int64_t rows, int64_t n) {
 void test_bad_shapes() {
   DeviceBuffer<float> buf(1024);
   const auto* bytes = reinterpret_cast<const uint8_t*>(buf.ptr);
-  auto message = [](auto&& call) -> std::string {
-    try {
-      call();
-    } catch (const std::invalid_argument& e) {
-      return e.what();
-    }
-    return "";
-  };
-  const std::string m1 = message([&] {
+  const std::string m1 = invalid_argument_message([&] {
     matmul(DeviceMxfp4{bytes, bytes, 4, 48}, buf.ptr, 1, buf.ptr);
   });
   expect(m1.find("cols is 48") != std::string::npos,
          "mxfp4 cols % 32 != 0 is refused: '" + m1 + "'");
-  const std::string m2 = message([&] {
+  const std::string m2 = invalid_argument_message([&] {
     matmul(DeviceBf16{reinterpret_cast<const uint16_t*>(bytes) + 1, 4, 64}, buf.ptr, 1, buf.ptr);
   });
   expect(m2.find("aligned") != std::string::npos,

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -89,5 +90,17 @@ struct DeviceBuffer {
     return out;
   }
 };
+
+// What `call` throws as std::invalid_argument ("" when it does not throw): the refusals of bad
+// shapes, checked by their messages.
+template <typename Call>
+std::string invalid_argument_message(Call&& call) {
+  try {
+    call();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
 
 }  // namespace deltafin::cuda::testing
