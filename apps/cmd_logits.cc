@@ -28,6 +28,7 @@ int run_logits(Args& args) {
   options.attention_chunk_tokens =
       static_cast<int>(args.get_int("chunk", options.attention_chunk_tokens));
   read_stream_flags(args, &options);
+  options.drafters = DrafterLoad::kOff;  // a forward pass over given ids: nothing is drafted
   args.check_done();
 
   setup::warn_if_streaming(options.model_dir);  // experts still remote make the first tokens slow

@@ -24,6 +24,8 @@ EngineFlags read_engine_flags(const std::vector<std::string>& words, const std::
     const bool speculate = args.has("speculate") || args.has("draft");
     f.speculation = read_speculation_flags(args, command.c_str());
     if (!speculate) f.speculation.mode = Speculation::kOff;
+    // A model drafter only changes speed: loaded when these flags draft with one, as in run.
+    f.engine.drafters = drafters_for(f.speculation);
     args.check_done();
   } catch (const base::Error& e) {
     // The shared readers name the flag but not where it came from: say which set it was in.
