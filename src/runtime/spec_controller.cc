@@ -23,6 +23,9 @@ constexpr double kCarriedWeight = 2.0;
 constexpr int kCostWindow = 16;
 // Weight of kPriorRowCost in the learned slope, in measured passes.
 constexpr double kSlopePriorWeight = 2.0;
+// The least an extra verified row is assumed to cost, whatever the timings say: with it, a drafter
+// whose acceptance has fallen to the window's floor (0.8 / 34) is not worth a wider pass.
+constexpr double kMinRowCost = 0.01;
 // The longest back-off skips 2^6 - 1 = 63 steps: a failing 2-row probe every 64 steps costs
 // about 0.22 / 64 = 0.3% of plain decoding.
 constexpr int kMaxLevel = 6;
@@ -114,10 +117,30 @@ double SpecController::slope() const {
   return std::max(0.0, sum / weight);
 }
 
+double SpecController::relative_cost(int w_rows) const {
+  if (w_rows <= 1) return 1.0;
+  // The slope model, pooled over every measured width and shrunk to the prior.
+  const double model = 1.0 + slope() * (w_rows - 1);
+  double r = model;
+  if (cost_n_[w_rows] > 0 && cost_n_[1] > 0 && cost_s_[1] > 0.0) {
+    // This width's own mean, trusted as its samples grow: one pass timed on a drifting disk can
+    // look cheaper than the 1-row passes timed minutes before it.
+    const double n = cost_n_[w_rows];
+    const double measured = cost_s_[w_rows] / cost_s_[1];
+    r = (n * measured + kSlopePriorWeight * model) / (n + kSlopePriorWeight);
+  }
+  // Bytes do not drift with the disk: where a wider pass reads more (the union of the rows'
+  // experts), it costs at least that much more on a machine bound by its reads, and a machine
+  // bound by compute does more work per row. Either way a row is never free.
+  if (cost_n_[w_rows] > 0 && cost_n_[1] > 0 && cost_bytes_[1] > 0.0) {
+    r = std::max(r, cost_bytes_[w_rows] / cost_bytes_[1]);
+  }
+  return std::max(r, 1.0 + kMinRowCost * (w_rows - 1));
+}
+
 double SpecController::pass_cost(int w_rows) const {
   w_rows = std::clamp(w_rows, 1, kMaxDraft + 1);
-  if (cost_n_[w_rows] > 0) return cost_s_[w_rows];
-  return one_row_cost() * (1.0 + slope() * (w_rows - 1));
+  return one_row_cost() * relative_cost(w_rows);
 }
 
 double SpecController::pass_bytes(int w_rows) const {
@@ -149,6 +172,7 @@ int SpecController::push_step(int width, int proposed, SpecReason reason) {
 }
 
 void SpecController::start_backoff() {
+  held_since_backoff_ = false;
   level_ = std::clamp(level_ + 1, 1, kMaxLevel);
   skip_left_ = (1 << level_) - 1;
   probe_due_ = true;
@@ -205,8 +229,9 @@ int SpecController::choose_width(const Draft& draft, int drafter) {
   if (forced == 0 && cost_n_[1] == 0) return push_step(0, n, SpecReason::kMeasure);
   if (forced > best_k) return push_step(forced, n, SpecReason::kForced);
   if (best_k > 0) {
-    // Drafting pays again: the next back-off starts short.
-    level_ = 0;
+    // Drafting pays again: the next back-off starts short, but only once a draft has held since
+    // the back-off began; a pick made on noisy costs alone keeps the wait it had reached.
+    if (held_since_backoff_) level_ = 0;
     probe_due_ = false;
     return push_step(best_k, n, SpecReason::kBest);
   }
@@ -257,6 +282,7 @@ void SpecController::record_acceptance(int proposed, int accepted) {
 
   Acceptance& a = stats_of(last_drafter_);
   a.hits += accepted;
+  if (accepted > 0) held_since_backoff_ = true;
   if (accepted < proposed) a.misses += 1.0;
   // A probe that holds after a back-off: the misses that caused it describe other text.
   if (last_was_probe_ && accepted > 0) a.misses = std::min(a.misses, 2.0);

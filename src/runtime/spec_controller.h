@@ -90,7 +90,9 @@ class SpecController {
   // Mean seconds of a proposal of `drafter` (0 until one is recorded).
   double draft_cost(int drafter) const;
 
-  // The cost model: seconds of a pass of w_rows rows (relative to 1.0 before anything is measured).
+  // The cost model: seconds of a pass of w_rows rows (relative to 1.0 before anything is measured):
+  // the 1-row cost times a relative cost that pools the measured widths' slopes with a prior,
+  // never below their bytes' ratio nor below 1 + 0.01 per extra row.
   double pass_cost(int w_rows) const;
   // Mean bytes read by a measured pass of w_rows rows (0 when not measured): for stats.
   double pass_bytes(int w_rows) const;
@@ -111,6 +113,7 @@ class SpecController {
   };
   Acceptance& stats_of(int drafter);
   double slope() const;
+  double relative_cost(int w_rows) const;
   double one_row_cost() const;
   void start_backoff();
   int push_step(int width, int proposed, SpecReason reason);
@@ -129,6 +132,7 @@ class SpecController {
   int skip_left_ = 0;  // steps still to skip
   bool probe_due_ = false;
   bool last_was_probe_ = false;
+  bool held_since_backoff_ = true;  // a verify accepted something since the last back-off began
   int last_drafter_ = 0;
   std::vector<SpecStep> steps_;
   SpecTotals totals_;
