@@ -6,7 +6,7 @@
 #   verify: bench verify --widths VERIFY_WIDTHS: a verify pass's cost against a 1-row pass and its
 #           own I/O floor, full acceptance (the model's own continuation as the drafts);
 #   fail:   bench decode --speculate off vs auto on FAIL_IDS (drafts proposed and failing: the
-#           controller's back-off), interleaved over ROUNDS rounds;
+#           controller's back-off), interleaved over ROUNDS rounds (off first in odd rounds);
 #   repeat: on REPEAT_IDS (a prompt whose greedy continuation repeats), through
 #           tools/peers/bench_peers.sh: deltafin off and auto (tokens per pass, speed-up) and, with
 #           PEERS set, kimi-k3-in-c --spec 8 --incremental on its packed trunk at the same memory,
@@ -19,7 +19,8 @@
 # Results: OUT/summary.json (every figure the docs need), OUT/log.txt, OUT/raw.tar.gz (every
 # run's output). Needs root (cgroup v2 or v1's memory controller, drop_caches).
 # usage: scripts/bench_speculation.sh DELTAFIN WORKDIR OUTDIR
-#   env: LAYERS (5), EXPERTS (32), MEM_LIMIT (9G), ROUNDS (2), PARTS, PEERS (unset: no k3c),
+#   env: LAYERS (5), EXPERTS (32), MEM_LIMIT (9G), ROUNDS (2), FIRST_ROUND (1: a later call with
+#        the same OUT adds its rounds to the summary), PARTS, PEERS (unset: no k3c),
 #        PLANT (unset: plain random weights), PLANT_REPEAT (short),
 #        VERIFY_WIDTHS (1,4), VERIFY_TOKENS (9), REPS (2), FAIL_TOKENS (12), REPEAT_TOKENS (16),
 #        S_PER_TOKEN (2.2) and OVERHEAD_S (25, load + ceiling + prompt per run) for the estimate
@@ -32,6 +33,8 @@ layers=${LAYERS:-5}
 experts=${EXPERTS:-32}
 mem=${MEM_LIMIT:-9G}
 rounds=${ROUNDS:-2}
+first_round=${FIRST_ROUND:-1}  # a later call can add rounds to the same OUT
+last_round=$((first_round + rounds - 1))
 parts=${PARTS:-"verify fail repeat"}
 widths=${VERIFY_WIDTHS:-1,4}
 vtokens=${VERIFY_TOKENS:-9}
@@ -102,8 +105,12 @@ for p in $parts; do
       capped verify "$deltafin" bench verify --model "$model" --widths "$widths" --tokens "$vtokens" \
         --reps "$reps" --memory-budget "$mem" --json ;;
     fail)
-      for r in $(seq 1 "$rounds"); do
-        for mode in off auto; do
+      for r in $(seq "$first_round" "$last_round"); do
+        # The order alternates by round, so that a disk whose rate drifts one way over the runs
+        # does not always favour the same mode.
+        modes="off auto"
+        ((r % 2 == 0)) && modes="auto off"
+        for mode in $modes; do
           capped "fail_${mode}_r$r" "$deltafin" bench decode --model "$model" --ids "$FAIL_IDS" \
             --tokens "$ftokens" --memory-budget "$mem" --speculate "$mode" --ceiling-reps 1 --json
         done
@@ -123,7 +130,7 @@ done
 
 # One summary of everything: the verify JSON whole, per decode run its key figures, the peers'
 # summary, and the off/auto ratios per round.
-python3 - "$raw" "$rounds" "$out/summary.json" "${FAIL_IDS:-}" "${REPEAT_IDS:-}" "$plant" <<'EOF' >&2
+python3 - "$raw" "$last_round" "$out/summary.json" "${FAIL_IDS:-}" "${REPEAT_IDS:-}" "$plant" <<'EOF' >&2
 import json, os, statistics, sys
 raw, rounds, dest = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 s = {"fail_ids": sys.argv[4], "repeat_ids": sys.argv[5], "plant_cycles": sys.argv[6]}
