@@ -21,7 +21,8 @@
 # usage: scripts/bench_speculation.sh DELTAFIN WORKDIR OUTDIR
 #   env: LAYERS (5), EXPERTS (32), MEM_LIMIT (9G), ROUNDS (2), FIRST_ROUND (1: a later call with
 #        the same OUT adds its rounds to the summary), PARTS, PEERS (unset: no k3c),
-#        PLANT (unset: plain random weights), PLANT_REPEAT (short),
+#        PLANT (unset: plain random weights), PLANT_REPEAT (short), READ_LIMIT_MBPS (unset: the
+#        disk's own rate; set: every run reads at that steady rate, scripts/lib/memory_cgroup.sh),
 #        VERIFY_WIDTHS (1,4), VERIFY_TOKENS (9), REPS (2), FAIL_TOKENS (12), REPEAT_TOKENS (16),
 #        S_PER_TOKEN (2.2) and OVERHEAD_S (25, load + ceiling + prompt per run) for the estimate
 set -euo pipefail
@@ -98,6 +99,7 @@ fi
 # shellcheck source=lib/memory_cgroup.sh
 source "$here/lib/memory_cgroup.sh"
 make_memory_cgroup deltafin-spec "$mem"
+[[ -n ${READ_LIMIT_MBPS:-} ]] && limit_read_rate "$model" "$READ_LIMIT_MBPS"
 
 for p in $parts; do
   case $p in
