@@ -1,8 +1,9 @@
 // Placement: the planners (whole: bytes in proportion to bandwidth, budgets, replicas of hot
 // experts; stripe: pieces by bandwidth, aligned, covering each span once), the manifest and
-// route-trace readers, and the streaming store reading placed copies: every expert whole from
-// whichever holder, a missing folder, a short copy and a drive whose reads fail (injected in the
-// queue) each reported and read from another holder or the shards.
+// route-trace readers, and the streaming store reading placed copies and stripes: every expert
+// whole from whichever holder or from all its pieces, a missing folder, a short copy or piece and
+// a drive whose reads fail (injected in the queue) each reported and read from another holder or
+// the shards.
 #include "experts/placement.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "base/error.h"
 #include "experts/streaming_expert_store.h"
@@ -342,6 +344,21 @@ Placed make_placed(const std::string& root, int n, int n_dirs) {
   return p;
 }
 
+// 30,000-byte experts (8 blocks, the last short) striped over the folders by `gbps`.
+Placed make_striped(const std::string& root, int n, const std::vector<double>& gbps) {
+  constexpr uint64_t kSpan = 30'000;
+  Placed p = make_unplaced(root, n, static_cast<int>(gbps.size()), kSpan);
+  p.placement->layout = Layout::kStripe;
+  for (int e = 0; e < n; ++e) {
+    PlacedExpert pe{kSpan, {}, stripe_pieces(kSpan, gbps, e)};
+    for (const StripePiece& piece : pe.pieces)
+      write_span_bytes(p, e, piece.offset, piece.nbytes,
+                       piece_file(p.placement->dirs[piece.dir], 0, e, piece.offset));
+    p.placement->layers[0].push_back(pe);
+  }
+  return p;
+}
+
 // Requests the experts once and checks each one's bytes against the shard's pattern.
 void expect_whole(StreamingExpertStore& store, const Placed& p, const std::vector<int32_t>& ids) {
   auto batch = store.request(0, ids);
@@ -440,6 +457,127 @@ TEST(PlacedStore, OneDriveTakesOnlyItsShareOfThePrefetchAllowance) {
   EXPECT_EQ(store.stats().prefetch_reads, 2u);
   auto batch = store.request(0, guess);
   for (size_t i = 0; i < batch->size(); ++i) batch->release(batch->acquire_next().index);
+  ::unsetenv("DELTAFIN_DRIVE_CACHE");
+  fs::remove_all(shm, ec);
+}
+
+TEST(StripedStore, ReadsEveryExpertFromItsPiecesAndNeverTheShard) {
+  const Placed p = make_striped(scratch() + "/stripe-ok", 8, {1, 2, 1});
+  // A shard read would fail: every expert must come whole from its pieces.
+  auto q = std::make_unique<FailingQueue>(4, std::vector<std::string>{"shard.bin"});
+  FailingQueue* failing = q.get();
+  StreamingExpertStore store(p.catalog, std::make_shared<io::ReadScheduler>(std::move(q), 4),
+                             options_with(p.placement));
+  expect_all_whole(store, p);
+  EXPECT_EQ(failing->failures.load(), 0);
+}
+
+TEST(StripedStore, AMissingOrShortPieceSendsItsExpertsToTheShard) {
+  for (const bool missing : {true, false}) {
+    Placed p = make_striped(scratch() + "/stripe-damaged", 8, {1, 1, 1});
+    const StripePiece& piece = p.placement->layers[0][3].pieces[1];
+    const std::string path = piece_file(p.placement->dirs[piece.dir], 0, 3, piece.offset);
+    if (missing) {
+      fs::remove(path);
+    } else {
+      fs::resize_file(path, 100);
+    }
+    StreamingExpertStore store(p.catalog, std::make_shared<io::ReadScheduler>(4),
+                               options_with(p.placement));
+    expect_all_whole(store, p);
+  }
+}
+
+TEST(StripedStore, ADriveWhoseReadsFailSendsTheWholeExpertToTheShard) {
+  const Placed p = make_striped(scratch() + "/stripe-eio", 16, {1, 1, 1});
+  auto q = std::make_unique<FailingQueue>(4, std::vector<std::string>{"/drive1/"});
+  FailingQueue* failing = q.get();
+  StreamingExpertStore store(p.catalog, std::make_shared<io::ReadScheduler>(std::move(q), 4),
+                             options_with(p.placement));
+  expect_whole(store, p, {0, 1, 2, 3, 4, 5, 6, 7});
+  const int failures = failing->failures.load();
+  EXPECT_GE(failures, 1);
+  // The folder is failed: later reads never touch it.
+  expect_whole(store, p, {8, 9, 10, 11, 12, 13, 14, 15});
+  EXPECT_EQ(failing->failures.load(), failures);
+}
+
+TEST(StripedStore, GuessesStoppedMidStripeAreReadWholeWhenAsked) {
+  // As AGuessStoppedPartWayFreesItsSlotAndIsReadWholeWhenAsked, with each guess striped over two
+  // folders in 4 KiB requests: a cancel finds some pieces dropped, some in flight, some landed.
+  const Placed p = make_striped(scratch() + "/stripe-stop", 64, {1, 1});
+  auto sched = std::make_shared<io::ReadScheduler>(1);
+  StreamingStoreOptions o = options_with(p.placement);
+  o.n_slots = 6;
+  o.max_prefetch_slots = 3;
+  o.min_prefetch_recall = 0;
+  o.read_piece_bytes = 4096;
+  StreamingExpertStore store(p.catalog, sched, o);
+  const auto drain_whole = [&](std::vector<int32_t> ids) {
+    auto batch = store.request(0, ids);
+    for (size_t i = 0; i < batch->size(); ++i) {
+      const ReadyExpert r = batch->acquire_next();
+      const format::ExpertSpan& span = p.catalog.layers[0].spans[r.expert];
+      EXPECT_EQ(io::testing::first_mismatch(r.weights.gate.data, span.offset, span.nbytes), -1)
+          << "expert " << r.expert;
+      batch->release(r.index);
+    }
+  };
+  for (int pass = 0; pass < 16; ++pass) {
+    const int32_t g = 4 * pass;
+    const uint64_t before = sched->stats().requests;
+    store.prefetch(0, std::vector<int32_t>{g, g + 1, g + 2});
+    for (int i = 0; i < 5000 && sched->stats().requests == before; ++i)
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    drain_whole({g + 3});
+  }
+  const ExpertStoreStats s = store.stats();
+  EXPECT_GT(s.prefetch_stopped + s.prefetch_cancelled, 0u);
+  for (int pass = 0; pass < 16; ++pass) drain_whole({4 * pass, 4 * pass + 1, 4 * pass + 2});
+  EXPECT_EQ(store.stats().demand_reads, s.demand_reads + 48);
+}
+
+// Each drive is charged the bytes of its own pieces, and striped guesses take the whole prefetch
+// allowance (they read from every drive). Needs a second device: /dev/shm (tmpfs) when it is one.
+TEST(StripedStore, EachDriveIsChargedItsPiecesAndGuessesShareTheAllowance) {
+  const std::string shm = "/dev/shm/deltafin-stripe-test-" + std::to_string(::getpid());
+  std::error_code ec;
+  fs::create_directories(shm, ec);
+  struct stat a {
+  }, b{};
+  if (ec || ::stat(shm.c_str(), &a) != 0 || ::stat(DELTAFIN_BINARY_DIR, &b) != 0 ||
+      a.st_dev == b.st_dev) {
+    fs::remove_all(shm, ec);
+    GTEST_SKIP() << "/dev/shm is not a separate writable device here";
+  }
+  const std::string cache = scratch() + "/empty-drive-cache.tsv";
+  fs::create_directories(scratch());
+  std::ofstream(cache).close();
+  ::setenv("DELTAFIN_DRIVE_CACHE", cache.c_str(), 1);
+  Placed p = make_striped(scratch() + "/stripe-drives", 8, {1, 3});
+  uint64_t want[2] = {};
+  for (int e = 0; e < 8; ++e) {
+    for (const StripePiece& piece : p.placement->layers[0][e].pieces) {
+      want[piece.dir] += piece.nbytes;
+      if (piece.dir == 1)
+        fs::copy_file(piece_file(p.placement->dirs[1], 0, e, piece.offset),
+                      piece_file(shm, 0, e, piece.offset));
+    }
+  }
+  p.placement->dirs[1] = shm;
+  StreamingStoreOptions o = options_with(p.placement);
+  o.max_prefetch_slots = 4;
+  auto sched = std::make_shared<io::ReadScheduler>(4);
+  StreamingExpertStore store(p.catalog, sched, o);
+  const std::vector<int32_t> guess = {0, 1, 2, 3, 4, 5, 6, 7};
+  store.prefetch(0, guess);
+  EXPECT_EQ(store.stats().prefetch_reads, 4u);
+  expect_all_whole(store, p);
+  const int disk = sched->drives().drive_of_path(p.placement->dirs[0]);
+  const int tmpfs = sched->drives().drive_of_path(shm);
+  EXPECT_EQ(sched->drives().stats(disk).bytes, want[0]);
+  EXPECT_EQ(sched->drives().stats(tmpfs).bytes, want[1]);
+  EXPECT_GT(sched->drives().stats(tmpfs).busy_seconds, 0);
   ::unsetenv("DELTAFIN_DRIVE_CACHE");
   fs::remove_all(shm, ec);
 }
