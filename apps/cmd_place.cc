@@ -1,7 +1,8 @@
-// `deltafin place`: copies a full install's routed experts onto several drives, one span file per
-// (layer, expert), bytes in proportion to each drive's measured bandwidth and hot experts
-// replicated from a route trace; resumable, every file checked against the source before it is
-// published, and MODEL/placement.json written last so inference finds the copies by itself.
+// `deltafin place`: copies a full install's routed experts onto several drives, bytes in proportion
+// to each drive's measured bandwidth: striped (every expert split over all the drives) or whole
+// (one span file per (layer, expert), hot experts replicated from a route trace); resumable,
+// every file checked against the source before it is published, and MODEL/placement.json written
+// last so inference finds the copies by itself.
 #include <fcntl.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -66,10 +67,15 @@ void fsync_path(const std::string& path) {
   }
 }
 
-// One file the plan puts on a drive folder.
+// One file the plan puts on a drive folder: a whole expert's span, or one stripe piece of it.
+// A stripe is one file per (layer, expert, drive) rather than one pack per (layer, drive): each
+// file is written, checked and published (or kept on a rerun) on its own, exactly as a whole
+// copy is, and a read opens only the piece it needs; K3 over four drives is 82k files a folder,
+// which ext4 (hashed directories) and xfs look up without trouble.
 struct Copy {
   int layer, expert;
-  const format::ExpertSpan* span;
+  const std::string* source;  // the shard
+  uint64_t offset, nbytes;    // in the shard
   std::string path;
 };
 
@@ -92,37 +98,35 @@ void place_drive(const std::vector<Copy>& copies, bool verify, size_t buffer_byt
   io::HugeBuffer source(buffer_bytes), check(buffer_bytes);
   std::map<std::string, io::DirectFile> shards;
   for (const Copy& c : copies) {
-    const format::ExpertSpan& span = *c.span;
     std::error_code ec;
-    const bool exists = fs::file_size(c.path, ec) == span.nbytes && !ec;
+    const bool exists = fs::file_size(c.path, ec) == c.nbytes && !ec;
     if (exists && !verify) {  // resuming: published files were checked when written
       ++progress->kept;
     } else {
-      auto it = shards.find(span.file);
-      if (it == shards.end()) it = shards.emplace(span.file, io::DirectFile::open(span.file)).first;
-      const size_t at =
-          io::read_span(it->second, span.offset, span.nbytes, source.data(), source.size());
+      auto it = shards.find(*c.source);
+      if (it == shards.end()) it = shards.emplace(*c.source, io::DirectFile::open(*c.source)).first;
+      const size_t at = io::read_span(it->second, c.offset, c.nbytes, source.data(), source.size());
       const uint8_t* want = source.data() + at;
-      if (exists && same_bytes(c.path, want, span.nbytes, check)) {
+      if (exists && same_bytes(c.path, want, c.nbytes, check)) {
         ++progress->kept;
       } else {
         if (exists) ++progress->rewritten;
         const std::string tmp = c.path + ".tmp";
         const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd < 0) base::fail("place: cannot create ", tmp, ": ", std::strerror(errno));
-        write_all(fd, want, span.nbytes, tmp);
+        write_all(fd, want, c.nbytes, tmp);
         if (::fsync(fd) != 0) base::fail("place: fsync ", tmp, ": ", std::strerror(errno));
         ::close(fd);
-        if (!same_bytes(tmp, want, span.nbytes, check))
+        if (!same_bytes(tmp, want, c.nbytes, check))
           base::fail("place: ", tmp, " does not read back as layer ", c.layer, " expert ", c.expert,
-                     " of ", span.file, " (the drive returned other bytes)");
+                     " of ", *c.source, " (the drive returned other bytes)");
         if (std::rename(tmp.c_str(), c.path.c_str()) != 0)
           base::fail("place: cannot publish ", c.path, ": ", std::strerror(errno));
         ++progress->written;
       }
     }
     ++progress->files;
-    progress->bytes += span.nbytes;
+    progress->bytes += c.nbytes;
   }
   if (!copies.empty()) fsync_path(fs::path(copies.front().path).parent_path().string());
 }
@@ -133,11 +137,27 @@ int run_place(Args& args) {
   const std::string budget_arg = args.get("budget-per-drive");
   const std::string trace = args.get("from-trace");
   const std::string gbps_arg = args.get("gbps");  // skip measuring (tests, known drives)
+  const std::string layout_arg = args.get("layout");
   const bool dry_run = args.flag("dry-run");
   const bool verify = args.flag("verify");
   const bool remeasure = args.flag("remeasure");
   args.check_done();
   if (drives_arg.empty()) base::fail("place: --drives needs at least one folder");
+  // Stripe by default: it is what balances every route over the drives (docs/DRIVES.md). Hot
+  // replicas are whole copies, so a trace asks for the whole layout.
+  experts::Layout layout = trace.empty() ? experts::Layout::kStripe : experts::Layout::kWhole;
+  if (layout_arg == "whole") {
+    layout = experts::Layout::kWhole;
+  } else if (layout_arg == "stripe") {
+    if (!trace.empty())
+      base::fail(
+          "place: --from-trace adds hot replicas, which only the whole layout has (a "
+          "striped expert is already read from every drive); use --layout whole or drop "
+          "--from-trace");
+    layout = experts::Layout::kStripe;
+  } else if (!layout_arg.empty()) {
+    base::fail("place: --layout ", layout_arg, ": expected stripe or whole");
+  }
   if (setup::is_streaming_install(model))
     base::fail("place: ", model,
                " is a streaming install (experts fetched on demand into cache files); place "
@@ -201,38 +221,46 @@ int run_place(Args& args) {
       for (const auto& f : fs::directory_iterator(dirs[i], ec)) budget += f.file_size(ec);
     }
     in.budget_bytes.push_back(budget);
+    in.names.push_back(dirs[i]);
   }
   if (!trace.empty()) in.uses = experts::count_routes(trace);
   experts::Placement placement;
+  placement.layout = layout;
   placement.dirs = dirs;
-  placement.layers = experts::plan_placement(in);
+  placement.layers =
+      layout == experts::Layout::kStripe ? experts::plan_stripes(in) : experts::plan_placement(in);
 
   // The plan per folder.
   std::vector<std::vector<Copy>> copies(dirs.size());
   size_t buffer_bytes = 0;
   uint64_t replicas = 0;
   for (const format::ExpertSpan& s : spans) {
-    const experts::PlacedExpert* pe =
-        placement.find(static_cast<int>(s.layer), static_cast<int>(s.expert));
+    const int layer = static_cast<int>(s.layer), expert = static_cast<int>(s.expert);
+    const experts::PlacedExpert* pe = placement.find(layer, expert);
     DF_ASSERT(pe != nullptr);
-    replicas += pe->holders.size() - 1;
+    if (!pe->holders.empty()) replicas += pe->holders.size() - 1;
     for (int h : pe->holders)
-      copies[h].push_back(
-          {static_cast<int>(s.layer), static_cast<int>(s.expert), &s,
-           experts::placed_file(dirs[h], static_cast<int>(s.layer), static_cast<int>(s.expert))});
+      copies[h].push_back({layer, expert, &s.file, s.offset, s.nbytes,
+                           experts::placed_file(dirs[h], layer, expert)});
+    for (const experts::StripePiece& p : pe->pieces)
+      copies[p.dir].push_back({layer, expert, &s.file, s.offset + p.offset, p.nbytes,
+                               experts::piece_file(dirs[p.dir], layer, expert, p.offset)});
     buffer_bytes = std::max(buffer_bytes, io::align_span(s.offset, s.nbytes).read_length);
   }
   double total_gbps = 0;
   for (double g : in.gbps) total_gbps += g;
-  nlohmann::ordered_json summary = {
-      {"model", model}, {"experts", spans.size()}, {"replicas", replicas}, {"dry_run", dry_run}};
+  nlohmann::ordered_json summary = {{"model", model},
+                                    {"layout", experts::layout_name(layout)},
+                                    {"experts", spans.size()},
+                                    {"replicas", replicas},
+                                    {"dry_run", dry_run}};
   nlohmann::ordered_json per_drive = nlohmann::ordered_json::array();
   uint64_t total_bytes = 0;
   for (size_t d = 0; d < dirs.size(); ++d)
-    for (const Copy& c : copies[d]) total_bytes += c.span->nbytes;
+    for (const Copy& c : copies[d]) total_bytes += c.nbytes;
   for (size_t d = 0; d < dirs.size(); ++d) {
     uint64_t bytes = 0;
-    for (const Copy& c : copies[d]) bytes += c.span->nbytes;
+    for (const Copy& c : copies[d]) bytes += c.nbytes;
     per_drive.push_back({{"dir", dirs[d]},
                          {"device", ids[d].name},
                          {"gbps", in.gbps[d]},
@@ -312,8 +340,9 @@ int run_place(Args& args) {
 
 DELTAFIN_COMMAND(place, "place",
                  "lay a model's experts out over several drives: --model DIR --drives "
-                 "D1,D2,... [--budget-per-drive SIZE] [--from-trace routes.jsonl] [--dry-run] "
-                 "[--verify] [--remeasure] [--gbps G1,G2,...]",
+                 "D1,D2,... [--layout stripe|whole] [--budget-per-drive SIZE] [--from-trace "
+                 "routes.jsonl (whole layout)] [--dry-run] [--verify] [--remeasure] "
+                 "[--gbps G1,G2,...]",
                  run_place);
 
 }  // namespace deltafin::apps

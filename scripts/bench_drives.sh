@@ -9,9 +9,10 @@
 #      expected completion against round robin in the same run, interleaved;
 #   3. the decode ladder: a synth checkpoint (k3-scale by default; its spine stays on the tmpfs,
 #      i.e. in RAM), one run recording routes (--trace-routes) with a prompt the benchmark does not
-#      use, `place` on 1, 2, 3 and 4 drives of LADDER_MBPS each and on 4 drives with hot replicas
-#      from that trace; then REPS rounds of `bench decode --json` over the five placements,
-#      interleaved (order rotated each round), page cache dropped before each run;
+#      use, `place` striped on 1, 2, 3 and 4 drives of LADDER_MBPS each, and for comparison whole
+#      on 4 drives and whole with hot replicas from that trace on 4 drives; then REPS rounds of
+#      `bench decode --json` over the six placements, interleaved (order rotated each round), page
+#      cache dropped before each run;
 #   4. OUT/summary.json and OUT/summary.md (scripts/bench_drives_summary.py), OUT/raw.tar.gz (every
 #      JSON, log, placement and the route trace) and OUT/run.log. The summary and the tarball are
 #      rewritten after every stage, so a run stopped early still leaves what it had.
@@ -33,7 +34,7 @@
 #   CGROUP2_ROOT [unset: /sys/fs/cgroup if it is cgroup2, else /sys/fs/cgroup/unified if its io
 #   controller is free, else cgroup v1 blkio]
 #   WORK_ROOT [/tmp: the tmpfs is mounted at WORK_ROOT/deltafin-drives.PID]
-#   MODEL_ROOT [unset: the checkpoint and its five hard-linked folders live on that tmpfs; set it
+#   MODEL_ROOT [unset: the checkpoint and its six hard-linked folders live on that tmpfs; set it
 #   to put them on a disk folder instead (page cache dropped before each run: each load rereads)]
 set -euo pipefail
 
@@ -51,7 +52,7 @@ while [[ $# -gt 0 ]]; do
     --ladder) ladder=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     --dry-estimate) dry=1; shift ;;
-    -h|--help) sed -n 2,37p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,38p "$0"; exit 0 ;;
     *) echo "bench_drives: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -100,8 +101,9 @@ IFS=, read -r -a mixed <<<"$MIXED_MBPS"
 n_drives=4
 ((${#mixed[@]} <= n_drives)) || { echo "bench_drives: MIXED_MBPS has more than 4 rates" >&2; exit 2; }
 
-# Sizes. E: one copy of every routed expert (placed files are 4096-byte multiples). Drive 0 holds
-# the most: its share of the 1-, 2-, 3- and 4-drive placements and of the replica placement.
+# Sizes. E: one copy of every routed expert (placed files and pieces are 4096-byte multiples on
+# disk). Drive 0 holds the most: its share of the striped 1-, 2-, 3- and 4-drive placements, of the
+# whole 4-drive one and of the replica placement (plus a block per piece of rounding).
 placed=$(((expert_bytes + 4095) / 4096 * 4096))
 E=$((moe_layers * EXPERTS * placed))
 rep_budget=$(awk -v e="$E" -v x="$REPLICA_EXTRA" -v p="$placed" \
@@ -110,7 +112,7 @@ if [[ $ladder == none ]]; then
   ladder_bytes=0
 else
   ladder_bytes=$(awk -v e="$E" -v r="$rep_budget" -v p="$placed" \
-    'BEGIN {printf "%.0f", e + e / 2 + e / 3 + e / 4 + r + 5 * p}')
+    'BEGIN {printf "%.0f", e + e / 2 + e / 3 + e / 4 + e / 4 + r + 6 * p + 4 * e / p * 4096}')
 fi
 img_mb=$(awk -v l="$ladder_bytes" -v io="$IO_SIZE_MB" \
   'BEGIN {printf "%.0f", (l / 1e6 + io) * 1.15 + 512}')
@@ -123,15 +125,18 @@ elif [[ $ladder == demo ]]; then
 else
   model_bytes=0 spine_bytes=0
 fi
-# Expected peak RAM: the tmpfs (model + the drives' used bytes) plus one engine (its spine copy,
-# the slots, the 2 GiB GEMV arena bench decode takes after the decode).
+# Expected peak RAM: the tmpfs (model + the drives' used bytes: four striped copies, one whole, one
+# with replicas) plus one engine (its spine copy, the slots, the 2 GiB GEMV arena bench decode
+# takes after the decode).
 peak_ram=$(awk -v m="$model_bytes" -v e="$E" -v io="$IO_SIZE_MB" -v s="$spine_bytes" \
   -v slots="$SLOTS" -v p="$placed" -v lad="$ladder" \
-  'BEGIN {tmpfs = m + (lad == "none" ? 0 : 5.5 * e); if (tmpfs < 4 * io * 1e6) tmpfs = 4 * io * 1e6
+  'BEGIN {tmpfs = m + (lad == "none" ? 0 : 6.5 * e); if (tmpfs < 4 * io * 1e6) tmpfs = 4 * io * 1e6
           engine = lad == "none" ? 0 : s + slots * p + 2.2e9
           printf "%.1f", (tmpfs + engine) / 1e9}')
 # A time estimate from the rates (compute per token assumed 0.3 s at k3-scale, 0.02 s for the
-# demo; per bench decode run 6 s of load, ceilings and GEMV measurement).
+# demo; per bench decode run 6 s of load, ceilings and GEMV measurement). Striped rungs are
+# assumed at the floor, the two whole ones at the expected busiest-drive load of a route of k
+# experts over 4 drives (1.46 x the mean for 16 of 64, docs/DRIVES.md).
 estimate=$(awk -v eq="$EQUAL_MBPS" -v mixed="$MIXED_MBPS" -v reads="$IO_READS" \
   -v ioreps="$IO_REPS" -v bio="$bench_io" -v lad="$ladder" -v rate="$LADDER_MBPS" \
   -v m="$moe_layers" -v k="$top_k" -v p="$expert_bytes" -v tok="$TOKENS" \
@@ -146,11 +151,12 @@ estimate=$(awk -v eq="$EQUAL_MBPS" -v mixed="$MIXED_MBPS" -v reads="$IO_READS" \
       c = lad == "demo" ? 0.02 : 0.3; over = lad == "demo" ? 2 : 6
       need = m * k * p * 0.8 / (rate * 1e6)          # s/token on one drive, a fifth from the cache
       synth = model / 1.0e9                            # runs during bench-io
-      t += (bio ? (synth > t - 10 ? synth - (t - 10) : 0) : synth) + 4 * 4 + 5 + over
+      t += (bio ? (synth > t - 10 ? synth - (t - 10) : 0) : synth) + 5 * 4 + 5 + over
       t += ttok * (need / 4 + c) + ptok * need / 4
       per_round = 0
-      split("1 2 3 4 4", nd, " ")
-      for (i = 1; i <= 5; ++i) per_round += over + (tok + ptok) * (need / nd[i] + c)
+      split("1 2 3 4 4 4", nd, " ")
+      split("1 1 1 1 1.46 1.46", imbalance, " ")
+      for (i = 1; i <= 6; ++i) per_round += over + (tok + ptok) * (need * imbalance[i] / nd[i] + c)
       t += reps * per_round
     }
     printf "%.0f", t + 10
@@ -272,7 +278,8 @@ cat >"$raw/meta.json" <<EOF
  "expert_bytes":$expert_bytes,"one_copy_bytes":$E,"replica_budget_per_drive":$rep_budget,
  "replica_extra":$REPLICA_EXTRA,"tokens":$TOKENS,"prompt_tokens":$PROMPT_TOKENS,"reps":$REPS,
  "slots":$SLOTS,"memory_budget":"$MEM_BUDGET","trace_tokens":$TRACE_TOKENS,
- "trace_ids":"$TRACE_IDS","speculate":"$SPECULATE","budget_s":$BUDGET_S,"estimate_s":$estimate,"nproc":$(nproc)}
+ "trace_ids":"$TRACE_IDS","speculate":"$SPECULATE","budget_s":$BUDGET_S,"estimate_s":$estimate,"nproc":$(nproc),
+ "rung_layout":"stripe"}
 EOF
 
 echo "bench_drives: cgroup $cgmode; tmpfs at $work; ${mkfs[0]} on each drive"
@@ -398,7 +405,8 @@ gbps=$(awk -v r="$LADDER_MBPS" 'BEGIN {print r / 1000}')
 
 # One model folder per placement: hard links to the synth's files (placement.json is written by
 # rename, so the shared files are never changed); the folder name names the drive subfolders.
-configs=(1 2 3 4 4r)
+# 1-4: striped; 4w: whole on 4 drives; 4r: whole with hot replicas on 4 drives.
+configs=(1 2 3 4 4w 4r)
 for c in "${configs[@]}"; do
   cp -al "$models/model" "$models/k$c"
 done
@@ -415,7 +423,7 @@ place() {
     tail -5 "$raw/place.$c.log"
     exit 1
   fi
-  echo "bench_drives: placed k$c on $n drive(s) at ${SECONDS} s: $(grep -o '"replicas":[0-9]*' "$raw/place.$c.json")"
+  echo "bench_drives: placed k$c on $n drive(s) at ${SECONDS} s: $(grep -o '"layout":"[a-z]*","experts":[0-9]*,"replicas":[0-9]*' "$raw/place.$c.json")"
 }
 # decode CONFIG NAME [args...]: one bench decode run in the cgroup, page cache dropped first.
 decode() {
@@ -438,14 +446,15 @@ decode() {
   fi
 }
 
-place 4 4
+place 4 4 --layout stripe
 echo "bench_drives: recording routes: $TRACE_TOKENS tokens on 4 drives (ids $TRACE_IDS)"
 decode 4 trace --tokens "$TRACE_TOKENS" --ids "$TRACE_IDS" --trace-routes "$raw/routes.jsonl"
 [[ -s $raw/routes.jsonl ]] || { echo "bench_drives: no routes recorded" >&2; exit 1; }
-place 1 1
-place 2 2
-place 3 3
-place 4r 4 --from-trace "$raw/routes.jsonl" --budget-per-drive "$rep_budget"
+place 1 1 --layout stripe
+place 2 2 --layout stripe
+place 3 3 --layout stripe
+place 4w 4 --layout whole
+place 4r 4 --layout whole --from-trace "$raw/routes.jsonl" --budget-per-drive "$rep_budget"
 checkpoint placed
 
 rounds=0

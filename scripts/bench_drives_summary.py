@@ -69,7 +69,16 @@ def bench_io(raw):
     return out
 
 
-CONFIGS = ["1", "2", "3", "4", "4r"]
+# 1-4: the ladder (striped since the run's meta says rung_layout stripe; whole before); 4w: whole on
+# 4 drives, 4r: whole with hot replicas on 4 drives.
+CONFIGS = ["1", "2", "3", "4", "4w", "4r"]
+
+
+def names(meta):
+    layout = meta.get("rung_layout", "whole")
+    n = {c: "%s, %s" % (c, layout) for c in ("1", "2", "3", "4")}
+    n.update({"4w": "4, whole", "4r": "4, whole + hot replicas (trace)"})
+    return n
 
 
 def decode_runs(raw, config):
@@ -136,9 +145,16 @@ def ladder(raw):
         s = out[c].get("seconds_per_token")
         if four and s:
             out[c]["share_of_four_drive_rate"] = four["median"] / s["median"]
+    # Replicas against none, both whole (runs of before striping had no 4w: their 4 was whole).
+    whole = out["4w"].get("seconds_per_token") or (four if not out["4w"]["runs"] else None)
     r4 = out["4r"].get("seconds_per_token")
+    if whole and r4:
+        out["4r"]["speedup_over_no_replicas"] = whole["median"] / r4["median"]
+    w4 = out["4w"].get("seconds_per_token")
+    if four and w4:
+        out["4"]["speedup_over_whole"] = w4["median"] / four["median"]
     if four and r4:
-        out["4r"]["speedup_over_no_replicas"] = four["median"] / r4["median"]
+        out["4"]["speedup_over_whole_with_replicas"] = r4["median"] / four["median"]
     return out
 
 
@@ -147,7 +163,8 @@ def places(raw):
     for c in CONFIGS:
         p = load(os.path.join(raw, "place.%s.json" % c))
         if p:
-            out[c] = {"experts": p.get("experts"), "replicas": p.get("replicas"),
+            out[c] = {"layout": p.get("layout", "whole"), "experts": p.get("experts"),
+                      "replicas": p.get("replicas"),
                       "files_per_drive": [d["files"] for d in p.get("drives", [])],
                       "bytes_per_drive": [d["bytes"] for d in p.get("drives", [])]}
     return out
@@ -172,6 +189,11 @@ def trace_stats(raw):
     top = counts[: max(1, len(counts) // 4)]
     return {"route_lines": lines, "distinct_experts_used": len(uses), "uses": total,
             "share_of_uses_in_top_quarter": (sum(top) / total) if total else 0}
+
+
+def median_of(entry, key):
+    v = entry.get(key)
+    return v["median"] if v else None
 
 
 def fmt(x, digits=3):
@@ -217,26 +239,38 @@ def markdown(s):
             "| s/token over the floor (median; min-max) | over the floor at achieved rates "
             "| needed MB/token | cache hits | disk idle s/token |",
             "|---|---|---|---|---|---|---|---|---|---|"]
-        names = {"1": "1", "2": "2", "3": "3", "4": "4", "4r": "4 + hot replicas"}
+        rung_names = names(m)
         for c in CONFIGS:
             e = L[c]
             sp, fl, ra = e.get("seconds_per_token"), e.get("io_floor_sum_of_ceilings_seconds_per_token"), \
                 e.get("ratio_to_io_floor")
             if not sp:
-                lines.append("| %s | 0 | failed: %s | | | | | | | |" % (names[c], ", ".join(e["failed"]) or "not run"))
+                lines.append("| %s | 0 | failed: %s | | | | | | | |" % (rung_names[c], ", ".join(e["failed"]) or "not run"))
                 continue
             ach = e.get("ratio_to_floor_at_achieved_rates")
             lines.append("| %s | %d | %.3f / %.3f / %.3f | %s | %s | **%s** (%s-%s) | %s | %.0f | %.2f | %.3f |" % (
-                names[c], e["runs"], sp["min"], sp["median"], sp["max"],
+                rung_names[c], e["runs"], sp["min"], sp["median"], sp["max"],
                 fmt(e.get("share_of_four_drive_rate"), 2), fmt(fl and fl["median"]),
                 fmt(ra and ra["median"], 2), fmt(ra and ra["min"], 2), fmt(ra and ra["max"], 2),
                 fmt(ach and ach["median"], 2),
                 e["needed_bytes_per_token"] / 1e6, e["cache_hit_rate"], e["disk_idle_seconds_per_token"]))
         lines.append("")
+        met = [rung_names[c] for c in CONFIGS if (median_of(L[c], "ratio_to_io_floor") or 9) <= 1.1]
+        lines.append("- Target at most 1.1 x the floor (median): met by %s." % (
+            "; ".join(met) if met else "none"))
+        if L["4"].get("speedup_over_whole"):
+            e4, w4 = L["4"], L["4w"]
+            lines.append("- Stripe against whole at 4 drives: s/token whole over striped = **%.3f**; "
+                         "over the floor %s striped against %s whole%s." % (
+                             e4["speedup_over_whole"], fmt(median_of(e4, "ratio_to_io_floor"), 2),
+                             fmt(median_of(w4, "ratio_to_io_floor"), 2),
+                             "; whole + hot replicas over striped %.3f" % (
+                                 e4["speedup_over_whole_with_replicas"])
+                             if e4.get("speedup_over_whole_with_replicas") else ""))
         if L["4r"].get("speedup_over_no_replicas"):
             p = s.get("places", {}).get("4r", {})
             lines.append("- Hot replicas (%s extra copies from a trace of %s tokens with other ids): "
-                         "4-drive s/token without over with = **%.3f**." % (
+                         "4-drive whole s/token without over with = **%.3f**." % (
                              p.get("replicas"), m.get("trace_tokens"), L["4r"]["speedup_over_no_replicas"]))
         t = s.get("trace")
         if t:
@@ -246,11 +280,11 @@ def markdown(s):
         for c in CONFIGS:
             e = L[c]
             if e.get("drives_of_median_run"):
-                lines.append("- %s, median run, per drive: %s" % (names[c], "; ".join(
+                lines.append("- %s, median run, per drive: %s" % (rung_names[c], "; ".join(
                     "%s %.0f MB at %.0f MB/s (%.0f%% of %.0f)" % (
                         d["device"], d["bytes"] / 1e6, d["achieved_mbps"], 100 * d["share_of_ceiling"],
                         d["ceiling_mbps"]) for d in e["drives_of_median_run"])))
-        burst = [names[c] for c in CONFIGS
+        burst = [rung_names[c] for c in CONFIGS
                  if any(d["share_of_ceiling"] > 1.1 for d in L[c].get("drives_of_median_run", []))]
         if burst:
             lines.append("- **Check**: in %s a drive read above 110%% of its ceiling while busy: "

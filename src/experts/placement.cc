@@ -1,5 +1,7 @@
-// placement.json: {"version":1,"drives":[DIR...],"experts":[[layer,expert,nbytes,[holder...]]...]}
-// (arrays, not objects: K3 has 82k experts and the file is read at every start).
+// placement.json, whole layout: {"version":1,"drives":[DIR...],"experts":[[layer,expert,nbytes,
+// [holder...]]...]}; stripe: {"version":2,"layout":"stripe","drives":[...],"experts":[[layer,
+// expert,nbytes,[[dir,piece bytes]...]]...]}, pieces in span order (offsets follow). Arrays, not
+// objects: K3 has 82k experts (330k pieces over four drives) and the file is read at every start.
 #include "experts/placement.h"
 
 #include <fcntl.h>
@@ -7,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -29,6 +32,50 @@ std::string placed_file(const std::string& dir, int layer, int expert) {
   return dir + name;
 }
 
+const char* layout_name(Layout layout) { return layout == Layout::kStripe ? "stripe" : "whole"; }
+
+std::string piece_file(const std::string& dir, int layer, int expert, uint64_t offset) {
+  char name[64];
+  std::snprintf(name, sizeof name, "/L%03d-E%04d-at%llu.bin", layer, expert,
+                static_cast<unsigned long long>(offset));
+  return dir + name;
+}
+
+namespace {
+
+// A stripe entry's pieces, [[dir, bytes]...] in span order, checked: every folder known, every
+// piece but the last a multiple of kPieceAlignment, the lengths adding up to the span.
+std::vector<StripePiece> parse_pieces(const std::string& path, const nlohmann::json& list,
+                                      int layer, int expert, uint64_t nbytes, size_t n_dirs) {
+  std::vector<StripePiece> pieces;
+  const auto bad = [&](size_t i, auto&&... why) {
+    base::fail(path, ": field experts: layer ", layer, " expert ", expert, ": piece ", i, ": ",
+               why...);
+  };
+  uint64_t at = 0;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const nlohmann::json& p = list.at(i);
+    if (!p.is_array() || p.size() != 2) bad(i, "expected [drive, bytes], got ", p.dump());
+    StripePiece piece{p.at(0).get<int>(), at, p.at(1).get<uint64_t>()};
+    if (piece.dir < 0 || static_cast<size_t>(piece.dir) >= n_dirs)
+      bad(i, "drive ", piece.dir, " is not one of the ", n_dirs, " drives");
+    if (piece.nbytes == 0) bad(i, "has no bytes");
+    if (i + 1 < list.size() && piece.nbytes % kPieceAlignment != 0)
+      bad(i, piece.nbytes, " bytes is not a multiple of ", kPieceAlignment,
+          " (only the last piece may be)");
+    at += piece.nbytes;
+    pieces.push_back(piece);
+  }
+  if (pieces.empty())
+    base::fail(path, ": field experts: layer ", layer, " expert ", expert, ": no pieces");
+  if (at != nbytes)
+    base::fail(path, ": field experts: layer ", layer, " expert ", expert, ": pieces add up to ",
+               at, " bytes, the span has ", nbytes);
+  return pieces;
+}
+
+}  // namespace
+
 std::shared_ptr<const Placement> load_placement(const std::string& model_dir) {
   const std::string path = placement_path(model_dir);
   std::ifstream in(path);
@@ -44,8 +91,17 @@ std::shared_ptr<const Placement> load_placement(const std::string& model_dir) {
     base::fail(path, ": invalid JSON: ", e.what());
   }
   try {
-    if (j.at("version").get<int>() != 1)
-      base::fail(path, ": field version: expected 1, got ", j.at("version").dump());
+    const int version = j.at("version").get<int>();
+    if (version == 2) {
+      const std::string layout = j.at("layout").get<std::string>();
+      if (layout == "stripe") {
+        p->layout = Layout::kStripe;
+      } else if (layout != "whole") {
+        base::fail(path, ": field layout: expected \"whole\" or \"stripe\", got \"", layout, "\"");
+      }
+    } else if (version != 1) {  // 1: the whole layout, written before striping existed
+      base::fail(path, ": field version: expected 1 or 2, got ", j.at("version").dump());
+    }
     for (const auto& d : j.at("drives")) p->dirs.push_back(d.get<std::string>());
     for (const auto& e : j.at("experts")) {
       const int layer = e.at(0).get<int>(), expert = e.at(1).get<int>();
@@ -56,6 +112,10 @@ std::shared_ptr<const Placement> load_placement(const std::string& model_dir) {
       if (l.size() <= static_cast<size_t>(expert)) l.resize(expert + 1);
       PlacedExpert& pe = l[expert];
       pe.nbytes = e.at(2).get<uint64_t>();
+      if (p->layout == Layout::kStripe) {
+        pe.pieces = parse_pieces(path, e.at(3), layer, expert, pe.nbytes, p->dirs.size());
+        continue;
+      }
       for (const auto& h : e.at(3)) {
         const int hi = h.get<int>();
         if (hi < 0 || static_cast<size_t>(hi) >= p->dirs.size())
@@ -67,7 +127,8 @@ std::shared_ptr<const Placement> load_placement(const std::string& model_dir) {
   } catch (const nlohmann::json::exception& e) {
     base::fail(path,
                ": expected {\"version\":1,\"drives\":[...],\"experts\":[[layer,expert,"
-               "bytes,[holders]]...]}: ",
+               "bytes,[holders]]...]} or {\"version\":2,\"layout\":\"stripe\",...,"
+               "\"experts\":[[layer,expert,bytes,[[drive,bytes]...]]...]}: ",
                e.what());
   }
   return p;
@@ -78,15 +139,23 @@ void write_placement(const std::string& model_dir, const Placement& placement) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp);
-    out << "{\"version\":1,\"drives\":" << nlohmann::json(placement.dirs).dump()
-        << ",\"experts\":[";
+    const bool stripe = placement.layout == Layout::kStripe;
+    out << (stripe ? "{\"version\":2,\"layout\":\"stripe\"" : "{\"version\":1")
+        << ",\"drives\":" << nlohmann::json(placement.dirs).dump() << ",\"experts\":[";
     bool first = true;
     for (size_t l = 0; l < placement.layers.size(); ++l) {
       for (size_t e = 0; e < placement.layers[l].size(); ++e) {
         const PlacedExpert& pe = placement.layers[l][e];
-        if (pe.holders.empty()) continue;
-        out << (first ? "\n" : ",\n") << "[" << l << "," << e << "," << pe.nbytes << ","
-            << nlohmann::json(pe.holders).dump() << "]";
+        if (stripe ? pe.pieces.empty() : pe.holders.empty()) continue;
+        out << (first ? "\n" : ",\n") << "[" << l << "," << e << "," << pe.nbytes << ",";
+        if (stripe) {
+          out << "[";
+          for (size_t i = 0; i < pe.pieces.size(); ++i)
+            out << (i ? ",[" : "[") << pe.pieces[i].dir << "," << pe.pieces[i].nbytes << "]";
+          out << "]]";
+        } else {
+          out << nlohmann::json(pe.holders).dump() << "]";
+        }
         first = false;
       }
     }
@@ -155,6 +224,57 @@ std::vector<std::vector<PlacedExpert>> plan_placement(const PlanInput& in) {
     if (d < 0) continue;
     assigned[d] += placed_bytes(pe.nbytes);
     pe.holders.push_back(d);
+  }
+  return layers;
+}
+
+std::vector<StripePiece> stripe_pieces(uint64_t nbytes, const std::vector<double>& gbps,
+                                       size_t rotate) {
+  const size_t n = gbps.size();
+  DF_ASSERT(n > 0 && nbytes > 0);
+  double total = 0;
+  for (double g : gbps) total += g;
+  const uint64_t blocks = (nbytes + kPieceAlignment - 1) / kPieceAlignment;
+  std::vector<StripePiece> pieces;
+  double cum = 0;
+  uint64_t prev = 0;  // blocks assigned so far
+  for (size_t k = 0; k < n; ++k) {
+    const int d = static_cast<int>((k + rotate) % n);
+    cum += gbps[d];
+    // Cumulative boundaries: each piece is within one block of its share, and the rounding
+    // never adds up along the span.
+    uint64_t b = k + 1 == n ? blocks : static_cast<uint64_t>(std::llround(blocks * cum / total));
+    b = std::clamp(b, prev, blocks);
+    if (b == prev) continue;
+    const uint64_t begin = prev * kPieceAlignment;
+    pieces.push_back({d, begin, std::min(b * kPieceAlignment, nbytes) - begin});
+    prev = b;
+  }
+  return pieces;
+}
+
+std::vector<std::vector<PlacedExpert>> plan_stripes(const PlanInput& in) {
+  const size_t n = in.gbps.size();
+  DF_ASSERT(n > 0 && in.budget_bytes.size() == n && in.uses.empty());
+  std::vector<uint64_t> assigned(n, 0);
+  std::vector<std::vector<PlacedExpert>> layers;
+  for (size_t i = 0; i < in.experts.size(); ++i) {
+    const PlanInput::Expert& e = in.experts[i];
+    if (layers.size() <= static_cast<size_t>(e.layer)) layers.resize(e.layer + 1);
+    if (layers[e.layer].size() <= static_cast<size_t>(e.expert))
+      layers[e.layer].resize(e.expert + 1);
+    PlacedExpert& pe = layers[e.layer][e.expert];
+    pe.nbytes = e.nbytes;
+    pe.pieces = stripe_pieces(e.nbytes, in.gbps, i);
+    for (const StripePiece& p : pe.pieces) assigned[p.dir] += placed_bytes(p.nbytes);
+  }
+  for (size_t d = 0; d < n; ++d) {
+    if (assigned[d] <= in.budget_bytes[d]) continue;
+    const std::string name =
+        d < in.names.size() ? in.names[d] : base::str_cat("drive folder ", d + 1);
+    base::fail("place: the stripe layout puts ", base::format_bytes(assigned[d]), " on ", name,
+               " (its share of the bandwidth); it holds ", base::format_bytes(in.budget_bytes[d]),
+               " (--budget-per-drive, or free space)");
   }
   return layers;
 }

@@ -1,7 +1,9 @@
-// Placement: the planner (bytes in proportion to bandwidth, budgets, replicas of hot experts),
-// the manifest and route-trace readers, and the streaming store reading placed copies: every
-// expert whole from whichever holder, a missing folder, a short copy and a drive whose reads fail
-// (injected in the queue) each reported and read from another holder or the shards.
+// Placement: the planners (whole: bytes in proportion to bandwidth, budgets, replicas of hot
+// experts; stripe: pieces by bandwidth, aligned, covering each span once), the manifest and
+// route-trace readers, and the streaming store reading placed copies and stripes: every expert
+// whole from whichever holder or from all its pieces, a missing folder, a short copy or piece and
+// a drive whose reads fail (injected in the queue) each reported and read from another holder or
+// the shards.
 #include "experts/placement.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "base/error.h"
 #include "experts/streaming_expert_store.h"
@@ -89,6 +92,75 @@ TEST(PlanPlacement, TooLittleRoomIsAnErrorSayingHowMuch) {
   }
 }
 
+// Every byte of the span in exactly one piece, in order; every piece but the last aligned.
+void expect_covers(const std::vector<StripePiece>& pieces, uint64_t nbytes) {
+  uint64_t at = 0;
+  std::set<int> dirs;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    EXPECT_EQ(pieces[i].offset, at) << "piece " << i;
+    EXPECT_GT(pieces[i].nbytes, 0u) << "piece " << i;
+    EXPECT_EQ(pieces[i].offset % kPieceAlignment, 0u) << "piece " << i;
+    if (i + 1 < pieces.size()) {
+      EXPECT_EQ(pieces[i].nbytes % kPieceAlignment, 0u) << "piece " << i;
+    }
+    EXPECT_TRUE(dirs.insert(pieces[i].dir).second) << "two pieces on folder " << pieces[i].dir;
+    at += pieces[i].nbytes;
+  }
+  EXPECT_EQ(at, nbytes);
+}
+
+TEST(StripePieces, SizesFollowBandwidthAlignedAndCoverTheSpanOnce) {
+  constexpr uint64_t kK3 = 17'547'264;  // 4284 blocks
+  for (const std::vector<double>& gbps : std::vector<std::vector<double>>{
+           {1}, {1, 1}, {1, 1, 1}, {0.2, 0.4, 0.8}, {13.6, 7.1, 7.1, 5.7}}) {
+    double total = 0;
+    for (double g : gbps) total += g;
+    for (uint64_t nbytes : {kK3, kK3 + 1000, uint64_t{26'112}, uint64_t{4096}, uint64_t{1}}) {
+      for (size_t rotate = 0; rotate < gbps.size(); ++rotate) {
+        const std::vector<StripePiece> pieces = stripe_pieces(nbytes, gbps, rotate);
+        expect_covers(pieces, nbytes);
+        if (nbytes < kK3) continue;
+        EXPECT_EQ(pieces.front().dir, static_cast<int>(rotate % gbps.size()));
+        EXPECT_EQ(pieces.size(), gbps.size());
+        for (const StripePiece& p : pieces)  // within a block of its share
+          EXPECT_NEAR(static_cast<double>(p.nbytes), nbytes * gbps[p.dir] / total, kPieceAlignment)
+              << "folder " << p.dir << " of " << gbps.size();
+      }
+    }
+  }
+  // Equal drives split K3's expert exactly: 4284 blocks are 4 x 1071.
+  for (const StripePiece& p : stripe_pieces(kK3, {1, 1, 1, 1}, 0)) EXPECT_EQ(p.nbytes, kK3 / 4);
+}
+
+TEST(PlanStripes, EveryFolderGetsItsShareWithinBudgetAndRotationEvensTheRounding) {
+  PlanInput in = uniform_input(2, 64, 26'112);  // the demo's experts: 6.4 blocks over 4 folders
+  in.gbps = {1, 1, 1, 1};
+  in.budget_bytes = {1 << 30, 1 << 30, 1 << 30, 1 << 30};
+  const auto layers = plan_stripes(in);
+  uint64_t per[4] = {};
+  for (const auto& l : layers) {
+    ASSERT_EQ(l.size(), 64u);
+    for (const PlacedExpert& pe : l) {
+      EXPECT_TRUE(pe.holders.empty());
+      EXPECT_EQ(pe.nbytes, 26'112u);
+      expect_covers(pe.pieces, pe.nbytes);
+      for (const StripePiece& p : pe.pieces) per[p.dir] += placed_bytes(p.nbytes);
+    }
+  }
+  // 7 blocks on disk per expert, 2 + 2 + 2 + 1 rotating: each folder holds 7/4 of 128 experts.
+  for (uint64_t b : per) EXPECT_EQ(b, 128u * 7 / 4 * 4096);
+  // A folder whose share does not fit is named; the bytes cannot go elsewhere.
+  in.budget_bytes[2] = per[2] - 4096;
+  in.names = {"/a", "/b", "/c", "/d"};
+  try {
+    plan_stripes(in);
+    FAIL() << "expected an error";
+  } catch (const base::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("on /c"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--budget-per-drive"), std::string::npos) << e.what();
+  }
+}
+
 TEST(PlacementManifest, RoundTripAndErrorsNameTheFile) {
   const std::string dir = scratch() + "/manifest";
   fs::remove_all(dir);
@@ -117,6 +189,50 @@ TEST(PlacementManifest, RoundTripAndErrorsNameTheFile) {
     EXPECT_NE(std::string(e.what()).find(placement_path(dir)), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("holder 3"), std::string::npos) << e.what();
   }
+}
+
+TEST(PlacementManifest, StripeRoundTripAndEachBadPieceNamed) {
+  const std::string dir = scratch() + "/manifest-stripe";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  Placement p;
+  p.layout = Layout::kStripe;
+  p.dirs = {"/a/x", "/b/y", "/c/z"};
+  p.layers.resize(2);
+  p.layers[1].resize(3);
+  p.layers[1][2] = {20'000, {}, stripe_pieces(20'000, {1, 2, 1}, 1)};
+  write_placement(dir, p);
+  const auto q = load_placement(dir);
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(q->layout, Layout::kStripe);
+  EXPECT_EQ(q->dirs, p.dirs);
+  ASSERT_NE(q->find(1, 2), nullptr);
+  EXPECT_EQ(q->find(1, 2)->pieces, p.layers[1][2].pieces);
+  EXPECT_EQ(q->find(1, 1), nullptr);
+  // A whole-layout manifest of before striping (version 1) still loads as whole.
+  std::ofstream(placement_path(dir))
+      << "{\"version\":1,\"drives\":[\"/a\"],\"experts\":[[0,0,9,[0]]]}";
+  ASSERT_NE(load_placement(dir), nullptr);
+  EXPECT_EQ(load_placement(dir)->layout, Layout::kWhole);
+  const auto refused = [&](const std::string& text, const std::string& says) {
+    std::ofstream(placement_path(dir)) << text;
+    try {
+      load_placement(dir);
+      ADD_FAILURE() << "accepted " << text;
+    } catch (const base::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(placement_path(dir)), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  const std::string head = "{\"version\":2,\"layout\":\"stripe\",\"drives\":[\"/a\",\"/b\"],";
+  refused(head + "\"experts\":[[0,3,9000,[[0,4096],[1,4903]]]]}", "add up to 8999 bytes");
+  refused(head + "\"experts\":[[0,3,9000,[[0,4000],[1,5000]]]]}",
+          "layer 0 expert 3: piece 0: 4000 bytes is not a multiple of 4096");
+  refused(head + "\"experts\":[[0,3,9000,[[0,4096],[2,4904]]]]}", "piece 1: drive 2 is not one");
+  refused(head + "\"experts\":[[0,3,9000,[]]]}", "no pieces");
+  refused(head + "\"experts\":[[0,3,9000,[[0,4096,1]]]]}", "expected [drive, bytes]");
+  refused("{\"version\":2,\"layout\":\"diagonal\",\"drives\":[],\"experts\":[]}", "field layout");
+  refused("{\"version\":3,\"drives\":[],\"experts\":[]}", "field version: expected 1 or 2");
 }
 
 TEST(CountRoutes, CountsEveryUseAndNamesABadLine) {
@@ -174,53 +290,77 @@ class FailingQueue : public io::ReadQueue {
   std::deque<io::ReadCompletion> failed_;  // touched by the owner thread only
 };
 
-// Layer 0: n experts of 10,000 bytes at odd offsets of a pattern file; copies placed in `dirs`.
+// Layer 0: n experts of `span` bytes at odd offsets of a pattern file, and n_dirs empty folders
+// for a placement.
 struct Placed {
   ExpertCatalog catalog;
   std::shared_ptr<Placement> placement = std::make_shared<Placement>();
 };
 
-Placed make_placed(const std::string& root, int n, int n_dirs) {
+Placed make_unplaced(const std::string& root, int n, int n_dirs, uint64_t span) {
   fs::remove_all(root);
   Placed p;
-  constexpr uint64_t kSpan = 10'000, kStart = 777;
+  constexpr uint64_t kStart = 777;
   const std::string shard =
-      io::testing::write_pattern_file(root, "shard.bin", kStart + n * kSpan + 10);
+      io::testing::write_pattern_file(root, "shard.bin", kStart + n * span + 10);
   ExpertLayout lay;
   lay.gate = {kernels::WeightDType::kBF16, 0, 0, 50, 100};
   lay.down = {kernels::WeightDType::kBF16, 0, 0, 50, 100};
   lay.up = {kernels::WeightDType::kBF16, 0, 0, 50, 100};
-  lay.span_bytes = kSpan;
+  lay.span_bytes = span;
   p.catalog.layers.resize(1);
   p.catalog.layers[0].layout = lay;
-  std::vector<char> bytes(kSpan);
   p.placement->layers.resize(1);
   for (int d = 0; d < n_dirs; ++d) {
     p.placement->dirs.push_back(root + "/drive" + std::to_string(d));
     fs::create_directories(p.placement->dirs.back());
   }
+  for (int e = 0; e < n; ++e)
+    p.catalog.layers[0].spans.push_back({0, e, shard, kStart + e * span, span});
+  return p;
+}
+
+// Bytes [from, from + n) of expert e's span (the shard's pattern) written to `path`.
+void write_span_bytes(const Placed& p, int e, uint64_t from, uint64_t n, const std::string& path) {
+  std::vector<char> bytes(n);
+  const uint64_t off = p.catalog.layers[0].spans[e].offset + from;
+  for (uint64_t i = 0; i < n; ++i) bytes[i] = static_cast<char>(io::testing::pattern_byte(off + i));
+  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(n));
+}
+
+// Whole copies of 10,000-byte experts, each on every folder with the first holder rotating.
+Placed make_placed(const std::string& root, int n, int n_dirs) {
+  constexpr uint64_t kSpan = 10'000;
+  Placed p = make_unplaced(root, n, n_dirs, kSpan);
   for (int e = 0; e < n; ++e) {
-    const uint64_t off = kStart + e * kSpan;
-    p.catalog.layers[0].spans.push_back({0, e, shard, off, kSpan});
-    for (uint64_t i = 0; i < kSpan; ++i)
-      bytes[i] = static_cast<char>(io::testing::pattern_byte(off + i));
     PlacedExpert pe{kSpan, {}};
-    for (int d = 0; d < n_dirs; ++d) {  // every expert on every folder, first holder rotating
+    for (int d = 0; d < n_dirs; ++d) {
       const int h = (e + d) % n_dirs;
       pe.holders.push_back(h);
-      std::ofstream(placed_file(p.placement->dirs[h], 0, e), std::ios::binary)
-          .write(bytes.data(), static_cast<std::streamsize>(kSpan));
+      write_span_bytes(p, e, 0, kSpan, placed_file(p.placement->dirs[h], 0, e));
     }
     p.placement->layers[0].push_back(pe);
   }
   return p;
 }
 
-// Requests every expert once and checks each one's bytes against the shard's pattern.
-void expect_all_whole(StreamingExpertStore& store, const Placed& p) {
-  std::vector<int32_t> ids;
-  for (size_t e = 0; e < p.catalog.layers[0].spans.size(); ++e)
-    ids.push_back(static_cast<int32_t>(e));
+// 30,000-byte experts (8 blocks, the last short) striped over the folders by `gbps`.
+Placed make_striped(const std::string& root, int n, const std::vector<double>& gbps) {
+  constexpr uint64_t kSpan = 30'000;
+  Placed p = make_unplaced(root, n, static_cast<int>(gbps.size()), kSpan);
+  p.placement->layout = Layout::kStripe;
+  for (int e = 0; e < n; ++e) {
+    PlacedExpert pe{kSpan, {}, stripe_pieces(kSpan, gbps, e)};
+    for (const StripePiece& piece : pe.pieces)
+      write_span_bytes(p, e, piece.offset, piece.nbytes,
+                       piece_file(p.placement->dirs[piece.dir], 0, e, piece.offset));
+    p.placement->layers[0].push_back(pe);
+  }
+  return p;
+}
+
+// Requests the experts once and checks each one's bytes against the shard's pattern.
+void expect_whole(StreamingExpertStore& store, const Placed& p, const std::vector<int32_t>& ids) {
   auto batch = store.request(0, ids);
   std::set<int32_t> seen;
   for (size_t i = 0; i < batch->size(); ++i) {
@@ -232,6 +372,13 @@ void expect_all_whole(StreamingExpertStore& store, const Placed& p) {
     batch->release(r.index);
   }
   EXPECT_EQ(seen.size(), ids.size());
+}
+
+void expect_all_whole(StreamingExpertStore& store, const Placed& p) {
+  std::vector<int32_t> ids;
+  for (size_t e = 0; e < p.catalog.layers[0].spans.size(); ++e)
+    ids.push_back(static_cast<int32_t>(e));
+  expect_whole(store, p, ids);
 }
 
 StreamingStoreOptions options_with(std::shared_ptr<const Placement> placement) {
@@ -310,6 +457,128 @@ TEST(PlacedStore, OneDriveTakesOnlyItsShareOfThePrefetchAllowance) {
   EXPECT_EQ(store.stats().prefetch_reads, 2u);
   auto batch = store.request(0, guess);
   for (size_t i = 0; i < batch->size(); ++i) batch->release(batch->acquire_next().index);
+  ::unsetenv("DELTAFIN_DRIVE_CACHE");
+  fs::remove_all(shm, ec);
+}
+
+TEST(StripedStore, ReadsEveryExpertFromItsPiecesAndNeverTheShard) {
+  const Placed p = make_striped(scratch() + "/stripe-ok", 8, {1, 2, 1});
+  // A shard read would fail: every expert must come whole from its pieces.
+  auto q = std::make_unique<FailingQueue>(4, std::vector<std::string>{"shard.bin"});
+  FailingQueue* failing = q.get();
+  StreamingStoreOptions o = options_with(p.placement);
+  o.allow_direct = true;  // pieces land at aligned offsets of the slot, the last one short
+  StreamingExpertStore store(p.catalog, std::make_shared<io::ReadScheduler>(std::move(q), 4), o);
+  expect_all_whole(store, p);
+  EXPECT_EQ(failing->failures.load(), 0);
+}
+
+TEST(StripedStore, AMissingOrShortPieceSendsItsExpertsToTheShard) {
+  for (const bool missing : {true, false}) {
+    Placed p = make_striped(scratch() + "/stripe-damaged", 8, {1, 1, 1});
+    const StripePiece& piece = p.placement->layers[0][3].pieces[1];
+    const std::string path = piece_file(p.placement->dirs[piece.dir], 0, 3, piece.offset);
+    if (missing) {
+      fs::remove(path);
+    } else {
+      fs::resize_file(path, 100);
+    }
+    StreamingExpertStore store(p.catalog, std::make_shared<io::ReadScheduler>(4),
+                               options_with(p.placement));
+    expect_all_whole(store, p);
+  }
+}
+
+TEST(StripedStore, ADriveWhoseReadsFailSendsTheWholeExpertToTheShard) {
+  const Placed p = make_striped(scratch() + "/stripe-eio", 16, {1, 1, 1});
+  auto q = std::make_unique<FailingQueue>(4, std::vector<std::string>{"/drive1/"});
+  FailingQueue* failing = q.get();
+  StreamingExpertStore store(p.catalog, std::make_shared<io::ReadScheduler>(std::move(q), 4),
+                             options_with(p.placement));
+  expect_whole(store, p, {0, 1, 2, 3, 4, 5, 6, 7});
+  const int failures = failing->failures.load();
+  EXPECT_GE(failures, 1);
+  // The folder is failed: later reads never touch it.
+  expect_whole(store, p, {8, 9, 10, 11, 12, 13, 14, 15});
+  EXPECT_EQ(failing->failures.load(), failures);
+}
+
+TEST(StripedStore, GuessesStoppedMidStripeAreReadWholeWhenAsked) {
+  // As AGuessStoppedPartWayFreesItsSlotAndIsReadWholeWhenAsked, with each guess striped over two
+  // folders in 4 KiB requests: a cancel finds some pieces dropped, some in flight, some landed.
+  const Placed p = make_striped(scratch() + "/stripe-stop", 64, {1, 1});
+  auto sched = std::make_shared<io::ReadScheduler>(1);
+  StreamingStoreOptions o = options_with(p.placement);
+  o.n_slots = 6;
+  o.max_prefetch_slots = 3;
+  o.min_prefetch_recall = 0;
+  o.read_piece_bytes = 4096;
+  StreamingExpertStore store(p.catalog, sched, o);
+  const auto drain_whole = [&](std::vector<int32_t> ids) {
+    auto batch = store.request(0, ids);
+    for (size_t i = 0; i < batch->size(); ++i) {
+      const ReadyExpert r = batch->acquire_next();
+      const format::ExpertSpan& span = p.catalog.layers[0].spans[r.expert];
+      EXPECT_EQ(io::testing::first_mismatch(r.weights.gate.data, span.offset, span.nbytes), -1)
+          << "expert " << r.expert;
+      batch->release(r.index);
+    }
+  };
+  for (int pass = 0; pass < 16; ++pass) {
+    const int32_t g = 4 * pass;
+    const uint64_t before = sched->stats().requests;
+    store.prefetch(0, std::vector<int32_t>{g, g + 1, g + 2});
+    for (int i = 0; i < 5000 && sched->stats().requests == before; ++i)
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    drain_whole({g + 3});
+  }
+  const ExpertStoreStats s = store.stats();
+  EXPECT_GT(s.prefetch_stopped + s.prefetch_cancelled, 0u);
+  for (int pass = 0; pass < 16; ++pass) drain_whole({4 * pass, 4 * pass + 1, 4 * pass + 2});
+  EXPECT_EQ(store.stats().demand_reads, s.demand_reads + 48);
+}
+
+// Each drive is charged the bytes of its own pieces, and striped guesses take the whole prefetch
+// allowance (they read from every drive). Needs a second device: /dev/shm (tmpfs) when it is one.
+TEST(StripedStore, EachDriveIsChargedItsPiecesAndGuessesShareTheAllowance) {
+  const std::string shm = "/dev/shm/deltafin-stripe-test-" + std::to_string(::getpid());
+  std::error_code ec;
+  fs::create_directories(shm, ec);
+  struct stat a {
+  }, b{};
+  if (ec || ::stat(shm.c_str(), &a) != 0 || ::stat(DELTAFIN_BINARY_DIR, &b) != 0 ||
+      a.st_dev == b.st_dev) {
+    fs::remove_all(shm, ec);
+    GTEST_SKIP() << "/dev/shm is not a separate writable device here";
+  }
+  const std::string cache = scratch() + "/empty-drive-cache.tsv";
+  fs::create_directories(scratch());
+  std::ofstream(cache).close();
+  ::setenv("DELTAFIN_DRIVE_CACHE", cache.c_str(), 1);
+  Placed p = make_striped(scratch() + "/stripe-drives", 8, {1, 3});
+  uint64_t want[2] = {};
+  for (int e = 0; e < 8; ++e) {
+    for (const StripePiece& piece : p.placement->layers[0][e].pieces) {
+      want[piece.dir] += piece.nbytes;
+      if (piece.dir == 1)
+        fs::copy_file(piece_file(p.placement->dirs[1], 0, e, piece.offset),
+                      piece_file(shm, 0, e, piece.offset));
+    }
+  }
+  p.placement->dirs[1] = shm;
+  StreamingStoreOptions o = options_with(p.placement);
+  o.max_prefetch_slots = 4;
+  auto sched = std::make_shared<io::ReadScheduler>(4);
+  StreamingExpertStore store(p.catalog, sched, o);
+  const std::vector<int32_t> guess = {0, 1, 2, 3, 4, 5, 6, 7};
+  store.prefetch(0, guess);
+  EXPECT_EQ(store.stats().prefetch_reads, 4u);
+  expect_all_whole(store, p);
+  const int disk = sched->drives().drive_of_path(p.placement->dirs[0]);
+  const int tmpfs = sched->drives().drive_of_path(shm);
+  EXPECT_EQ(sched->drives().stats(disk).bytes, want[0]);
+  EXPECT_EQ(sched->drives().stats(tmpfs).bytes, want[1]);
+  EXPECT_GT(sched->drives().stats(tmpfs).busy_seconds, 0);
   ::unsetenv("DELTAFIN_DRIVE_CACHE");
   fs::remove_all(shm, ec);
 }

@@ -153,7 +153,7 @@ StreamingExpertStore::StreamingExpertStore(ExpertCatalog catalog,
         fail_holder(static_cast<int>(h), e.what());
       }
     }
-    uint64_t placed = 0, copies = 0, stale = 0;
+    uint64_t placed = 0, copies = 0, pieces = 0, stale = 0;
     for (size_t l = 0; l < catalog_.layers.size(); ++l) {
       for (size_t e = 0; e < catalog_.layers[l].spans.size(); ++e) {
         const PlacedExpert* pe = p.find(static_cast<int>(l), static_cast<int>(e));
@@ -164,10 +164,16 @@ StreamingExpertStore::StreamingExpertStore(ExpertCatalog catalog,
         }
         ++placed;
         copies += pe->holders.size();
+        pieces += pe->pieces.size();
       }
     }
-    base::log_info("placement (", p.manifest_path, "): ", placed, " experts, ", copies,
-                   " copies over ", p.dirs.size(), " drive folders");
+    if (p.layout == Layout::kStripe) {
+      base::log_info("placement (", p.manifest_path, "): ", placed, " experts striped over ",
+                     p.dirs.size(), " drive folders (", pieces, " pieces)");
+    } else {
+      base::log_info("placement (", p.manifest_path, "): ", placed, " experts, ", copies,
+                     " copies over ", p.dirs.size(), " drive folders");
+    }
     if (stale > 0)
       base::log_warn(p.manifest_path, ": ", stale,
                      " experts' copies do not match the checkpoint's span sizes (placed for "
@@ -190,7 +196,7 @@ StreamingExpertStore::~StreamingExpertStore() {
   std::unique_lock<std::mutex> lock(mu_);
   for (Slot& s : slots_) {
     if (s.state != SlotState::kReading || s.cancelled) continue;
-    const io::CancelResult r = scheduler_->cancel(s.job);
+    const io::CancelResult r = cancel_read(s);
     if (r == io::CancelResult::kDropped) {
       s.state = SlotState::kEmpty;
       --reads_in_flight_;
@@ -297,10 +303,23 @@ void StreamingExpertStore::fail_holder(int h, const std::string& why) {
   if (holder_failed_[h]) return;
   holder_failed_[h] = true;
   base::log_warn("drive folder ", options_.placement->dirs[h], " failed: ", why,
-                 "; its experts are read from another holder or the shards from now on");
+                 options_.placement->layout == Layout::kStripe
+                     ? "; the experts striped over it are read from the shards from now on"
+                     : "; its experts are read from another holder or the shards from now on");
+}
+
+const PlacedExpert* StreamingExpertStore::live_stripe(int layer, int32_t expert) const {
+  if (!options_.placement || options_.placement->layout != Layout::kStripe) return nullptr;
+  const PlacedExpert* pe = options_.placement->find(layer, expert);
+  if (pe == nullptr || pe->nbytes != catalog_.layers[layer].spans[expert].nbytes) return nullptr;
+  for (const StripePiece& p : pe->pieces)
+    if (holder_failed_[p.dir]) return nullptr;
+  return pe;
 }
 
 int StreamingExpertStore::planned_drive(int layer, int32_t expert) const {
+  // A striped read touches every drive in proportion to its bandwidth: no one drive to charge.
+  if (live_stripe(layer, expert) != nullptr) return -1;
   const int h = choose_holder(layer, expert, 0);
   if (h >= 0) return holder_drive_[h];
   if (fetcher_) return -1;
@@ -320,7 +339,81 @@ int StreamingExpertStore::prefetch_allowance(int drive) const {
   return std::max(1, static_cast<int>(std::ceil(options_.max_prefetch_slots * mine / total)));
 }
 
+bool StreamingExpertStore::submit_stripe(int s) {
+  Slot& slot = slots_[s];
+  const PlacedExpert* pe = live_stripe(slot.layer, slot.expert);
+  if (pe == nullptr) return false;
+  // Every piece file open and of its size before any read starts, so a missing piece costs no
+  // reads and the shard read that replaces the stripe never shares the slot with a piece.
+  std::vector<io::DirectFile> files;
+  for (const StripePiece& p : pe->pieces) {
+    const std::string path =
+        piece_file(options_.placement->dirs[p.dir], slot.layer, slot.expert, p.offset);
+    try {
+      files.push_back(io::DirectFile::open(path, options_.allow_direct));
+    } catch (const base::Error& e) {
+      fail_holder(p.dir, e.what());
+      return false;
+    }
+    if (files.back().size_bytes() != p.nbytes) {
+      fail_holder(p.dir, base::str_cat(path, " has ", files.back().size_bytes(),
+                                       " bytes, expected ", p.nbytes));
+      return false;
+    }
+  }
+  slot.pieces = std::move(files);
+  slot.drive = -1;
+  slot.data_offset = 0;
+  slot.state = SlotState::kReading;
+  slot.jobs.assign(pe->pieces.size(), 0);
+  slot.pending = static_cast<int>(pe->pieces.size());
+  ++reads_in_flight_;
+  for (size_t i = 0; i < pe->pieces.size(); ++i) {
+    const StripePiece& p = pe->pieces[i];
+    // Pieces start on kPieceAlignment boundaries of the slot; the last may end mid-block, and its
+    // aligned request then reads up to the end of its file.
+    const io::AlignedSpan a = io::align_span(0, p.nbytes);
+    io::ReadJob job;
+    job.file = &slot.pieces[i];
+    job.offset = 0;
+    job.length = a.read_length;
+    job.required_bytes = a.required_bytes;
+    job.dest = slot_data(s) + p.offset;
+    job.priority = slot.speculative ? io::ReadPriority::kSpeculative : io::ReadPriority::kNow;
+    job.done = [this, s, i, dir = p.dir](const io::ReadCompletion& c) {
+      on_read_done(s, i, dir, c);
+    };
+    job.trace_layer = slot.layer;
+    job.trace_expert = slot.expert;
+    job.piece_bytes = options_.read_piece_bytes;
+    job.drive = holder_drive_[p.dir];
+    // The callbacks wait for mu_, which the caller holds until every id is recorded.
+    slot.jobs[i] = scheduler_->submit(std::move(job));
+  }
+  return true;
+}
+
+io::CancelResult StreamingExpertStore::cancel_read(Slot& slot) {
+  int dropped = 0, stopping = 0;
+  for (uint64_t& id : slot.jobs) {
+    if (id == 0) continue;  // landed
+    const io::CancelResult r = scheduler_->cancel(id);
+    if (r == io::CancelResult::kDropped) {
+      ++dropped;
+      id = 0;  // its callback never runs
+    } else if (r == io::CancelResult::kStopping) {
+      ++stopping;
+    }
+  }
+  slot.pending -= dropped;
+  if (slot.pending == 0) return io::CancelResult::kDropped;
+  // Part of the expert will never arrive: the pieces still coming only have to land.
+  if (dropped > 0 || stopping > 0) return io::CancelResult::kStopping;
+  return io::CancelResult::kTooLate;
+}
+
 void StreamingExpertStore::submit_read(int s) {
+  if (submit_stripe(s)) return;
   Slot& slot = slots_[s];
   const format::ExpertSpan& span = catalog_.layers[slot.layer].spans[slot.expert];
   int h = -1;
@@ -341,7 +434,6 @@ void StreamingExpertStore::submit_read(int s) {
     }
     break;
   }
-  slot.holder = h;
   const io::AlignedSpan a = io::align_span(h >= 0 ? 0 : span.offset, span.nbytes);
   slot.data_offset = a.data_offset;
   const io::DirectFile* file = nullptr;
@@ -371,12 +463,13 @@ void StreamingExpertStore::submit_read(int s) {
   job.required_bytes = a.required_bytes;
   job.dest = slot_data(s);
   job.priority = slot.speculative ? io::ReadPriority::kSpeculative : io::ReadPriority::kNow;
-  job.done = [this, s](const io::ReadCompletion& c) { on_read_done(s, c); };
+  job.done = [this, s, h](const io::ReadCompletion& c) { on_read_done(s, 0, h, c); };
   job.trace_layer = slot.layer;
   job.trace_expert = slot.expert;
   job.piece_bytes = options_.read_piece_bytes;
   job.drive = drive;
-  slot.job = scheduler_->submit(std::move(job));
+  slot.pending = 1;
+  slot.jobs = {scheduler_->submit(std::move(job))};
 }
 
 void StreamingExpertStore::fail_slot(int s, std::string message) {
@@ -389,23 +482,42 @@ void StreamingExpertStore::fail_slot(int s, std::string message) {
   slot.speculative = false;
 }
 
-void StreamingExpertStore::on_read_done(int s, const io::ReadCompletion& c) {
+void StreamingExpertStore::on_read_done(int s, size_t j, int dir, const io::ReadCompletion& c) {
   std::lock_guard<std::mutex> lock(mu_);
   Slot& slot = slots_[s];
-  --reads_in_flight_;
   stats_.bytes_read += c.bytes;
+  DF_ASSERT(j < slot.jobs.size() && slot.jobs[j] != 0 && slot.pending > 0);
+  slot.jobs[j] = 0;
+  --slot.pending;
+  if (!c.ok() && (slot.read_errno == 0 || (slot.read_errno == ECANCELED && c.error != ECANCELED))) {
+    slot.read_errno = c.error;
+    slot.read_error = c.message;
+    slot.error_dir = dir;
+    // One failed piece spoils the expert: stop the others at their next request.
+    if (slot.pending > 0 && c.error != ECANCELED) cancel_read(slot);
+  }
+  if (slot.pending > 0) return;  // pieces of a striped read still to land
+  --reads_in_flight_;
+  const int error = slot.read_errno;
+  const int error_dir = slot.error_dir;
+  const std::string message = std::move(slot.read_error);
+  slot.read_errno = 0;
+  slot.error_dir = -1;
+  slot.read_error.clear();
+  slot.jobs.clear();
+  slot.pieces.clear();
   if (slot.cancelled) {  // a guess stopped mid-read; nothing maps to it any more
     slot = Slot{};
-  } else if (c.ok()) {
+  } else if (error == 0) {
     slot.state = SlotState::kReady;
     slot.file = io::DirectFile{};  // a cache file is read once; a shard file is not the slot's
-  } else if (slot.holder >= 0 && c.error != ECANCELED) {
-    // A placed copy that errs: the next holder, or the shard, reads it instead.
-    fail_holder(slot.holder, c.message);
+  } else if (error_dir >= 0 && error != ECANCELED) {
+    // A placed copy or piece that errs: the next holder, or the shard, reads it instead.
+    fail_holder(error_dir, message);
     slot.file = io::DirectFile{};
     submit_read(s);
   } else {
-    fail_slot(s, base::str_cat("layer ", slot.layer, " expert ", slot.expert, ": ", c.message));
+    fail_slot(s, base::str_cat("layer ", slot.layer, " expert ", slot.expert, ": ", message));
   }
   if (slot.pins == 0) serve_waiters();
   cv_.notify_all();
@@ -437,7 +549,7 @@ void StreamingExpertStore::retire_guesses(int layer, std::span<const int32_t> ke
     if (s.layer != layer || !s.speculative) continue;
     if (std::find(keep.begin(), keep.end(), s.expert) != keep.end()) continue;
     const io::CancelResult r =
-        s.state == SlotState::kReading ? scheduler_->cancel(s.job) : io::CancelResult::kTooLate;
+        s.state == SlotState::kReading ? cancel_read(s) : io::CancelResult::kTooLate;
     if (r == io::CancelResult::kDropped) {
       where_.erase(key(s.layer, s.expert));
       --reads_in_flight_;
@@ -520,7 +632,9 @@ std::unique_ptr<ExpertBatch> StreamingExpertStore::request(int layer,
         stats_.needed_bytes += s.read_bytes;
         if (s.speculative) --speculative_slots_;
         s.speculative = false;
-        if (s.state == SlotState::kReading) scheduler_->promote(s.job, io::ReadPriority::kNow);
+        if (s.state == SlotState::kReading)
+          for (uint64_t id : s.jobs)
+            if (id != 0) scheduler_->promote(id, io::ReadPriority::kNow);
       } else {
         ++stats_.cache_hits;  // in memory from an earlier use, or from an earlier route's guess
       }
@@ -567,8 +681,10 @@ void StreamingExpertStore::prefetch(int layer, std::span<const int32_t> experts)
     // a local read that only uses the disk's idle time. Remote experts are fetched on demand.
     if (fetcher_ && !fetcher_->is_local(layer, e)) continue;
     if (speculative_slots_ >= options_.max_prefetch_slots) break;
-    if (options_.placement) {
-      const int d = planned_drive(layer, e);
+    // A striped guess (planned drive -1) reads from every drive in proportion to its bandwidth,
+    // the split the per-drive shares approximate: the overall allowance alone holds it.
+    const int d = options_.placement ? planned_drive(layer, e) : -1;
+    if (d >= 0) {
       int on_drive = 0;
       for (const Slot& sl : slots_) on_drive += sl.speculative && sl.drive == d;
       if (on_drive >= prefetch_allowance(d)) continue;

@@ -1,9 +1,10 @@
 // StreamingExpertStore: routed experts read from the shards on demand, one O_DIRECT read per
-// expert into a fixed pool of slots in huge-page memory, handed out in completion order. The pool
-// is also the RAM cache: a released slot keeps its expert until the policy (least frequently
-// requested by default) picks it for a new read, and prefetches land in the same slots without
-// ever evicting a slot in use. With an ExpertFetcher (a streaming install), an expert that is not
-// local yet is fetched first and read once its cache file is published.
+// expert (one per piece, each on its own drive, for a striped placement) into a fixed pool of
+// slots in huge-page memory, handed out in completion order. The pool is also the RAM cache: a
+// released slot keeps its expert until the policy (least frequently requested by default) picks
+// it for a new read, and prefetches land in the same slots without ever evicting a slot in use.
+// With an ExpertFetcher (a streaming install), an expert that is not local yet is fetched first
+// and read once its cache file is published.
 #pragma once
 
 #include <condition_variable>
@@ -48,9 +49,11 @@ struct StreamingStoreOptions {
   size_t read_piece_bytes = 0;
   bool allow_direct = true;  // false: buffered reads + FADV_DONTNEED (tests)
   CachePolicy policy = CachePolicy::kLfu;
-  // Copies placed over drives (`deltafin place`): each read goes to the live holder expected to
-  // finish first; a holder that is missing or errs is reported once and skipped from then on,
-  // and the shards are the copy of last resort. Ignored with a fetcher.
+  // Copies placed over drives (`deltafin place`). Whole layout: each read goes to the live holder
+  // expected to finish first. Stripe: one read per piece, each on its own drive, all into the
+  // expert's slot. A folder that is missing or errs is reported once and skipped from then on
+  // (a striped expert with a piece there is read whole from the shard); the shards are the copy
+  // of last resort. Ignored with a fetcher.
   std::shared_ptr<const Placement> placement;
 };
 
@@ -90,20 +93,26 @@ class StreamingExpertStore : public ExpertStore {
     SlotState state = SlotState::kEmpty;
     int layer = -1;
     int32_t expert = -1;
-    int pins = 0;              // batch entries holding it
-    uint64_t last_use = 0;     // LRU tick
-    size_t data_offset = 0;    // where the span starts inside the slot
-    size_t read_bytes = 0;     // the aligned read's length
-    uint64_t job = 0;          // scheduler job id while kReading
+    int pins = 0;            // batch entries holding it
+    uint64_t last_use = 0;   // LRU tick
+    size_t data_offset = 0;  // where the span starts inside the slot
+    size_t read_bytes = 0;   // the aligned read's length
+    // While kReading: the scheduler jobs of the read, one per stripe piece (one otherwise); an
+    // id is 0 once its callback has run, and the read is over when `pending` reaches 0.
+    std::vector<uint64_t> jobs;
+    int pending = 0;
+    int read_errno = 0;        // the read's first failure (a real one before ECANCELED)
+    std::string read_error;    // its message
+    int error_dir = -1;        // the placement folder that failed it; -1: the shard
     bool speculative = false;  // read by a prefetch and not requested since
     bool cancelled = false;    // kReading a guess stopped mid-read: empty once its pieces land
     bool used = false;         // requested at least once since it was read
     bool checked = false;      // MXFP4 scales validated
-    int drive = -1;            // DriveTable index of the read in flight (or done)
-    int holder = -1;           // placement holder being read; -1: the shard
+    int drive = -1;            // DriveTable index of the read in flight (or done); -1: striped
     uint64_t tried = 0;        // placement holders this load has tried (bit per holder)
     std::string error;         // kFailed: the whole message, naming layer and expert
     io::DirectFile file;       // with a fetcher: the cache file, open while kReading
+    std::vector<io::DirectFile> pieces;  // a striped read's piece files, open while kReading
   };
   // A batch entry waiting for a slot.
   struct Waiter {
@@ -124,6 +133,17 @@ class StreamingExpertStore : public ExpertStore {
   // holds mu_; a failure to start leaves the slot kFailed.
   void start_load(int s, int layer, int32_t expert, io::ReadPriority priority);
   void submit_read(int s);  // caller holds mu_
+  // Opens every piece file of a striped expert and submits one job per piece, each on its
+  // folder's drive, into its offset of the slot. False (nothing submitted) when the expert is not
+  // striped, or a folder has failed or fails now (reported): the caller reads another copy.
+  // Caller holds mu_.
+  bool submit_stripe(int s);
+  // The expert's stripe when every piece's folder is live and its span size matches; else
+  // nullptr. Caller holds mu_.
+  const PlacedExpert* live_stripe(int layer, int32_t expert) const;
+  // Stops a read's jobs that have not reached the device (CancelResult for the whole read: kDropped
+  // when no callback is left to come). Caller holds mu_.
+  io::CancelResult cancel_read(Slot& slot);
   // The live placement holder (not in `tried`) expected to finish a read of the expert first,
   // or -1 (no copy placed, or none left). Caller holds mu_.
   int choose_holder(int layer, int32_t expert, uint64_t tried) const;
@@ -133,7 +153,8 @@ class StreamingExpertStore : public ExpertStore {
   int planned_drive(int layer, int32_t expert) const;
   int prefetch_allowance(int drive) const;     // caller holds mu_
   void fail_slot(int s, std::string message);  // caller holds mu_
-  void on_read_done(int s, const io::ReadCompletion& c);
+  // Job `j` of slot s's read landed; `dir` is the placement folder it read (-1: the shard).
+  void on_read_done(int s, size_t j, int dir, const io::ReadCompletion& c);
   void on_fetch_done(int s, const std::string& error);
   // Hands freed slots to batch entries waiting for one. Caller holds mu_.
   void serve_waiters();

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Placement changes where expert bytes come from, never what is computed: on the synth demo,
-# `deltafin place` over three folders (bandwidths given, hot experts replicated from a recorded
-# trace), then logits and greedy ids with no extra flags must equal the unplaced run's, also with
-# a folder removed before the run, a placed copy truncated, and a folder removed mid-run. Also:
-# the dry run writes nothing, a second run resumes (writes nothing), --verify rewrites a copy whose
-# bytes changed, and a bad --drives is refused naming it.
+# `deltafin place` over three folders (bandwidths given), first whole with hot experts replicated
+# from a recorded trace, then striped (every expert split over the three); each time logits and
+# greedy ids with no extra flags must equal the unplaced run's, also with a folder removed before
+# the run, placed copies or pieces truncated, and a folder removed mid-run. Also: the dry run
+# writes nothing, a second run resumes (writes nothing), --verify rewrites a copy whose bytes
+# changed, and bad --drives, --layout and --layout stripe with --from-trace are refused.
 set -euo pipefail
 deltafin=$1
 work=$(mktemp -d)
@@ -52,7 +53,8 @@ check_same() {  # check_same LABEL [extra flags...]
 mkdir -p "$work/d0" "$work/d1" "$work/d2"
 drives="$work/d0,$work/d1,$work/d2"
 # Dry run: the plan, and nothing written.
-"$deltafin" place --model "$model" --drives "$drives" --gbps 1,2,4 --dry-run >"$work/plan.json" 2>"$work/err" ||
+"$deltafin" place --model "$model" --drives "$drives" --gbps 1,2,4 --layout whole --dry-run \
+  >"$work/plan.json" 2>"$work/err" ||
   { cat "$work/err" >&2; fail "dry run"; }
 [[ -e $model/placement.json || -e $work/d0/deltafin-demo ]] && fail "the dry run wrote something"
 shares=$(json_field '["drives"][2]["share_of_bytes"]' <"$work/plan.json")
@@ -117,7 +119,78 @@ if [[ $running == 1 ]] && ! grep -q "drive folder .*d2/deltafin-demo failed" "$w
   fail "the folder removed mid-run was not reported"
 fi
 
+# ---- Striped (the default without a trace): pieces of every expert on all three folders.
+mkdir -p "$work/s0" "$work/s1" "$work/s2"
+sdrives="$work/s0,$work/s1,$work/s2"
+"$deltafin" place --model "$model" --drives "$sdrives" --gbps 1,2,4 --dry-run >"$work/splan.json" \
+  2>"$work/err" || { cat "$work/err" >&2; fail "stripe dry run"; }
+[[ -e $work/s0/deltafin-demo ]] && fail "the stripe dry run wrote something"
+[[ $(json_field '["layout"]' <"$work/splan.json") == stripe ]] || fail "the default layout is not stripe"
+shares=$(json_field '["drives"][2]["share_of_bytes"]' <"$work/splan.json")
+"$py" -c "import sys; s=float(sys.argv[1]); sys.exit(0 if abs(s-4/7)<0.05 else 1)" "$shares" ||
+  fail "stripe: the 4 GB/s folder gets $shares of the bytes, expected about 4/7"
+"$deltafin" place --model "$model" --drives "$sdrives" --gbps 1,2,4 >"$work/splace.json" \
+  2>"$work/err" || { cat "$work/err" >&2; fail "place --layout stripe"; }
+grep -q '"layout":"stripe"' "$model/placement.json" || fail "placement.json is not a stripe"
+n_experts=$(json_field '["experts"]' <"$work/splace.json")
+pieces=0
+for d in s0 s1 s2; do
+  n=$(find "$work/$d/deltafin-demo" -name 'L*-at*.bin' | wc -l)
+  [[ $n -gt 0 ]] || fail "stripe: no pieces on $d"
+  pieces=$((pieces + n))
+done
+[[ $pieces -gt $n_experts ]] || fail "stripe: $pieces pieces for $n_experts experts: not split"
+echo "drives_place: striped $n_experts experts in $pieces pieces"
+check_same striped
+grep -q "experts striped over 3 drive folders" "$work/striped.err" || fail "striped: not read as a stripe"
+check_same striped-pieces --read-piece 4K --expert-slots 5
+
+"$deltafin" place --model "$model" --drives "$sdrives" --gbps 1,2,4 >"$work/sagain.json" \
+  2>"$work/err" || { cat "$work/err" >&2; fail "stripe resume"; }
+[[ $(json_field '["written"]' <"$work/sagain.json") == 0 ]] || fail "stripe resume rewrote files"
+spieces=("$work"/s2/deltafin-demo/*.bin)
+printf 'XXXX' | dd of="${spieces[0]}" bs=1 seek=100 conv=notrunc status=none
+"$deltafin" place --model "$model" --drives "$sdrives" --gbps 1,2,4 --verify >"$work/sverify.json" \
+  2>"$work/err" || { cat "$work/err" >&2; fail "stripe verify"; }
+[[ $(json_field '["rewritten"]' <"$work/sverify.json") == 1 ]] || fail "stripe --verify: $(cat "$work/sverify.json")"
+echo "drives_place: stripe resume wrote 0 files; --verify rewrote the changed piece"
+
+# Short pieces on one folder: it is reported once and every expert comes whole from the shards.
+for f in "$work"/s0/deltafin-demo/*.bin; do truncate -s 1000 "$f"; done
+check_same striped-truncated
+n=$(grep -c "drive folder .*s0/deltafin-demo failed: .* has 1000 bytes" "$work/striped-truncated.err" || true)
+[[ $n == 1 ]] || fail "the short pieces were reported $n times, expected once"
+"$deltafin" place --model "$model" --drives "$sdrives" --gbps 1,2,4 >"$work/srepair.json" \
+  2>"$work/err" || { cat "$work/err" >&2; fail "stripe repair"; }
+[[ $(json_field '["written"]' <"$work/srepair.json") -gt 0 ]] || fail "the short pieces were kept"
+
+# A stripe folder removed while a generation runs: its experts move to the shards, ids unchanged.
+("$deltafin" generate --model "$model" --ids "$ids" --max-new 48 --ignore-eos --expert-slots 4 \
+  >"$work/smid.out" 2>"$work/smid.err") &
+pid=$!
+sleep 0.3
+running=0
+kill -0 $pid 2>/dev/null && running=1
+rm -rf "$work/s1"
+wait $pid || fail "stripe mid-run: generate exited non-zero: $(tail -3 "$work/smid.err")"
+[[ $(cat "$work/smid.out") == "$ref48" ]] && echo "drives_place: stripe folder removed mid-run: 48 ids identical" ||
+  fail "stripe mid-run removal: ids $(cat "$work/smid.out"), expected $ref48"
+if [[ $running == 1 ]] && ! grep -q "drive folder .*s1/deltafin-demo failed" "$work/smid.err"; then
+  fail "the stripe folder removed mid-run was not reported"
+fi
+
 # Refusals name the flag.
+if "$deltafin" place --model "$model" --drives "$drives" --gbps 1,2,4 --layout stripe \
+    --from-trace "$work/routes.jsonl" 2>"$work/err" >/dev/null; then
+  fail "--layout stripe with --from-trace was accepted"
+fi
+grep -q -- "--from-trace adds hot replicas, which only the whole layout has" "$work/err" ||
+  fail "unexpected refusal: $(cat "$work/err")"
+if "$deltafin" place --model "$model" --drives "$work/d0" --gbps 1 --layout diagonal \
+    2>"$work/err" >/dev/null; then
+  fail "--layout diagonal was accepted"
+fi
+grep -q -- "--layout diagonal: expected stripe or whole" "$work/err" || fail "unexpected refusal: $(cat "$work/err")"
 if "$deltafin" place --model "$model" --drives "$work/nowhere" --gbps 1 2>"$work/err" >/dev/null; then
   fail "a missing --drives folder was accepted"
 fi
