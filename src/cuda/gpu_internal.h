@@ -68,7 +68,14 @@ struct DevLayer {
   DevMoe moe_w;
 };
 
+// Frees a device allocation (null: nothing, so counting walks never touch the runtime).
+void free_device(void* p);
+
 struct GpuWeights {
+  ~GpuWeights() {
+    free_device(spine_base);
+    free_device(expert_base);
+  }
   void* spine_base = nullptr;  // owned allocations
   void* expert_base = nullptr;
   DevMatrix embed, lm_head;
@@ -90,6 +97,7 @@ WorkspaceDims workspace_dims(const GpuModelDesc& desc);
 
 // One pass's intermediates, [kGpuMaxBatch rows, ...] each.
 struct GpuWorkspace {
+  ~GpuWorkspace() { free_device(base); }
   void* base = nullptr;  // owned
   int32_t* ids = nullptr;
   float *partial = nullptr, *blocks = nullptr, *x = nullptr, *y = nullptr, *res = nullptr;
@@ -123,6 +131,7 @@ struct DevMlaState {
   float *latent = nullptr, *k_pe = nullptr;  // [max_positions, rank], [max_positions, rope]
 };
 struct GpuSequenceState {
+  ~GpuSequenceState() { free_device(base); }
   void* base = nullptr;  // owned
   std::vector<DevKdaState> kda;
   std::vector<DevMlaState> mla;

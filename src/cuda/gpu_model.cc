@@ -30,9 +30,7 @@ void* allocate(uint64_t bytes, const char* part) {
 
 }  // namespace
 
-GpuSequence::~GpuSequence() {
-  if (state_) cudaFree(state_->base);
-}
+GpuSequence::~GpuSequence() = default;
 
 GpuModel::GpuModel(const GpuModelDesc& desc, int device, const GpuLimits& limits)
     : shape_(desc.shape), limits_(limits), device_(device) {
@@ -40,7 +38,7 @@ GpuModel::GpuModel(const GpuModelDesc& desc, int device, const GpuLimits& limits
   if (limits.max_positions < 1) throw std::invalid_argument("CUDA backend: max_positions < 1");
   plan_ = plan_vram(desc, limits);
   check_cuda(cudaSetDevice(device), "cudaSetDevice");
-  check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+  // Each allocation is owned as soon as it is made, so a refusal part-way frees what was taken.
   w_ = std::make_unique<GpuWeights>();
   ws_ = std::make_unique<GpuWorkspace>();
   Arena spine, experts, work;
@@ -52,17 +50,13 @@ GpuModel::GpuModel(const GpuModelDesc& desc, int device, const GpuLimits& limits
   ws_->base = work.base;
   place_weights(desc, spine, experts, w_.get());
   place_workspace(desc, limits, work, ws_.get());
+  check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
 }
 
 GpuModel::~GpuModel() {
   cudaSetDevice(device_);
-  if (ws_) cudaFree(ws_->base);
-  if (w_) {
-    cudaFree(w_->spine_base);
-    cudaFree(w_->expert_base);
-  }
   if (stream_) cudaStreamDestroy(stream_);
-}
+}  // w_ and ws_ free their allocations
 
 std::unique_ptr<GpuSequence> GpuModel::new_sequence() {
   check_cuda(cudaSetDevice(device_), "cudaSetDevice");

@@ -14,6 +14,10 @@ void check_cuda(cudaError_t err, const char* what) {
     throw std::runtime_error(std::string("CUDA: ") + what + ": " + cudaGetErrorString(err));
 }
 
+void free_device(void* p) {
+  if (p != nullptr) cudaFree(p);
+}
+
 void mm(const DevMatrix& w, const float* x, int64_t n, float* y, cudaStream_t stream) {
   if (w.mxfp4) {
     matmul(w.mx, x, n, y, stream);
