@@ -99,12 +99,12 @@ make_memory_cgroup deltafin-spec "$mem"
 for p in $parts; do
   case $p in
     verify)
-      capped verify "$deltafin" bench verify --model "$model" --widths "$widths" --tokens "$vtokens" \
+      capped verify "$deltafin" bench verify --device cpu --model "$model" --widths "$widths" --tokens "$vtokens" \
         --reps "$reps" --memory-budget "$mem" --json ;;
     fail)
       for r in $(seq 1 "$rounds"); do
         for mode in off auto; do
-          capped "fail_${mode}_r$r" "$deltafin" bench decode --model "$model" --ids "$FAIL_IDS" \
+          capped "fail_${mode}_r$r" "$deltafin" bench decode --device cpu --model "$model" --ids "$FAIL_IDS" \
             --tokens "$ftokens" --memory-budget "$mem" --speculate "$mode" --ceiling-reps 1 --json
         done
       done ;;

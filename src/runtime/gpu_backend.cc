@@ -111,6 +111,16 @@ std::unique_ptr<GpuBackend> load_gpu_backend(const EngineOptions& options, int64
     *why = reason;
     return nullptr;
   };
+  // Options only the CPU path has: asked for explicitly, they say where to run (auto stays on the
+  // CPU rather than ignoring them; cuda refuses them, with or without a GPU).
+  if (options.spine == SpineMode::kStream)
+    return refuse("--spine stream streams the spine through RAM on the CPU backend");
+  if (options.experts != ExpertMode::kAuto)
+    return refuse("--experts mapped|stream chooses how the CPU backend holds the experts");
+  if (options.expert_slots > 0)
+    return refuse("--expert-slots sizes the CPU backend's expert cache");
+  if (!options.trace_routes.empty())
+    return refuse("--trace-routes records the CPU backend's routes");
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0)

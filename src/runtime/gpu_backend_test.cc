@@ -3,6 +3,11 @@
 // tests/gpu/gpu_model_test.cc (label gpu).
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "base/error.h"
 #include "runtime/gpu_backend.h"
 
@@ -88,6 +93,30 @@ TEST(GpuBackend, AutoFallsBackAndCudaRefusesWithoutAGpu) {
   } catch (const base::Error& e) {
     EXPECT_NE(std::string(e.what()).find("--device cuda:1: no CUDA device"), std::string::npos)
         << e.what();
+  }
+}
+TEST(GpuBackend, CpuOnlyOptionsKeepAutoOnTheCpuAndCudaRefusesThem) {
+  const std::vector<std::pair<std::function<void(EngineOptions&)>, std::string>> cases = {
+      {[](EngineOptions& o) { o.spine = SpineMode::kStream; }, "--spine stream"},
+      {[](EngineOptions& o) { o.experts = ExpertMode::kStream; }, "--experts mapped|stream"},
+      {[](EngineOptions& o) { o.expert_slots = 8; }, "--expert-slots"},
+      {[](EngineOptions& o) { o.trace_routes = "/tmp/routes.jsonl"; }, "--trace-routes"},
+  };
+  for (const auto& [set, flag] : cases) {
+    EngineOptions o;
+    o.model_dir = kK3;
+    set(o);
+    std::string why;
+    EXPECT_EQ(load_gpu_backend(o, 64, &why), nullptr) << flag;
+    EXPECT_NE(why.find(flag), std::string::npos) << why;
+    o.device = "cuda";
+    try {
+      load_gpu_backend(o, 64, &why);
+      ADD_FAILURE() << "cuda accepted " << flag;
+    } catch (const base::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--device cuda: " + flag), std::string::npos)
+          << e.what();
+    }
   }
 }
 #else
