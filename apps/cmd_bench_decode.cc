@@ -343,8 +343,8 @@ int run_bench(Args& args) {
   std::ostringstream o;
   o.precision(6);
   const std::string dir = json_escaped(options.model_dir);
-  o << "{\"model\":\"" << dir << "\",\"spine_dtype\":\"" << info.spine_dtype
-    << "\",\"lossy\":" << (info.lossy ? "true" : "false") << ",\"experts\":\""
+  o << "{\"model\":\"" << dir << "\",\"backend\":\"" << plan.device << "\",\"spine_dtype\":\""
+    << info.spine_dtype << "\",\"lossy\":" << (info.lossy ? "true" : "false") << ",\"experts\":\""
     << (plan.streaming ? "stream" : "mapped")
     << "\",\"prefetch\":" << (plan.lookahead ? "true" : "false")
     << ",\"read_depth\":" << plan.read_depth << ",\"read_piece_bytes\":" << plan.read_piece_bytes

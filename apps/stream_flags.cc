@@ -15,6 +15,10 @@ namespace deltafin::apps {
 void read_stream_flags(Args& args, EngineOptions* options) {
   options->memory_budget = args.get("memory-budget", options->memory_budget);
   if (!options->memory_budget.empty()) base::parse_byte_size(options->memory_budget);
+  // auto|cpu|cuda[:N], checked by Engine::load (which knows whether CUDA is built in).
+  options->device = args.get("device", options->device);
+  options->vram_budget = args.get("vram-budget", options->vram_budget);
+  if (!options->vram_budget.empty()) base::parse_byte_size(options->vram_budget);
   const std::string experts = args.get("experts", "auto");
   if (experts == "auto") {
     options->experts = ExpertMode::kAuto;

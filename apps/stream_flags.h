@@ -1,5 +1,6 @@
-// Flags shared by the commands that load a model for inference: the memory budget and the tiers
-// (--memory-budget, --experts, --spine, --expert-slots, --no-prefetch, --read-depth, --read-piece,
+// Flags shared by the commands that load a model for inference: the device (--device,
+// --vram-budget), the memory budget and the tiers (--memory-budget, --experts, --spine,
+// --expert-slots, --no-prefetch, --read-depth, --read-piece,
 // --cache, --layer-threads, --trace-routes, --trace-timeline, --max-context, --prefill-group,
 // --spine-dtype), and the per-token --stats line built from Engine::stream_stats() (labelled
 // "[int8 spine, lossy]" when the int8 spine is on).

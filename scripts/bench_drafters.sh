@@ -46,14 +46,14 @@ spine=(${SPINE:+--spine "$SPINE"})
 common=(--model "$model" --tokens "$tokens" --memory-budget "$mem" --ceiling-reps 1 --json
   "${spine[@]}")
 # TIMELINE=1: the plain run also records where each token's time went (tools/timeline_report.py).
-capped off "$deltafin" bench decode "${common[@]}" --speculate off \
+capped off "$deltafin" bench decode --device cpu "${common[@]}" --speculate off \
   ${TIMELINE:+--trace-timeline "$raw/off_timeline.json"}
-capped dspark "$deltafin" bench decode "${common[@]}" --draft dspark --draft-min 6
-capped qwen "$deltafin" bench decode "${common[@]}" --draft qwen --draft-min 6
+capped dspark "$deltafin" bench decode --device cpu "${common[@]}" --draft dspark --draft-min 6
+capped qwen "$deltafin" bench decode --device cpu "${common[@]}" --draft qwen --draft-min 6
 qwen_ids=$(seq -s, 100 131)
-capped qwen_steps "$deltafin" generate --model "$model/drafters/qwen3-0.6b-base" \
+capped qwen_steps "$deltafin" generate --device cpu --model "$model/drafters/qwen3-0.6b-base" \
   --ids "$qwen_ids" --max-new 9 --ignore-eos --speculate off --stats
-capped verify "$deltafin" bench verify --model "$model" --widths "$widths" --tokens "$vtokens" \
+capped verify "$deltafin" bench verify --device cpu --model "$model" --widths "$widths" --tokens "$vtokens" \
   --reps 1 --memory-budget "$mem" --json "${spine[@]}"
 python3 "$here/../tools/drafter_speedup.py" "$raw" >"$out/summary.json" ||
   echo "bench_drafters: the summary failed (raw files kept)" >&2

@@ -430,7 +430,7 @@ decode() {
   local c=$1 name=$2 rc=0
   shift 2
   drop_caches
-  in_cg "$deltafin" bench decode --model "$models/k$c" --expert-slots "$SLOTS" \
+  in_cg "$deltafin" bench decode --device cpu --model "$models/k$c" --expert-slots "$SLOTS" \
     ${MEM_BUDGET:+--memory-budget "$MEM_BUDGET"} --speculate "$SPECULATE" --ceiling-reps 1 \
     --ceiling-gb 0.1 --json "$@" \
     >"$raw/$name.json" 2>"$raw/$name.log" || rc=$?

@@ -104,8 +104,8 @@ make_memory_cgroup deltafin-spec "$mem"
 for p in $parts; do
   case $p in
     verify)
-      capped verify "$deltafin" bench verify --model "$model" --widths "$widths" --tokens "$vtokens" \
-        --reps "$reps" --memory-budget "$mem" --json ;;
+      capped verify "$deltafin" bench verify --device cpu --model "$model" --widths "$widths" \
+        --tokens "$vtokens" --reps "$reps" --memory-budget "$mem" --json ;;
     fail)
       for r in $(seq "$first_round" "$last_round"); do
         # The order alternates by round, so that a disk whose rate drifts one way over the runs
@@ -113,8 +113,9 @@ for p in $parts; do
         modes="off auto"
         ((r % 2 == 0)) && modes="auto off"
         for mode in $modes; do
-          capped "fail_${mode}_r$r" "$deltafin" bench decode --model "$model" --ids "$FAIL_IDS" \
-            --tokens "$ftokens" --memory-budget "$mem" --speculate "$mode" --ceiling-reps 1 --json
+          capped "fail_${mode}_r$r" "$deltafin" bench decode --device cpu --model "$model" \
+            --ids "$FAIL_IDS" --tokens "$ftokens" --memory-budget "$mem" --speculate "$mode" \
+            --ceiling-reps 1 --json
         done
       done ;;
     repeat)

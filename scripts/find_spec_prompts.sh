@@ -64,7 +64,7 @@ def replay(hist, n_prompt, draft_max=7):
 EOF
 
 gen() {  # gen IDS: the greedy continuation, one JSON array
-  "$deltafin" generate --model "$model" --ids "$1" --max-new "$tokens" --ignore-eos \
+  "$deltafin" generate --device cpu --model "$model" --ids "$1" --max-new "$tokens" --ignore-eos \
     --speculate off 2>>"$out/search.err" | tail -1
 }
 

@@ -88,6 +88,10 @@ struct EngineOptions {
   ExpertSource expert_source;  // empty: the experts are in the checkpoint
   DrafterLoad drafters = DrafterLoad::kAuto;
   SpineDType spine_dtype = SpineDType::kBf16;
+  // Where the passes run (--device): "auto" (the GPU when one is present and the whole model fits
+  // in its VRAM, else the CPU), "cpu", "cuda" or "cuda:N" (an error when it cannot be had).
+  std::string device = "auto";
+  std::string vram_budget;  // "22G"...; empty: the device's free VRAM
 };
 
 // What the engine decided at load (also logged then).
@@ -108,6 +112,8 @@ struct MemoryPlanInfo {
   int64_t read_piece_bytes = 0;       // per expert read request; 0: one request per expert
   int prefill_group_tokens = 0;       // prompt rows per pass through the layers
   std::string summary;                // the startup message
+  std::string device = "cpu";         // where the passes run: "cpu", "cuda:0"
+  uint64_t vram_bytes = 0;            // on the GPU: the model, workspace and one sequence
   std::vector<std::string> drafters;  // model drafters loaded ("dspark", "qwen3-0.6b-base")
   uint64_t drafter_bytes = 0;         // their weights and one session's context each
 };

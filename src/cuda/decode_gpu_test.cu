@@ -278,11 +278,11 @@ void l2norm_heads(std::vector<float>& x, int64_t dim, float scale) {
 // final state (measured 2e-7). Per token the orders differ (8-lane dot vs fma chain + warp tree;
 // mult-then-add vs fma in the update), e^g differs by <= 1 ulp (libm expf vs portable), and the CPU
 // flushes subnormals: ~1e-7 relative per token, carried through the state over the tokens.
-void test_kda(std::mt19937& rng, int64_t nh, int64_t tokens, bool gpu) {
-  const std::string name = "kda " + std::to_string(nh) + " heads x 128";
-  const int64_t dim = 128, width = nh * dim;
+void test_kda(std::mt19937& rng, int64_t nh, int64_t tokens, bool gpu, int64_t dim = 128) {
+  const std::string name = "kda " + std::to_string(nh) + " heads x " + std::to_string(dim);
+  const int64_t width = nh * dim;
   std::vector<float> q = normal(rng, tokens * width, 1.0f), k = normal(rng, tokens * width, 1.0f);
-  l2norm_heads(q, dim, 1.0f / std::sqrt(128.0f));
+  l2norm_heads(q, dim, 1.0f / std::sqrt(static_cast<float>(dim)));
   l2norm_heads(k, dim, 1.0f);
   const std::vector<float> v = normal(rng, tokens * width, 1.0f);
   std::vector<float> g = normal(rng, tokens * width, 2.0f), beta = normal(rng, tokens * nh, 1.0f);
@@ -400,13 +400,13 @@ void test_short_conv(std::mt19937& rng, int64_t p, int64_t kernel, int64_t token
 // sum of squares in another order, libm expf vs the portable exp; the gate's e^{a_log} may differ
 // by an ulp, which sigmoid(z) = sigmoid(e^{a_log}·(g + dt_bias)) multiplies by up to |z|). GPU:
 // memcmp with the emulation, and two calls over the halves == one call.
-void test_kda_elementwise(std::mt19937& rng, int64_t nh, int64_t n, bool gpu) {
-  const int64_t dim = 128, width = nh * dim, count = n * width;
+void test_kda_elementwise(std::mt19937& rng, int64_t nh, int64_t n, bool gpu, int64_t dim = 128) {
+  const int64_t width = nh * dim, count = n * width;
   const float lower = -5.0f;
   const std::vector<float> x = normal(rng, count, 1.5f), g = normal(rng, count, 2.0f),
                            beta = normal(rng, n * nh, 2.0f), a_log = normal(rng, nh, 1.0f),
                            dt_bias = normal(rng, width, 1.0f), gate = normal(rng, count, 3.0f);
-  const float qscale = 1.0f / std::sqrt(128.0f);
+  const float qscale = 1.0f / std::sqrt(static_cast<float>(dim));
   std::vector<float> l2_emu = x, l2_ref = x, g_emu = g, g_ref = g, b_emu = beta, b_ref = beta,
                      ms_emu = x, ms_ref = x;
   cpu_order_l2norm_rows(l2_emu.data(), n * nh, dim, qscale);
@@ -583,6 +583,80 @@ void test_mla(std::mt19937& rng, int64_t nh, int64_t n_positions, int64_t max_n,
               static_cast<long long>(max_n));
 }
 
+// Absorbed MLA at dims below K3's (the k3-tiny-a oracle's rank 32, nope 16, rope 8, v 16: idle
+// lanes and threads), GPU only: against the fp64 expanded form within 5e-6·max|o| per row and
+// head (the emulation is K3's), and each row of an n-row call bit-identical to the row alone.
+void test_mla_small(std::mt19937& rng, const MlaGpuShape& sh, int64_t n_positions, int64_t max_n,
+                    bool gpu) {
+  if (!gpu) return;
+  const std::string name = "mla rank " + std::to_string(sh.rank) + ", nope " +
+                           std::to_string(sh.nope) + ", rope " + std::to_string(sh.rope) + ", v " +
+                           std::to_string(sh.v) + ", " + std::to_string(n_positions) + " positions";
+  const int64_t nh = sh.n_heads, rank = sh.rank, kvw = sh.nope + sh.v, qk = sh.nope + sh.rope;
+  std::vector<uint16_t> kv_b(nh * kvw * rank);
+  {
+    const std::vector<float> wf = normal(rng, nh * kvw * rank, 0.2f);
+    for (size_t i = 0; i < wf.size(); ++i) kv_b[i] = quant::f32_to_bf16(wf[i]);
+  }
+  const std::vector<float> latent = normal(rng, n_positions * rank, 1.0f),
+                           k_pe = normal(rng, n_positions * sh.rope, 1.0f),
+                           q = normal(rng, max_n * nh * qk, 1.0f);
+  DeviceBuffer<uint16_t> d_kvb(kv_b);
+  DeviceBuffer<float> d_lat(latent), d_kpe(k_pe), d_q(q), d_o(max_n * nh * sh.v),
+      d_scratch(mla_absorbed_gpu_scratch_floats(sh, max_n, n_positions));
+  const int64_t row = nh * sh.v;
+  std::vector<float> alone(max_n * row);
+  for (int64_t r = 0; r < max_n; ++r) {
+    mla_absorbed(sh, d_kvb.ptr, d_lat.ptr, d_kpe.ptr, n_positions - max_n + r + 1,
+                 d_q.ptr + r * nh * qk, 1, d_scratch.ptr, d_o.ptr);
+    const std::vector<float> o = d_o.download(row);
+    std::copy(o.begin(), o.end(), alone.begin() + r * row);
+  }
+  Diff d;
+  for (int64_t h = 0; h < nh; ++h) {
+    const uint16_t* wh = kv_b.data() + h * kvw * rank;
+    for (int64_t r = 0; r < max_n; ++r) {
+      const float* qh = q.data() + (r * nh + h) * qk;
+      const int64_t len = n_positions - max_n + r + 1;
+      std::vector<double> p(len), o(sh.v, 0.0);
+      double m = -1e300, sum = 0, omax = 0;
+      for (int64_t s = 0; s < len; ++s) {
+        double a = 0;
+        for (int64_t i = 0; i < sh.nope; ++i) {
+          double kn = 0;
+          for (int64_t c = 0; c < rank; ++c)
+            kn += double{quant::bf16_to_f32(wh[i * rank + c])} * latent[s * rank + c];
+          a += double{qh[i]} * kn;
+        }
+        for (int64_t i = 0; i < sh.rope; ++i) a += double{qh[sh.nope + i]} * k_pe[s * sh.rope + i];
+        p[s] = a / std::sqrt(static_cast<double>(qk));
+        m = std::max(m, p[s]);
+      }
+      for (int64_t s = 0; s < len; ++s) sum += p[s] = std::exp(p[s] - m);
+      for (int64_t c = 0; c < sh.v; ++c) {
+        for (int64_t s = 0; s < len; ++s) {
+          double vv = 0;
+          for (int64_t j = 0; j < rank; ++j)
+            vv += double{quant::bf16_to_f32(wh[(sh.nope + c) * rank + j])} * latent[s * rank + j];
+          o[c] += p[s] / sum * vv;
+        }
+        omax = std::max(omax, std::fabs(o[c]));
+      }
+      for (int64_t c = 0; c < sh.v; ++c) d.add(alone[r * row + h * sh.v + c], o[c], omax, 5e-6);
+    }
+  }
+  expect(d.bad == 0,
+         name + ": GPU within 5e-6·max|o| of the fp64 expanded form (worst " + fmt(d.worst) + ")");
+  for (int64_t n = 2; n <= max_n; ++n) {
+    mla_absorbed(sh, d_kvb.ptr, d_lat.ptr, d_kpe.ptr, n_positions - max_n + n, d_q.ptr, n,
+                 d_scratch.ptr, d_o.ptr);
+    expect(same_bits(d_o.download(n * row).data(), alone.data(), n * row),
+           name + ": n=" + std::to_string(n) + " rows == each row alone (memcmp)");
+  }
+  std::printf("ok   %s n=1..%lld: worst |gpu-ref|/max|o| = %.3g, rows independent\n", name.c_str(),
+              static_cast<long long>(max_n), d.worst);
+}
+
 // ---- lm_head ----------------------------------------------------------------------------------
 
 // The lm_head at K3's shape (BF16 [163840, 7168]) through cuda::matmul, and argmax_rows on its
@@ -656,8 +730,8 @@ void test_decode_bad_shapes(bool gpu) {
   if (!gpu) return;
   DeviceBuffer<float> buf(1024);
   const std::string m1 = invalid_argument_message(
-      [&] { kda_decode(buf.ptr, buf.ptr, buf.ptr, buf.ptr, buf.ptr, 1, 1, 64, buf.ptr, buf.ptr); });
-  expect(m1.find("dim is 64") != std::string::npos, "kda dim 64 is refused: '" + m1 + "'");
+      [&] { kda_decode(buf.ptr, buf.ptr, buf.ptr, buf.ptr, buf.ptr, 1, 1, 24, buf.ptr, buf.ptr); });
+  expect(m1.find("dim is 24") != std::string::npos, "kda dim 24 is refused: '" + m1 + "'");
   const std::string m2 = invalid_argument_message([&] {
     route(RouterShape{8, 9}, buf.ptr, buf.ptr, 1, reinterpret_cast<int32_t*>(buf.ptr), buf.ptr);
   });
@@ -684,12 +758,15 @@ void run_decode_tests(bool gpu) {
   test_k3_router(rng, gpu);
   test_kda(rng, 12, 16, gpu);
   test_kda(rng, 96, 2, gpu);                // K3's head count
+  test_kda(rng, 4, 16, gpu, 16);            // the k3-tiny-a oracle's heads: 12 idle lanes
   test_short_conv(rng, 12288, 4, 16, gpu);  // K3: q, k, v each 12288 channels, kernel 4
   test_short_conv(rng, 1000, 3, 5, gpu);    // a partial block, another kernel size
   test_kda_elementwise(rng, 96, 16, gpu);
+  test_kda_elementwise(rng, 4, 16, gpu, 16);
   test_sums(rng, gpu);
   test_mla(rng, 4, 270, 16, gpu);  // rows see 255..270 positions: one chunk, then two
   test_mla(rng, 96, 40, 2, gpu);   // K3's head count
+  test_mla_small(rng, MlaGpuShape{4, 32, 16, 8, 16}, 270, 16, gpu);  // the k3-tiny-a oracle's
   test_lm_head(gpu);
   test_decode_bad_shapes(gpu);
 }

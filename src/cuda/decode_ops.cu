@@ -229,30 +229,32 @@ __global__ void __launch_bounds__(32)
 
 // ---- KDA --------------------------------------------------------------------------------------
 
-constexpr int kKdaDim = 128;
+constexpr int kKdaMaxDim = 128;
 constexpr int kKdaRowsPerWarp = 4;
 constexpr int kKdaWarps = 4;
 constexpr int kKdaRowsPerBlock = kKdaRowsPerWarp * kKdaWarps;
 
 // Block (row group, head h): each warp owns 4 value rows of the head's Sᵀ, lane l the key channels
-// 4l..4l+3 of each (one float4). The rows stay in registers for all n tokens. Per token and row:
-// decay (one multiply per element), Sᵀk as fma4 + warp_sum, w = β·(v − Sᵀk), row = fma(w, k, row),
-// o = fma4(row, q) + warp_sum.
+// 4l..4l+3 of each (one float4; lanes from dim/4 on hold zeros, which add nothing). The rows stay
+// in registers for all n tokens. Per token and row: decay (one multiply per element), Sᵀk as fma4
+// + warp_sum, w = β·(v − Sᵀk), row = fma(w, k, row), o = fma4(row, q) + warp_sum.
 __global__ void __launch_bounds__(kKdaWarps * 32)
     kda_kernel(const float* q, const float* k, const float* v, const float* g, const float* beta,
-               int n, int nh, float* state, float* o) {
+               int n, int nh, int dim, float* state, float* o) {
   const int h = blockIdx.y, lane = threadIdx.x % 32;
+  const bool active = lane < dim / 4;
   const int c0 = blockIdx.x * kKdaRowsPerBlock + (threadIdx.x / 32) * kKdaRowsPerWarp;
   float4* srow =
-      reinterpret_cast<float4*>(state + (static_cast<int64_t>(h) * kKdaDim + c0) * kKdaDim) + lane;
+      reinterpret_cast<float4*>(state + (static_cast<int64_t>(h) * dim + c0) * dim) + lane;
+  const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
   float4 s[kKdaRowsPerWarp];
 #pragma unroll
-  for (int j = 0; j < kKdaRowsPerWarp; ++j) s[j] = srow[j * (kKdaDim / 4)];
+  for (int j = 0; j < kKdaRowsPerWarp; ++j) s[j] = active ? srow[j * (dim / 4)] : zero;
   for (int t = 0; t < n; ++t) {
-    const int64_t base = (static_cast<int64_t>(t) * nh + h) * kKdaDim;
-    const float4 k4 = reinterpret_cast<const float4*>(k + base)[lane];
-    const float4 q4 = reinterpret_cast<const float4*>(q + base)[lane];
-    const float4 g4 = reinterpret_cast<const float4*>(g + base)[lane];
+    const int64_t base = (static_cast<int64_t>(t) * nh + h) * dim;
+    const float4 k4 = active ? reinterpret_cast<const float4*>(k + base)[lane] : zero;
+    const float4 q4 = active ? reinterpret_cast<const float4*>(q + base)[lane] : zero;
+    const float4 g4 = active ? reinterpret_cast<const float4*>(g + base)[lane] : zero;
     const float4 d =
         make_float4(pm::exp_f32(g4.x), pm::exp_f32(g4.y), pm::exp_f32(g4.z), pm::exp_f32(g4.w));
     const float b = beta[static_cast<int64_t>(t) * nh + h];
@@ -287,8 +289,9 @@ __global__ void __launch_bounds__(kKdaWarps * 32)
       o[base + c0 + lane] = mine;
     }
   }
+  if (!active) return;
 #pragma unroll
-  for (int j = 0; j < kKdaRowsPerWarp; ++j) srow[j * (kKdaDim / 4)] = s[j];
+  for (int j = 0; j < kKdaRowsPerWarp; ++j) srow[j * (dim / 4)] = s[j];
 }
 
 // ---- KDA glue ---------------------------------------------------------------------------------
@@ -319,19 +322,22 @@ __global__ void short_conv_kernel(const float* x, int n, int64_t p, const float*
   for (int i = 0; i < K - 1; ++i) hist[i * p + c] = win[i];
 }
 
-// Warp per row of 128: lane l owns a float4; Σx² as fma4 + warp_sum; x·inv·scale (two roundings).
-__global__ void l2norm_kernel(float* x, int64_t rows, float scale) {
+// Warp per row of dim <= 128: lane l owns the float4 l (lanes from dim/4 on hold zeros); Σx² as
+// fma4 + warp_sum; x·inv·scale (two roundings).
+__global__ void l2norm_kernel(float* x, int64_t rows, int dim, float scale) {
   const int64_t row = blockIdx.x * int64_t{blockDim.x / 32} + threadIdx.x / 32;
   if (row >= rows) return;
-  float4* v = reinterpret_cast<float4*>(x + row * 128) + threadIdx.x % 32;
-  float4 a = *v;
+  const int lane = threadIdx.x % 32;
+  const bool active = lane < dim / 4;
+  float4* v = reinterpret_cast<float4*>(x + row * dim) + lane;
+  float4 a = active ? *v : make_float4(0.f, 0.f, 0.f, 0.f);
   const float ss = warp_sum(fma4(a, a, 0.0f));
   const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ss, 1e-6f)));
   a.x = __fmul_rn(__fmul_rn(a.x, inv), scale);
   a.y = __fmul_rn(__fmul_rn(a.y, inv), scale);
   a.z = __fmul_rn(__fmul_rn(a.z, inv), scale);
   a.w = __fmul_rn(__fmul_rn(a.w, inv), scale);
-  *v = a;
+  if (active) *v = a;
 }
 
 __global__ void kda_gates_kernel(float* g, float* beta, int64_t n, int64_t nh, int64_t dim,
@@ -382,71 +388,83 @@ __global__ void embed_kernel(const uint16_t* table, int64_t width, const int32_t
 
 // ---- MLA (absorbed) ---------------------------------------------------------------------------
 
-using Mla = MlaGpuShape;
-constexpr int kMlaKvWidth = Mla::kNope + Mla::kV;  // kv_b rows per head
+// Runtime dims (MlaGpuShape): rank % 8 == 0 and <= 512, rope even and <= 64, v % 8 == 0. With K3's
+// (512, 128, 64, 128) every lane and thread below is busy; smaller models leave the tail idle
+// (zeros that add nothing), so the order of each sum is the same generalized one.
+struct MlaDims {
+  int rank, nope, rope, v;
+};
+constexpr int kMlaMaxRank = 512;
 
-// Block (head h, row r), 128 threads: thread t owns latent columns 4t..4t+3 of q̂ and walks the
-// head's 128 W_UK rows in order: q̂_c = fma(q_nope_i, W_UK[i, c], q̂_c).
+// Block (head h, row r), rank/4 threads: thread t owns latent columns 4t..4t+3 of q̂ and walks the
+// head's nope W_UK rows in order: q̂_c = fma(q_nope_i, W_UK[i, c], q̂_c).
 __global__ void __launch_bounds__(128)
-    mla_qhat(const uint16_t* kv_b, const float* q, int nh, float* qhat) {
+    mla_qhat(const uint16_t* kv_b, const float* q, int nh, MlaDims d, float* qhat) {
   const int h = blockIdx.x, r = blockIdx.y, t = threadIdx.x;
-  const float* qh = q + (static_cast<int64_t>(r) * nh + h) * (Mla::kNope + Mla::kRope);
-  const uint16_t* w = kv_b + static_cast<int64_t>(h) * kMlaKvWidth * Mla::kRank + 4 * t;
+  const float* qh = q + (static_cast<int64_t>(r) * nh + h) * (d.nope + d.rope);
+  const uint16_t* w = kv_b + static_cast<int64_t>(h) * (d.nope + d.v) * d.rank + 4 * t;
   float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f;
-  for (int i = 0; i < Mla::kNope; ++i) {
-    const uint2 wb = __ldg(reinterpret_cast<const uint2*>(w + i * Mla::kRank));
+  for (int i = 0; i < d.nope; ++i) {
+    const uint2 wb = __ldg(reinterpret_cast<const uint2*>(w + static_cast<int64_t>(i) * d.rank));
     const float qi = qh[i];
     a0 = __fmaf_rn(qi, __uint_as_float(wb.x << 16), a0);
     a1 = __fmaf_rn(qi, __uint_as_float(wb.x & 0xffff0000u), a1);
     a2 = __fmaf_rn(qi, __uint_as_float(wb.y << 16), a2);
     a3 = __fmaf_rn(qi, __uint_as_float(wb.y & 0xffff0000u), a3);
   }
-  reinterpret_cast<float4*>(qhat + (static_cast<int64_t>(r) * nh + h) * Mla::kRank)[t] =
+  reinterpret_cast<float4*>(qhat + (static_cast<int64_t>(r) * nh + h) * d.rank)[t] =
       make_float4(a0, a1, a2, a3);
 }
 
-// Scores, one warp per (position s, head h, row r): lane l takes the latent float4s at 4l + 128m
-// for m = 0..3 (one fma4 chain) and the k_pe elements 2l, 2l+1 (a second chain); both warp_sum'd;
-// score = (nope + pe) · scale. Block (16 heads, 32 positions, row r), 8 warps: the positions'
-// latents and k_pe are staged in shared memory once for the 16 heads (each warp takes 2 heads,
-// its q̂ and q_pe in registers); the head groups of one position tile are adjacent blocks, so the
-// tile is read from HBM about once per row.
+// Scores, one warp per (position s, head h, row r): lane l takes the latent float4s l + 32m for
+// m = 0..3 that exist (one fma4 chain) and the k_pe elements 2l, 2l+1 that exist (a second
+// chain); both warp_sum'd; score = (nope + pe) · scale. Block (16 heads, 32 positions, row r),
+// 8 warps: the positions' latents and k_pe are staged in shared memory once for the 16 heads
+// (each warp takes 2 heads, its q̂ and q_pe in registers); the head groups of one position tile
+// are adjacent blocks, so the tile is read from HBM about once per row.
 constexpr int kScorePositions = 32;
 constexpr int kScoreHeads = 16;
-constexpr int kScoreSmemBytes = kScorePositions * (Mla::kRank + Mla::kRope) * 4;
+
+int score_smem_bytes(const MlaDims& d) { return kScorePositions * (d.rank + d.rope) * 4; }
 
 __global__ void __launch_bounds__(256)
     mla_scores(const float* qhat, const float* q, const float* latent, const float* k_pe, int nh,
-               int64_t n_positions, int n, float scale, float* scores) {
+               MlaDims d, int64_t n_positions, int n, float scale, float* scores) {
   extern __shared__ float4 sm4[];
-  float4* lat = sm4;  // [32][128] float4
-  float* kpe = reinterpret_cast<float*>(sm4 + kScorePositions * Mla::kRank / 4);  // [32][64]
+  const int r4 = d.rank / 4;
+  float4* lat = sm4;                                                  // [32][rank/4] float4
+  float* kpe = reinterpret_cast<float*>(sm4 + kScorePositions * r4);  // [32][rope]
   const int r = blockIdx.z, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t len = n_positions - n + r + 1;
   const int64_t s0 = blockIdx.y * int64_t{kScorePositions};
   if (s0 >= len) return;  // the whole block
   const int cnt = len - s0 < kScorePositions ? static_cast<int>(len - s0) : kScorePositions;
-  const float4* src = reinterpret_cast<const float4*>(latent + s0 * Mla::kRank);
-  for (int k = threadIdx.x; k < cnt * Mla::kRank / 4; k += 256) lat[k] = __ldg(src + k);
-  for (int k = threadIdx.x; k < cnt * Mla::kRope; k += 256)
-    kpe[k] = __ldg(k_pe + s0 * Mla::kRope + k);
+  const float4* src = reinterpret_cast<const float4*>(latent + s0 * d.rank);
+  for (int k = threadIdx.x; k < cnt * r4; k += 256) lat[k] = __ldg(src + k);
+  for (int k = threadIdx.x; k < cnt * d.rope; k += 256) kpe[k] = __ldg(k_pe + s0 * d.rope + k);
   __syncthreads();
   const int h_end = (blockIdx.x + 1) * kScoreHeads < nh ? (blockIdx.x + 1) * kScoreHeads : nh;
+  const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+  const bool pe_lane = 2 * lane < d.rope;
   for (int h = blockIdx.x * kScoreHeads + warp; h < h_end; h += 8) {
     const int64_t rh = static_cast<int64_t>(r) * nh + h;
-    const float4* qh4 = reinterpret_cast<const float4*>(qhat + rh * Mla::kRank);
-    float4 qa[Mla::kRank / 128];
+    const float4* qh4 = reinterpret_cast<const float4*>(qhat + rh * d.rank);
+    float4 qa[kMlaMaxRank / 128];
 #pragma unroll
-    for (int m = 0; m < Mla::kRank / 128; ++m) qa[m] = qh4[lane + 32 * m];
-    const float* qpe = q + rh * (Mla::kNope + Mla::kRope) + Mla::kNope;
-    const float qp0 = qpe[2 * lane], qp1 = qpe[2 * lane + 1];
+    for (int m = 0; m < kMlaMaxRank / 128; ++m)
+      qa[m] = lane + 32 * m < r4 ? qh4[lane + 32 * m] : zero;
+    const float* qpe = q + rh * (d.nope + d.rope) + d.nope;
+    const float qp0 = pe_lane ? qpe[2 * lane] : 0.0f, qp1 = pe_lane ? qpe[2 * lane + 1] : 0.0f;
     for (int j = 0; j < cnt; ++j) {
       float p = 0.0f;
 #pragma unroll
-      for (int m = 0; m < Mla::kRank / 128; ++m)
-        p = fma4(qa[m], lat[j * (Mla::kRank / 4) + lane + 32 * m], p);
-      float pe = __fmaf_rn(qp0, kpe[j * Mla::kRope + 2 * lane], 0.0f);
-      pe = __fmaf_rn(qp1, kpe[j * Mla::kRope + 2 * lane + 1], pe);
+      for (int m = 0; m < kMlaMaxRank / 128; ++m)
+        if (lane + 32 * m < r4) p = fma4(qa[m], lat[j * r4 + lane + 32 * m], p);
+      float pe = 0.0f;
+      if (pe_lane) {
+        pe = __fmaf_rn(qp0, kpe[j * d.rope + 2 * lane], 0.0f);
+        pe = __fmaf_rn(qp1, kpe[j * d.rope + 2 * lane + 1], pe);
+      }
       p = warp_sum(p);
       pe = warp_sum(pe);
       if (lane == 0) scores[rh * n_positions + s0 + j] = __fmul_rn(__fadd_rn(p, pe), scale);
@@ -486,13 +504,13 @@ __global__ void __launch_bounds__(128)
 }
 
 // ō in chunks of kMlaChunk positions (absolute: chunk c holds positions [c·256, c·256 + 256), so
-// the split never depends on n). Block (chunk, head h, row r), 128 threads: thread t owns latent
-// columns 4t..4t+3 and adds fma(p_s, latent_s, part) over the chunk's positions in order.
+// the split never depends on n). Block (chunk, head h, row r), rank/4 threads: thread t owns
+// latent columns 4t..4t+3 and adds fma(p_s, latent_s, part) over the chunk's positions in order.
 constexpr int kMlaChunk = 256;
 
 __global__ void __launch_bounds__(128)
-    mla_mix_partial(const float* latent, int nh, int64_t n_positions, int n, const float* scores,
-                    int64_t chunks, float* parts) {
+    mla_mix_partial(const float* latent, int nh, int rank, int64_t n_positions, int n,
+                    const float* scores, int64_t chunks, float* parts) {
   const int h = blockIdx.y, r = blockIdx.z, t = threadIdx.x;
   const int64_t len = n_positions - n + r + 1;
   const int64_t s0 = blockIdx.x * int64_t{kMlaChunk};
@@ -502,49 +520,48 @@ __global__ void __launch_bounds__(128)
   float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
   for (int64_t s = s0; s < s1; ++s) {
     const float w = p[s];
-    const float4 a = reinterpret_cast<const float4*>(latent + s * Mla::kRank)[t];
+    const float4 a = reinterpret_cast<const float4*>(latent + s * rank)[t];
     o.x = __fmaf_rn(w, a.x, o.x);
     o.y = __fmaf_rn(w, a.y, o.y);
     o.z = __fmaf_rn(w, a.z, o.z);
     o.w = __fmaf_rn(w, a.w, o.w);
   }
   reinterpret_cast<float4*>(parts + ((static_cast<int64_t>(r) * nh + h) * chunks + blockIdx.x) *
-                                        Mla::kRank)[t] = o;
+                                        rank)[t] = o;
 }
 
-// Block (head h, row r), 128 threads: ō = the row's chunk sums added in chunk order.
+// Block (head h, row r), rank/4 threads: ō = the row's chunk sums added in chunk order.
 __global__ void __launch_bounds__(128)
-    mla_mix_combine(int nh, int64_t n_positions, int n, int64_t chunks, const float* parts,
-                    float* obar) {
+    mla_mix_combine(int nh, int rank, int64_t n_positions, int n, int64_t chunks,
+                    const float* parts, float* obar) {
   const int h = blockIdx.x, r = blockIdx.y, t = threadIdx.x;
   const int64_t len = n_positions - n + r + 1;
   const int64_t used = (len + kMlaChunk - 1) / kMlaChunk;
-  const float4* part = reinterpret_cast<const float4*>(parts + (static_cast<int64_t>(r) * nh + h) *
-                                                                   chunks * Mla::kRank) +
-                       t;
+  const float4* part =
+      reinterpret_cast<const float4*>(parts + (static_cast<int64_t>(r) * nh + h) * chunks * rank) +
+      t;
   float4 o = part[0];
   for (int64_t c = 1; c < used; ++c) {
-    const float4 a = part[c * (Mla::kRank / 4)];
+    const float4 a = part[c * (rank / 4)];
     o.x = __fadd_rn(o.x, a.x);
     o.y = __fadd_rn(o.y, a.y);
     o.z = __fadd_rn(o.z, a.z);
     o.w = __fadd_rn(o.w, a.w);
   }
-  reinterpret_cast<float4*>(obar + (static_cast<int64_t>(r) * nh + h) * Mla::kRank)[t] = o;
+  reinterpret_cast<float4*>(obar + (static_cast<int64_t>(r) * nh + h) * rank)[t] = o;
 }
 
 // One warp per (output channel c of head h, row r): the BF16 GEMV order of gemv.h (lane l takes
-// the 8-value chunks l and l + 32 of the W_UV row, one fma chain, then warp_sum).
+// the 8-value chunks l, l + 32, ... of the W_UV row, one fma chain, then warp_sum).
 __global__ void __launch_bounds__(256)
-    mla_out(const uint16_t* kv_b, const float* obar, int nh, float* o) {
+    mla_out(const uint16_t* kv_b, const float* obar, int nh, MlaDims d, float* o) {
   const int h = blockIdx.y, r = blockIdx.z, lane = threadIdx.x % 32;
   const int c = blockIdx.x * 8 + threadIdx.x / 32;
-  const uint16_t* w = kv_b + (static_cast<int64_t>(h) * kMlaKvWidth + Mla::kNope + c) * Mla::kRank;
-  const float* x = obar + (static_cast<int64_t>(r) * nh + h) * Mla::kRank;
+  const uint16_t* w =
+      kv_b + (static_cast<int64_t>(h) * (d.nope + d.v) + d.nope + c) * static_cast<int64_t>(d.rank);
+  const float* x = obar + (static_cast<int64_t>(r) * nh + h) * d.rank;
   float acc = 0.0f;
-#pragma unroll
-  for (int u = 0; u < Mla::kRank / 8 / 32; ++u) {
-    const int chunk = lane + 32 * u;
+  for (int chunk = lane; chunk < d.rank / 8; chunk += 32) {
     const uint4 wb = __ldg(reinterpret_cast<const uint4*>(w + chunk * 8));
     const float4 a = reinterpret_cast<const float4*>(x + chunk * 8)[0];
     const float4 b = reinterpret_cast<const float4*>(x + chunk * 8)[1];
@@ -558,7 +575,7 @@ __global__ void __launch_bounds__(256)
     acc = __fmaf_rn(__uint_as_float(wb.w & 0xffff0000u), b.w, acc);
   }
   acc = warp_sum(acc);
-  if (lane == 0) o[(static_cast<int64_t>(r) * nh + h) * Mla::kV + c] = acc;
+  if (lane == 0) o[(static_cast<int64_t>(r) * nh + h) * d.v + c] = acc;
 }
 
 // ---- argmax -----------------------------------------------------------------------------------
@@ -661,16 +678,18 @@ void kda_decode(const float* q, const float* k, const float* v, const float* g, 
                 int64_t n, int64_t n_heads, int64_t dim, float* state, float* o,
                 cudaStream_t stream) {
   const char* what = "cuda::kda_decode";
-  if (dim != kKdaDim) bad(what, "dim", dim, "128");
+  if (dim < 16 || dim > kKdaMaxDim || dim % kKdaRowsPerBlock != 0)
+    bad(what, "dim", dim, "a multiple of 16 up to 128");
   if (n_heads < 1 || n_heads > 65535) bad(what, "n_heads", n_heads, "1..65535");
   if (n < 0 || n > INT32_MAX) bad(what, "n", n, ">= 0");
   if (!aligned16(q) || !aligned16(k) || !aligned16(g) || !aligned16(state))
     throw std::invalid_argument(std::string(what) +
                                 ": q, k, g and state must be 16-byte aligned device pointers");
   if (n == 0) return;
-  kda_kernel<<<dim3(kKdaDim / kKdaRowsPerBlock, static_cast<unsigned>(n_heads)), kKdaWarps * 32, 0,
-               stream>>>(q, k, v, g, beta, static_cast<int>(n), static_cast<int>(n_heads), state,
-                         o);
+  kda_kernel<<<dim3(static_cast<unsigned>(dim / kKdaRowsPerBlock), static_cast<unsigned>(n_heads)),
+               kKdaWarps * 32, 0, stream>>>(q, k, v, g, beta, static_cast<int>(n),
+                                            static_cast<int>(n_heads), static_cast<int>(dim), state,
+                                            o);
   check_launch(what);
 }
 
@@ -704,11 +723,12 @@ void short_conv_silu(const float* x, int64_t n, int64_t p, int64_t kernel, const
 
 void l2norm_rows(float* x, int64_t rows, int64_t dim, float scale, cudaStream_t stream) {
   const char* what = "cuda::l2norm_rows";
-  if (dim != 128) bad(what, "dim", dim, "128");
+  if (dim < 4 || dim > 128 || dim % 4 != 0) bad(what, "dim", dim, "a multiple of 4 up to 128");
   if (rows < 0) bad(what, "rows", rows, ">= 0");
   if (!aligned16(x)) throw std::invalid_argument(std::string(what) + ": x must be 16-byte aligned");
   if (rows == 0) return;
-  l2norm_kernel<<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(x, rows, scale);
+  l2norm_kernel<<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(
+      x, rows, static_cast<int>(dim), scale);
   check_launch(what);
 }
 
@@ -769,7 +789,7 @@ void embed_rows(const uint16_t* table, int64_t width, const int32_t* ids, int64_
 
 int64_t mla_absorbed_gpu_scratch_floats(const MlaGpuShape& sh, int64_t n, int64_t n_positions) {
   const int64_t chunks = (n_positions + kMlaChunk - 1) / kMlaChunk;
-  return n * sh.n_heads * (2 * Mla::kRank + n_positions + chunks * Mla::kRank) + 4;
+  return n * sh.n_heads * (2 * sh.rank + n_positions + chunks * sh.rank) + 4;
 }
 
 void mla_absorbed(const MlaGpuShape& sh, const uint16_t* kv_b, const float* latent,
@@ -777,6 +797,12 @@ void mla_absorbed(const MlaGpuShape& sh, const uint16_t* kv_b, const float* late
                   float* o, cudaStream_t stream) {
   const char* what = "cuda::mla_absorbed";
   if (sh.n_heads < 1 || sh.n_heads > 65535) bad(what, "n_heads", sh.n_heads, "1..65535");
+  if (sh.rank < 8 || sh.rank > kMlaMaxRank || sh.rank % 8 != 0)
+    bad(what, "rank", sh.rank, "a multiple of 8 up to 512");
+  if (sh.nope < 1 || sh.nope > 4096) bad(what, "nope", sh.nope, "1..4096");
+  if (sh.rope < 0 || sh.rope > 64 || sh.rope % 2 != 0)
+    bad(what, "rope", sh.rope, "an even number up to 64");
+  if (sh.v < 8 || sh.v % 8 != 0 || sh.v > 8 * 65535) bad(what, "v", sh.v, "a multiple of 8");
   if (n < 0 || n > 65535) bad(what, "n", n, "0..65535");
   if (n_positions < n || n_positions > INT32_MAX)
     bad(what, "n_positions", n_positions, "n..2^31-1");
@@ -784,34 +810,40 @@ void mla_absorbed(const MlaGpuShape& sh, const uint16_t* kv_b, const float* late
     throw std::invalid_argument(std::string(what) +
                                 ": kv_b, latent, q and scratch must be 16-byte aligned");
   if (n == 0) return;
+  const MlaDims d{static_cast<int>(sh.rank), static_cast<int>(sh.nope), static_cast<int>(sh.rope),
+                  static_cast<int>(sh.v)};
   const auto nh = static_cast<unsigned>(sh.n_heads), nr = static_cast<unsigned>(n);
+  const auto threads = static_cast<unsigned>(d.rank / 4);
   float* qhat = scratch;
-  float* obar = qhat + n * sh.n_heads * Mla::kRank;
-  float* scores = obar + n * sh.n_heads * Mla::kRank;
+  float* obar = qhat + n * sh.n_heads * sh.rank;
+  float* scores = obar + n * sh.n_heads * sh.rank;
   const int64_t chunks = (n_positions + kMlaChunk - 1) / kMlaChunk;
   float* parts = scores + n * sh.n_heads * n_positions;
   // parts must be 16-byte aligned: pad the scores to a multiple of 4 floats in the offset.
   parts += (4 - (n * sh.n_heads * n_positions) % 4) % 4;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(Mla::kNope + Mla::kRope));
-  mla_qhat<<<dim3(nh, nr), 128, 0, stream>>>(kv_b, q, static_cast<int>(nh), qhat);
-  // Above 48 KB of dynamic shared memory a kernel must opt in; once suffices.
-  static const cudaError_t attr = cudaFuncSetAttribute(
-      mla_scores, cudaFuncAttributeMaxDynamicSharedMemorySize, kScoreSmemBytes);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(sh.nope + sh.rope));
+  mla_qhat<<<dim3(nh, nr), threads, 0, stream>>>(kv_b, q, static_cast<int>(nh), d, qhat);
+  // Above 48 KB of dynamic shared memory a kernel must opt in; once (for the largest) suffices.
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(mla_scores, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           score_smem_bytes(MlaDims{kMlaMaxRank, 0, 64, 0}));
   if (attr != cudaSuccess)
     throw std::runtime_error(std::string(what) +
                              ": shared memory refused: " + cudaGetErrorString(attr));
   mla_scores<<<dim3((nh + kScoreHeads - 1) / kScoreHeads,
                     static_cast<unsigned>((n_positions + kScorePositions - 1) / kScorePositions),
                     nr),
-               256, kScoreSmemBytes, stream>>>(qhat, q, latent, k_pe, static_cast<int>(nh),
-                                               n_positions, static_cast<int>(n), scale, scores);
+               256, score_smem_bytes(d), stream>>>(qhat, q, latent, k_pe, static_cast<int>(nh), d,
+                                                   n_positions, static_cast<int>(n), scale, scores);
   mla_softmax<<<dim3(nh, nr), 128, 0, stream>>>(static_cast<int>(nh), n_positions,
                                                 static_cast<int>(n), scores);
-  mla_mix_partial<<<dim3(static_cast<unsigned>(chunks), nh, nr), 128, 0, stream>>>(
-      latent, static_cast<int>(nh), n_positions, static_cast<int>(n), scores, chunks, parts);
-  mla_mix_combine<<<dim3(nh, nr), 128, 0, stream>>>(static_cast<int>(nh), n_positions,
-                                                    static_cast<int>(n), chunks, parts, obar);
-  mla_out<<<dim3(Mla::kV / 8, nh, nr), 256, 0, stream>>>(kv_b, obar, static_cast<int>(nh), o);
+  mla_mix_partial<<<dim3(static_cast<unsigned>(chunks), nh, nr), threads, 0, stream>>>(
+      latent, static_cast<int>(nh), d.rank, n_positions, static_cast<int>(n), scores, chunks,
+      parts);
+  mla_mix_combine<<<dim3(nh, nr), threads, 0, stream>>>(static_cast<int>(nh), d.rank, n_positions,
+                                                        static_cast<int>(n), chunks, parts, obar);
+  mla_out<<<dim3(static_cast<unsigned>(d.v / 8), nh, nr), 256, 0, stream>>>(
+      kv_b, obar, static_cast<int>(nh), d, o);
   check_launch(what);
 }
 

@@ -48,7 +48,8 @@ void route(const RouterShape& shape, const float* logits, const float* bias, int
 // the CPU kernel's layout: q, k, v, g, o [n, n_heads, dim] (q l2-normalized and pre-scaled, k
 // l2-normalized, g the log decay per key channel), beta [n, n_heads], state [n_heads, dim (value),
 // dim (key)] (Sᵀ per head, read and updated). Per token: S = diag(exp g) S; S += k ⊗ β(v − Sᵀk);
-// o = Sᵀq. dim == 128. n tokens in one call give the same bits as n calls of one token.
+// o = Sᵀq. dim a multiple of 16 up to 128 (K3: 128). n tokens in one call give the same bits as
+// n calls of one token.
 void kda_decode(const float* q, const float* k, const float* v, const float* g, const float* beta,
                 int64_t n, int64_t n_heads, int64_t dim, float* state, float* o,
                 cudaStream_t stream = 0);
@@ -56,7 +57,7 @@ void kda_decode(const float* q, const float* k, const float* v, const float* g, 
 // The KDA layer's glue around kda_decode, each the CPU kernel of the same name on device memory:
 // short_conv_silu (kernels/short_conv.h: y[t, c] = silu(Σ_i w[c, i]·in[t + i, c]) over
 // in = [hist; x], hist [kernel − 1, p] advanced; kernel <= 8; n rows in one call == n calls),
-// l2norm_rows (x ← x / sqrt(Σx² + 1e-6) · scale per row; dim == 128), kda_gates
+// l2norm_rows (x ← x / sqrt(Σx² + 1e-6) · scale per row; dim a multiple of 4 up to 128), kda_gates
 // (g ← lower_bound·sigmoid(e^{a_log[h]}·(g + dt_bias[h·dim + j])) on g [n, n_heads, dim] and
 // beta ← sigmoid(beta) on beta [n, n_heads]) and mul_sigmoid (y ← y·sigmoid(gate)).
 void short_conv_silu(const float* x, int64_t n, int64_t p, int64_t kernel, const float* w,
@@ -77,16 +78,18 @@ void moe_combine(const float* contrib, const float* weights, int64_t n, int64_t 
 void embed_rows(const uint16_t* table, int64_t width, const int32_t* ids, int64_t n, float* out,
                 cudaStream_t stream = 0);
 
-// Absorbed MLA attention (kernels::mla_attend_absorbed) with K3's dims: per head, q̂ = W_UKᵀ q_nope,
-// scores (q̂·latent_s + q_pe·k_pe_s)/sqrt(192), softmax, ō = Σ p_s latent_s (in chunks of 256
+// Absorbed MLA attention (kernels::mla_attend_absorbed): per head, q̂ = W_UKᵀ q_nope, scores
+// (q̂·latent_s + q_pe·k_pe_s)/sqrt(nope + rope), softmax, ō = Σ p_s latent_s (in chunks of 256
 // positions, summed in order), o = W_UV ō.
-// kv_b: BF16 [n_heads · 256, 512] (per head 128 k_nope rows, then 128 v rows), 16-byte aligned.
-// latent [n_positions, 512], k_pe [n_positions, 64]: the cache, whose last n positions are the
-// n query rows; q [n, n_heads, 192] (nope 128, then pe 64), o [n, n_heads, 128]. Query row r sees
-// positions [0, n_positions − n + r]. scratch: mla_absorbed_gpu_scratch_floats(...) floats.
+// kv_b: BF16 [n_heads · (nope + v), rank] (per head nope k_nope rows, then v rows), 16-byte
+// aligned. latent [n_positions, rank], k_pe [n_positions, rope]: the cache, whose last n positions
+// are the n query rows; q [n, n_heads, nope + rope], o [n, n_heads, v]. Query row r sees positions
+// [0, n_positions − n + r]. scratch: mla_absorbed_gpu_scratch_floats(...) floats. Dims: rank a
+// multiple of 8 up to 512, rope even up to 64, v a multiple of 8 (K3's are the defaults).
 struct MlaGpuShape {
-  static constexpr int kRank = 512, kNope = 128, kRope = 64, kV = 128;
+  static constexpr int kRank = 512, kNope = 128, kRope = 64, kV = 128;  // K3
   int64_t n_heads = 0;
+  int64_t rank = kRank, nope = kNope, rope = kRope, v = kV;
 };
 void mla_absorbed(const MlaGpuShape& shape, const uint16_t* kv_b, const float* latent,
                   const float* k_pe, int64_t n_positions, const float* q, int64_t n, float* scratch,

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <stdexcept>
 #include <vector>
 
 #include "cuda/gemv_order_ref.h"
@@ -151,11 +152,13 @@ void cpu_order_kda(const float* q, const float* k, const float* v, const float* 
         float* row = state + (h * dim + c) * dim;
         for (int64_t j = 0; j < dim; ++j) row[j] = pm::mul(row[j], decay[j]);
         float lanes[kLanes];
-        for (int l = 0; l < kLanes; ++l) lanes[l] = fma4(row + 4 * l, kt + 4 * l, 0.0f);
+        for (int l = 0; l < kLanes; ++l)
+          lanes[l] = 4 * l < dim ? fma4(row + 4 * l, kt + 4 * l, 0.0f) : 0.0f;
         const float kd = butterfly(lanes);
         const float w = pm::mul(b, pm::sub(v[base + c], kd));
         for (int64_t j = 0; j < dim; ++j) row[j] = pm::fma(w, kt[j], row[j]);
-        for (int l = 0; l < kLanes; ++l) lanes[l] = fma4(row + 4 * l, qt + 4 * l, 0.0f);
+        for (int l = 0; l < kLanes; ++l)
+          lanes[l] = 4 * l < dim ? fma4(row + 4 * l, qt + 4 * l, 0.0f) : 0.0f;
         o[base + c] = butterfly(lanes);
       }
     }
@@ -182,7 +185,9 @@ void cpu_order_l2norm_rows(float* x, int64_t rows, int64_t dim, float scale) {
   for (int64_t r = 0; r < rows; ++r) {
     float* v = x + r * dim;
     float lanes[kLanes];
-    for (int l = 0; l < kLanes; ++l) lanes[l] = fma4(v + 4 * l, v + 4 * l, 0.0f);
+    // Lanes from dim/4 on hold zeros (dim < 128).
+    for (int l = 0; l < kLanes; ++l)
+      lanes[l] = 4 * l < dim ? fma4(v + 4 * l, v + 4 * l, 0.0f) : 0.0f;
     const float inv = pm::div(1.0f, pm::sqrt(pm::add(butterfly(lanes), 1e-6f)));
     for (int64_t j = 0; j < dim; ++j) v[j] = pm::mul(pm::mul(v[j], inv), scale);
   }
@@ -206,6 +211,9 @@ void cpu_order_mla_absorbed(const MlaGpuShape& sh, const uint16_t* kv_b, const f
                             const float* k_pe, int64_t n_positions, const float* q, int64_t n,
                             float* o) {
   using M = MlaGpuShape;
+  // The emulation is written for K3's dims (the kernels' tests use them).
+  if (sh.rank != M::kRank || sh.nope != M::kNope || sh.rope != M::kRope || sh.v != M::kV)
+    throw std::invalid_argument("cpu_order_mla_absorbed: emulates K3's dims (512, 128, 64, 128)");
   constexpr int kRank = M::kRank, kQk = M::kNope + M::kRope, kKvw = M::kNope + M::kV;
   const int64_t nh = sh.n_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(kQk));

@@ -13,6 +13,7 @@
 #include "base/stopwatch.h"
 #include "deltafin/engine.h"
 #include "model/model.h"
+#include "runtime/gpu_backend.h"
 #include "runtime/model_drafters.h"
 #include "runtime/sampler.h"
 #include "runtime/session_drafter.h"
@@ -46,14 +47,15 @@ int prefill_group(int chunk, int asked) {
 
 class SessionImpl : public Session {
  public:
-  SessionImpl(model::Model* model, std::mutex* mu, int chunk, int group, int64_t max_context,
-              DrafterModel* dspark, DrafterModel* qwen)
+  SessionImpl(model::Model* model, std::unique_ptr<GpuSession> gpu, std::mutex* mu, int chunk,
+              int group, int64_t max_context, DrafterModel* dspark, DrafterModel* qwen)
       : model_(model),
+        gpu_(std::move(gpu)),
         mu_(mu),
         attention_chunk_(chunk),
         prefill_group_(group),
         max_context_(max_context),
-        state_(model->new_state(max_context)),
+        state_(gpu_ ? model::SequenceState{} : model->new_state(max_context)),
         dspark_(dspark ? dspark->new_session() : nullptr),
         qwen_(qwen ? qwen->new_session() : nullptr) {}
 
@@ -64,7 +66,11 @@ class SessionImpl : public Session {
   const std::vector<int32_t>& ids() const override { return ids_; }
   int64_t position() const override { return static_cast<int64_t>(ids_.size()); }
   void reset() override {
-    model_->reset(state_);
+    if (gpu_) {
+      gpu_->reset();
+    } else {
+      model_->reset(state_);
+    }
     ids_.clear();
     pending_ = -1;
     last_logits_.clear();
@@ -91,8 +97,20 @@ class SessionImpl : public Session {
   // Sets `options` to tap what the DSpark drafter reads in a pass of n rows, when it is keeping
   // up with this sequence and this request drafts with it; returns whether it did.
   bool tap(model::ForwardOptions& options, int64_t n);
+  // The sequence's positions, and a pass or commit on it, on whichever backend holds it.
+  int64_t positions() const { return gpu_ ? gpu_->n_positions() : state_.n_positions; }
+  void pass(std::span<const int32_t> ids, bool all_rows, float* logits,
+            const model::ForwardOptions& options) {
+    if (gpu_) {
+      gpu_->forward(ids, all_rows, logits, options.kind == model::PassKind::kVerify,
+                    options.cancel_between_layers);
+    } else {
+      model_->forward(state_, ids, all_rows, logits, options);
+    }
+  }
 
   model::Model* model_;
+  std::unique_ptr<GpuSession> gpu_;  // null: the CPU model runs the passes on state_
   std::mutex* mu_;
   int attention_chunk_;  // rows per attention pass
   int prefill_group_;    // rows per forward pass (a multiple of attention_chunk_)
@@ -122,11 +140,25 @@ class EngineImpl : public Engine {
     if (options_.read_depth <= 0) options_.read_depth = kDefaultReadDepth;
     const std::vector<DrafterCandidate> candidates =
         drafter_candidates(options_.model_dir, config, options_.drafters);
-    std::vector<DrafterCost> costs;
-    for (const DrafterCandidate& d : candidates) costs.push_back(d.cost);
-    streaming_ = Streaming::load(options_, costs);
-    model_ = &streaming_->model();
-    load_drafters(candidates);
+    std::string why;
+    gpu_ = load_gpu_backend(options_, options_.max_context_tokens, &why);
+    if (gpu_) {
+      model_ = &gpu_->model();
+      base::log_info(gpu_->info().summary);
+      // Model drafters borrow the CPU model's passes (DSpark its taps): the GPU runs without them.
+      for (const DrafterCandidate& d : candidates) {
+        if (d.cost.forced)
+          base::fail("drafter ", d.cost.name, " runs with the CPU backend only: use --device cpu");
+        base::log_info("drafter ", d.cost.name, " not loaded: the CUDA backend drafts by n-gram");
+      }
+    } else {
+      if (!why.empty()) base::log_info("device: cpu (", why, ")");
+      std::vector<DrafterCost> costs;
+      for (const DrafterCandidate& d : candidates) costs.push_back(d.cost);
+      streaming_ = Streaming::load(options_, costs);
+      model_ = &streaming_->model();
+      load_drafters(candidates);
+    }
     const format::ModelConfig& c = model_->config();
     info_.arch = format::arch_name(c.arch);
     info_.vocab_size = c.vocab_size;
@@ -146,10 +178,12 @@ class EngineImpl : public Engine {
     });
     return *text_;
   }
-  MemoryPlanInfo memory_plan() const override { return streaming_->info(); }
-  StreamStats stream_stats() const override { return streaming_->stats(); }
+  MemoryPlanInfo memory_plan() const override { return gpu_ ? gpu_->info() : streaming_->info(); }
+  StreamStats stream_stats() const override { return gpu_ ? StreamStats{} : streaming_->stats(); }
   std::unique_ptr<Session> new_session() override {
-    return std::make_unique<SessionImpl>(model_, &mu_, options_.attention_chunk_tokens,
+    std::unique_ptr<GpuSession> gpu = gpu_ ? gpu_->new_session() : nullptr;
+    return std::make_unique<SessionImpl>(model_, std::move(gpu), &mu_,
+                                         options_.attention_chunk_tokens,
                                          options_.prefill_group_tokens, info_.max_context_tokens,
                                          dspark_model_.get(), qwen_model_.get());
   }
@@ -183,7 +217,8 @@ class EngineImpl : public Engine {
   }
 
   EngineOptions options_;
-  std::unique_ptr<Streaming> streaming_;  // owns the model
+  std::unique_ptr<GpuBackend> gpu_;       // the model in VRAM (then no streaming_), or null
+  std::unique_ptr<Streaming> streaming_;  // owns the model on the CPU path
   model::Model* model_ = nullptr;
   std::unique_ptr<DrafterModel> dspark_model_;  // null: none in the folder, or not worth its RAM
   std::unique_ptr<DrafterModel> qwen_model_;
@@ -201,8 +236,8 @@ std::vector<float> SessionImpl::run(std::vector<int32_t> ids, bool all_rows,
   const bool had_pending = pending_ >= 0;
   if (had_pending) ids.insert(ids.begin(), pending_);
   const int64_t vocab = model_->config().vocab_size, n = static_cast<int64_t>(ids.size());
-  if (state_.n_positions + n > max_context_) {
-    base::fail("the sequence would hold ", state_.n_positions + n,
+  if (positions() + n > max_context_) {
+    base::fail("the sequence would hold ", positions() + n,
                " tokens, beyond this engine's context of ", max_context_,
                " (--max-context; the memory plan sets its attention cache aside)");
   }
@@ -229,8 +264,8 @@ std::vector<float> SessionImpl::run(std::vector<int32_t> ids, bool all_rows,
     // logits are wanted; its logits land in `out` and are overwritten.
     const bool tapped = tap(options, len);
     try {
-      model_->forward(state_, std::span(ids).subspan(begin, len), all_rows,
-                      all_rows ? out.data() + begin * vocab : out.data(), options);
+      pass(std::span(ids).subspan(begin, len), all_rows,
+           all_rows ? out.data() + begin * vocab : out.data(), options);
       if (tapped) dspark_->commit_rows(taps_.data(), len, 0, len);
     } catch (const model::PassCancelled&) {
       reset();  // the pass stopped between two layers: no id list describes the state
@@ -256,7 +291,7 @@ std::vector<float> SessionImpl::step(std::span<const int32_t> drafts) {
   std::vector<int32_t> ids{pending_};
   ids.insert(ids.end(), drafts.begin(), drafts.end());
   const int64_t vocab = model_->config().vocab_size, n = static_cast<int64_t>(ids.size());
-  DF_ASSERT(state_.n_positions + n <= max_context_);
+  DF_ASSERT(positions() + n <= max_context_);
   for (const int32_t id : drafts) DF_ASSERT(id >= 0 && id < vocab);  // drafters propose ids
   std::vector<float> out(n * vocab);
   std::lock_guard<std::mutex> lock(*mu_);
@@ -265,7 +300,7 @@ std::vector<float> SessionImpl::step(std::span<const int32_t> drafts) {
   options.kind = drafts.empty() ? model::PassKind::kDecode : model::PassKind::kVerify;
   const bool tapped = tap(options, n);
   try {
-    model_->forward(state_, ids, true, out.data(), options);
+    pass(ids, true, out.data(), options);
     // A decode pass commits its row now; a verify pass's rows wait for keep().
     if (tapped && drafts.empty()) {
       dspark_->commit_rows(taps_.data(), 1, 0, 1);
@@ -292,7 +327,11 @@ void SessionImpl::keep(int64_t rows, std::span<const float> logits) {
   const int64_t vocab = model_->config().vocab_size;
   {
     std::lock_guard<std::mutex> lock(*mu_);
-    model_->commit(state_, rows);
+    if (gpu_) {
+      gpu_->commit(rows);
+    } else {
+      model_->commit(state_, rows);
+    }
   }
   if (tapped_rows_ > 0) dspark_->commit_rows(taps_.data(), tapped_rows_, 0, rows);
   stats_.decode_tokens += rows;
@@ -302,7 +341,8 @@ void SessionImpl::keep(int64_t rows, std::span<const float> logits) {
 
 bool SessionImpl::tap(model::ForwardOptions& options, int64_t n) {
   tapped_rows_ = 0;
-  if (!dspark_ || !want_taps_ || !dspark_->ready(state_.n_positions)) return false;
+  // The GPU backend has no taps: DSpark (loaded only for the CPU backend) never drafts there.
+  if (gpu_ || !dspark_ || !want_taps_ || !dspark_->ready(positions())) return false;
   const std::span<const int64_t> layers = dspark_->tap_layers();
   taps_.resize(layers.size() * n * model_->config().hidden_size);
   options.tap_layers = layers;
@@ -341,7 +381,7 @@ GenerateResult SessionImpl::generate(std::span<const int32_t> prompt,
       return result;
     }
   } else if (pending_ >= 0) {
-    if (state_.n_positions + 1 > max_context_) {
+    if (positions() + 1 > max_context_) {
       result.stop = StopReason::kContextFull;
       return result;
     }
@@ -353,8 +393,8 @@ GenerateResult SessionImpl::generate(std::span<const int32_t> prompt,
   if (options.max_new_tokens <= 0) return result;
   Sampler sampler(options);
   Speculator::ModelDrafters models;
-  if (dspark_ && dspark_->ready(state_.n_positions)) models.dspark = dspark_.get();
-  if (qwen_ && qwen_->ready(state_.n_positions)) models.qwen = qwen_.get();
+  if (dspark_ && dspark_->ready(positions())) models.dspark = dspark_.get();
+  if (qwen_ && qwen_->ready(positions())) models.qwen = qwen_.get();
   speculator_.begin(options.speculation, models);
   const int64_t eos = model_->config().eos_token_id, vocab = model_->config().vocab_size;
   // The rows to draw from: the logits after the pending id, then after each drafted id the last
@@ -404,13 +444,13 @@ GenerateResult SessionImpl::generate(std::span<const int32_t> prompt,
       result.stop = *stop;
       return result;
     }
-    if (state_.n_positions + 1 > max_context_) {
+    if (positions() + 1 > max_context_) {
       result.stop = StopReason::kContextFull;
       return result;
     }
     // Drafted ids beyond the ids still wanted or the context's room would be wasted rows.
-    const int64_t room = std::min<int64_t>(options.max_new_tokens - generated - 1,
-                                           max_context_ - state_.n_positions - 1);
+    const int64_t room =
+        std::min<int64_t>(options.max_new_tokens - generated - 1, max_context_ - positions() - 1);
     // A model drafter's proposal runs kernels on the pool the passes share: one at a time.
     const Speculator::Plan plan = [&] {
       std::lock_guard<std::mutex> lock(*mu_);

@@ -161,13 +161,13 @@ engine() {
   local e=$1 r=$2
   case $e in
     df)
-      run df "$r" "$DF" bench decode --model "$MODEL" --tokens "$TOKENS" --prompt-tokens 2 --json \
+      run df "$r" "$DF" bench decode --device cpu --model "$MODEL" --tokens "$TOKENS" --prompt-tokens 2 --json \
         "${DF_BUDGET[@]}" ;;
     df_all)  # every thread for the layers: the baseline the default's --layer-threads auto beats
-      run df_all "$r" "$DF" bench decode --model "$MODEL" --tokens "$TOKENS" --prompt-tokens 2 --json \
+      run df_all "$r" "$DF" bench decode --device cpu --model "$MODEL" --tokens "$TOKENS" --prompt-tokens 2 --json \
         --layer-threads all "${DF_BUDGET[@]}" ;;
     df_mapped)
-      run df_mapped "$r" "$DF" bench decode --model "$MODEL" --tokens "$TOKENS" --prompt-tokens 2 \
+      run df_mapped "$r" "$DF" bench decode --device cpu --model "$MODEL" --tokens "$TOKENS" --prompt-tokens 2 \
         --json --experts mapped --no-prefetch "${DF_BUDGET[@]}" ;;
     k3c)
       [[ -x $K3C ]] || return 0
@@ -188,7 +188,7 @@ engine() {
       # (a pass that yields several ids counts once per id).
       local mode=off
       [[ $e == df_spec ]] && mode=${DF_SPECULATE:-auto}
-      run "$e" "$r" "$DF" bench decode --model "$MODEL" --tokens "$TOKENS" --ids "$SPEC_IDS" --json \
+      run "$e" "$r" "$DF" bench decode --device cpu --model "$MODEL" --tokens "$TOKENS" --ids "$SPEC_IDS" --json \
         --speculate "$mode" --ceiling-reps 1 "${DF_BUDGET[@]}" ;;
     k3c_spec | k3c_serial)
       [[ -x $K3C ]] || return 0

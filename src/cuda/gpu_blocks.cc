@@ -1,0 +1,177 @@
+// The GPU model's layer blocks over device rows, each the CPU block's steps in its order
+// (model/kda.cc, mla.cc, mlp.cc, moe.cc) with the decode numerics: recurrent KDA, absorbed MLA.
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cuda/gpu_internal.h"
+#include "cuda/norm.h"
+
+namespace deltafin::cuda {
+namespace {
+
+void copy_d2d(float* dst, const float* src, int64_t count, cudaStream_t stream, const char* what) {
+  check_cuda(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, stream),
+             what);
+}
+
+}  // namespace
+
+void kda_block(const PassContext& c, const DevKda& w, DevKdaState& st, const float* x, int64_t n,
+               float* out, bool tentative, int64_t log_offset) {
+  const GpuShape& sh = c.shape;
+  GpuWorkspace& ws = c.ws;
+  const cudaStream_t s = c.stream;
+  const int64_t nh = sh.kda_heads, dim = sh.kda_dim, p = nh * dim;
+  mm(w.q_proj, x, n, ws.q_in, s);
+  mm(w.k_proj, x, n, ws.k_in, s);
+  mm(w.v_proj, x, n, ws.v_in, s);
+  mm(w.f_a, x, n, ws.low, s);
+  mm(w.f_b, ws.low, n, ws.g, s);
+  mm(w.b_proj, x, n, ws.beta, s);
+  mm(w.g_proj, x, n, ws.gate, s);
+  if (tentative) {
+    copy_d2d(st.q_in + log_offset * p, ws.q_in, n * p, s, "KDA log");
+    copy_d2d(st.k_in + log_offset * p, ws.k_in, n * p, s, "KDA log");
+    copy_d2d(st.v_in + log_offset * p, ws.v_in, n * p, s, "KDA log");
+  }
+  const int64_t kernel = sh.conv_kernel, hist = (kernel - 1) * p;
+  short_conv_silu(ws.q_in, n, p, kernel, w.q_conv, st.conv, ws.q, s);
+  short_conv_silu(ws.k_in, n, p, kernel, w.k_conv, st.conv + hist, ws.k, s);
+  short_conv_silu(ws.v_in, n, p, kernel, w.v_conv, st.conv + 2 * hist, ws.v, s);
+  l2norm_rows(ws.q, n * nh, dim, 1.0f / std::sqrt(static_cast<float>(dim)), s);
+  l2norm_rows(ws.k, n * nh, dim, 1.0f, s);
+  kda_gates(ws.g, ws.beta, n, nh, dim, w.a_log, w.dt_bias, sh.kda_lower_bound, s);
+  if (tentative) {
+    copy_d2d(st.q + log_offset * p, ws.q, n * p, s, "KDA log");
+    copy_d2d(st.k + log_offset * p, ws.k, n * p, s, "KDA log");
+    copy_d2d(st.v + log_offset * p, ws.v, n * p, s, "KDA log");
+    copy_d2d(st.g + log_offset * p, ws.g, n * p, s, "KDA log");
+    copy_d2d(st.beta + log_offset * nh, ws.beta, n * nh, s, "KDA log");
+  }
+  kda_decode(ws.q, ws.k, ws.v, ws.g, ws.beta, n, nh, dim, st.s, ws.o, s);
+  // Per-head RMSNorm, then the sigmoid output gate (norm first, as FusedRMSNormGated does).
+  rmsnorm_rows(ws.o, w.o_norm, n * nh, dim, sh.kda_norm_eps, ws.o, s);
+  mul_sigmoid(ws.gate, n * p, ws.o, s);
+  mm(w.o_proj, ws.o, n, out, s);
+}
+
+void kda_replay(const PassContext& c, const DevKda& w, DevKdaState& st, int64_t keep) {
+  const GpuShape& sh = c.shape;
+  const cudaStream_t s = c.stream;
+  const int64_t nh = sh.kda_heads, dim = sh.kda_dim, p = nh * dim;
+  const int64_t kernel = sh.conv_kernel, hist = (kernel - 1) * p;
+  copy_d2d(st.s, st.s_saved, nh * dim * dim, s, "restore KDA state");
+  copy_d2d(st.conv, st.conv_saved, 3 * hist, s, "restore KDA conv state");
+  if (keep == 0) return;
+  float* scratch = c.ws.replay;  // outputs the pass already gave
+  kda_decode(st.q, st.k, st.v, st.g, st.beta, keep, nh, dim, st.s, scratch, s);
+  short_conv_silu(st.q_in, keep, p, kernel, w.q_conv, st.conv, scratch, s);
+  short_conv_silu(st.k_in, keep, p, kernel, w.k_conv, st.conv + hist, scratch, s);
+  short_conv_silu(st.v_in, keep, p, kernel, w.v_conv, st.conv + 2 * hist, scratch, s);
+}
+
+void mla_block(const PassContext& c, const DevMla& w, DevMlaState& st, int64_t first,
+               const float* x, int64_t n, float* out) {
+  const GpuShape& sh = c.shape;
+  GpuWorkspace& ws = c.ws;
+  const cudaStream_t s = c.stream;
+  const int64_t nh = sh.mla_heads, rank = sh.kv_rank, rope = sh.rope;
+  mm(w.q_a, x, n, ws.qa, s);
+  rmsnorm_rows(ws.qa, w.q_a_norm, n, sh.q_lora, sh.mla_latent_eps, ws.qa, s);
+  mm(w.q_b, ws.qa, n, ws.mq, s);
+  const int64_t ckv_w = rank + rope;
+  mm(w.kv_a, x, n, ws.ckv, s);
+  // The new positions: the latent part normalized in place in the cache, k_pe copied beside it.
+  float* latent = st.latent + first * rank;
+  check_cuda(cudaMemcpy2DAsync(latent, rank * sizeof(float), ws.ckv, ckv_w * sizeof(float),
+                               rank * sizeof(float), n, cudaMemcpyDeviceToDevice, s),
+             "MLA latent");
+  rmsnorm_rows(latent, w.kv_a_norm, n, rank, sh.mla_latent_eps, latent, s);
+  if (rope > 0)
+    check_cuda(cudaMemcpy2DAsync(st.k_pe + first * rope, rope * sizeof(float), ws.ckv + rank,
+                                 ckv_w * sizeof(float), rope * sizeof(float), n,
+                                 cudaMemcpyDeviceToDevice, s),
+               "MLA k_pe");
+  const MlaGpuShape ms{nh, rank, sh.nope, rope, sh.v_dim};
+  mla_absorbed(ms, w.kv_b.bf16.data, st.latent, st.k_pe, first + n, ws.mq, n, ws.attend, ws.mo, s);
+  if (!w.g_proj.empty()) {
+    mm(w.g_proj, x, n, ws.mgate, s);
+    mul_sigmoid(ws.mgate, n * nh * sh.v_dim, ws.mo, s);
+  }
+  mm(w.o_proj, ws.mo, n, out, s);
+}
+
+void glu_block(const PassContext& c, const DevGlu& w, const float* x, int64_t n, float* out) {
+  const int64_t inter = w.gate.rows();
+  mm(w.gate, x, n, c.ws.glu_g, c.stream);
+  mm(w.up, x, n, c.ws.glu_u, c.stream);
+  situ_glu(c.ws.glu_g, c.ws.glu_u, n * inter, c.shape.situ_beta, c.shape.situ_linear_beta,
+           c.ws.glu_g, c.stream);
+  mm(w.down, c.ws.glu_g, n, out, c.stream);
+}
+
+void moe_block(const PassContext& c, const DevMoe& w, const float* x, int64_t n, float* out) {
+  const GpuShape& sh = c.shape;
+  GpuWorkspace& ws = c.ws;
+  const cudaStream_t s = c.stream;
+  const int k = sh.router.top_k;
+  const int64_t width = sh.moe_width, d = sh.hidden;
+  mm(w.router, x, n, ws.router, s);
+  route(sh.router, ws.router, w.score_bias, n, ws.route_e, ws.route_w, s);
+  // The route decides which weights the next products read: bring it back to the host.
+  ws.host_route.resize(n * k);
+  check_cuda(cudaMemcpyAsync(ws.host_route.data(), ws.route_e, n * k * sizeof(int32_t),
+                             cudaMemcpyDeviceToHost, s),
+             "route");
+  // The shared experts and the latent projection do not wait for the route.
+  const bool has_shared = !w.shared.gate.empty();
+  if (has_shared) glu_block(c, w.shared, x, n, ws.shared);
+  if (!w.latent_down.empty()) {
+    mm(w.latent_down, x, n, ws.z, s);
+  } else {
+    copy_d2d(ws.z, x, n * width, s, "MoE input");
+  }
+  check_cuda(cudaStreamSynchronize(s), "route");
+  // Each distinct expert once for the rows that chose it (an expert appears at most once per
+  // row); its outputs land in the (row, rank) slots, summed by rank afterwards.
+  std::vector<int32_t> slots;
+  std::vector<bool> done(n * k, false);
+  for (int64_t first = 0; first < n * k; ++first) {
+    if (done[first]) continue;
+    const int32_t e = ws.host_route[first];
+    if (e < 0 || e >= static_cast<int32_t>(w.experts.size()))
+      throw std::runtime_error("CUDA backend: the router chose expert " + std::to_string(e) +
+                               " of " + std::to_string(w.experts.size()));
+    slots.clear();
+    for (int64_t sl = first; sl < n * k; ++sl)
+      if (ws.host_route[sl] == e) {
+        slots.push_back(static_cast<int32_t>(sl));
+        done[sl] = true;
+      }
+    const int64_t m = static_cast<int64_t>(slots.size());
+    for (int64_t j = 0; j < m; ++j)
+      copy_d2d(ws.zin + j * width, ws.z + (slots[j] / k) * width, width, s, "expert rows");
+    const DevGlu& ew = w.experts[e];
+    const int64_t inter = ew.gate.rows();
+    mm(ew.gate, ws.zin, m, ws.glu_g, s);
+    mm(ew.up, ws.zin, m, ws.glu_u, s);
+    situ_glu(ws.glu_g, ws.glu_u, m * inter, sh.situ_beta, sh.situ_linear_beta, ws.glu_g, s);
+    mm(ew.down, ws.glu_g, m, ws.ey, s);
+    for (int64_t j = 0; j < m; ++j)
+      copy_d2d(ws.contrib + static_cast<int64_t>(slots[j]) * width, ws.ey + j * width, width, s,
+               "expert slots");
+  }
+  moe_combine(ws.contrib, ws.route_w, n, k, width, ws.sum, s);
+  if (!w.latent_up.empty()) {
+    if (w.latent_norm != nullptr)
+      rmsnorm_rows(ws.sum, w.latent_norm, n, width, sh.moe_norm_eps, ws.sum, s);
+    mm(w.latent_up, ws.sum, n, out, s);
+  } else {
+    copy_d2d(out, ws.sum, n * d, s, "MoE output");
+  }
+  if (has_shared) add(ws.shared, n * d, out, s);
+}
+
+}  // namespace deltafin::cuda

@@ -1,0 +1,192 @@
+// A K3 model held whole in VRAM and decoded on the GPU: the weights uploaded once from host views
+// (GpuModelDesc), one sequence's state per GpuSequence (KDA recurrent and conv state, MLA latent
+// cache) on the device, passes of 1-16 rows with the decode numerics for every row. Plain C++17
+// types, so the engine binds its plan here without this folder seeing model/.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cuda/decode_ops.h"
+#include "cuda/gemv.h"
+
+namespace deltafin::cuda {
+
+// A weight matrix in host memory (a checkpoint mapping), in a dtype the GPU products take.
+struct HostMatrix {
+  enum class DType { kBf16, kMxfp4 };
+  DType dtype = DType::kBf16;
+  const uint8_t* data = nullptr;    // BF16 [rows, cols], or MXFP4 packed [rows, cols/2]
+  const uint8_t* scales = nullptr;  // MXFP4: E8M0 [rows, cols/32]
+  int64_t rows = 0;
+  int64_t cols = 0;
+  bool empty() const { return data == nullptr; }
+};
+
+struct GpuGlu {
+  HostMatrix gate, up;  // [intermediate, in]
+  HostMatrix down;      // [in, intermediate]
+};
+
+// K3's KDA (lower-bounded gate, full-rank output gate). Vectors are fp32 host arrays.
+struct GpuKdaLayer {
+  HostMatrix q_proj, k_proj, v_proj;                                    // [P, hidden]
+  const float *q_conv = nullptr, *k_conv = nullptr, *v_conv = nullptr;  // [P, kernel]
+  HostMatrix f_a;                                                       // [head_dim, hidden]
+  HostMatrix f_b;                                                       // [P, head_dim]
+  const float* a_log = nullptr;                                         // [n_heads]
+  const float* dt_bias = nullptr;                                       // [P]
+  HostMatrix b_proj;                                                    // [n_heads, hidden]
+  HostMatrix g_proj;                                                    // [P, hidden]
+  const float* o_norm = nullptr;                                        // [head_dim]
+  HostMatrix o_proj;                                                    // [hidden, P]
+};
+
+// K3's gated MLA with q low rank.
+struct GpuMlaLayer {
+  HostMatrix q_a;                    // [q_lora, hidden]
+  const float* q_a_norm = nullptr;   // [q_lora]
+  HostMatrix q_b;                    // [n_heads · (nope + rope), q_lora]
+  HostMatrix kv_a;                   // [rank + rope, hidden]
+  const float* kv_a_norm = nullptr;  // [rank]
+  HostMatrix kv_b;                   // [n_heads · (nope + v), rank], BF16
+  HostMatrix g_proj;                 // [n_heads · v, hidden]: sigmoid output gate, or empty
+  HostMatrix o_proj;                 // [hidden, n_heads · v]
+};
+
+struct GpuMoeLayer {
+  HostMatrix router;                   // [n_experts, hidden]
+  const float* score_bias = nullptr;   // [n_experts]
+  HostMatrix latent_down;              // [width, hidden], or empty (width == hidden)
+  const float* latent_norm = nullptr;  // [width], or null
+  HostMatrix latent_up;                // [hidden, width], or empty
+  GpuGlu shared;                       // fused shared experts, or empty
+  std::vector<GpuGlu> experts;         // by id: [moe_inter, width] / [width, moe_inter]
+};
+
+struct GpuLayer {
+  bool kda = true;                    // else MLA
+  bool moe = true;                    // else dense
+  const float* input_norm = nullptr;  // [hidden]
+  const float* post_norm = nullptr;   // [hidden]
+  const float* attn_res = nullptr;    // [hidden]: the AttnRes keys before attention and the MLP
+  const float* mlp_res = nullptr;
+  GpuKdaLayer kda_w{};
+  GpuMlaLayer mla_w{};
+  GpuGlu dense;
+  GpuMoeLayer moe_w;
+};
+
+struct GpuShape {
+  int64_t hidden = 0, vocab = 0;
+  float rms_eps = 0.0f;
+  int64_t attn_res_block = 0;  // 0: plain residuals
+  int64_t kda_heads = 0, kda_dim = 0, conv_kernel = 0;
+  float kda_lower_bound = 0.0f, kda_norm_eps = 0.0f;
+  int64_t mla_heads = 0, q_lora = 0, kv_rank = 0, nope = 0, rope = 0, v_dim = 0;
+  float mla_latent_eps = 0.0f;
+  int64_t moe_width = 0;
+  RouterShape router;
+  float moe_norm_eps = 0.0f;
+  float situ_beta = 0.0f, situ_linear_beta = 0.0f;
+};
+
+// Everything the GPU model uploads, viewed in host memory that outlives the upload.
+struct GpuModelDesc {
+  GpuShape shape;
+  HostMatrix embed;                   // [vocab, hidden], BF16
+  const float* final_norm = nullptr;  // [hidden]
+  const float* output_res = nullptr;  // [hidden], or null without AttnRes
+  HostMatrix lm_head;                 // [vocab, hidden]
+  std::vector<GpuLayer> layers;
+};
+
+// VRAM the model takes, by part (bytes, each allocation rounded up to 256).
+struct VramPlan {
+  uint64_t spine_bytes = 0;      // embeddings, lm_head, every non-expert tensor
+  uint64_t expert_bytes = 0;     // routed experts
+  uint64_t workspace_bytes = 0;  // one pass's intermediates (for the planned context)
+  uint64_t sequence_bytes = 0;   // one sequence: KDA state, MLA cache, a verify pass's log
+  uint64_t total() const { return spine_bytes + expert_bytes + workspace_bytes + sequence_bytes; }
+};
+
+// Largest verify pass (rows kept tentative) a sequence logs for; more rows than kGpuMaxBatch run
+// as several device passes.
+struct GpuLimits {
+  int64_t max_positions = 0;       // the planned context
+  int64_t max_tentative_rows = 0;  // 0: no verify passes
+};
+
+// Sizes the model on the CPU, without a device: what GpuModel would allocate.
+VramPlan plan_vram(const GpuModelDesc& desc, const GpuLimits& limits);
+// Checks that the shapes are ones the kernels take; throws std::invalid_argument naming the field.
+void check_gpu_shapes(const GpuModelDesc& desc);
+
+// Thrown by GpuModel::forward when its cancel poll asked it to stop between two layers.
+struct GpuPassCancelled {};
+
+struct GpuSequenceState;  // device buffers of one sequence
+
+class GpuSequence {
+ public:
+  ~GpuSequence();
+  int64_t n_positions() const { return n_positions_; }
+  int64_t tentative_rows() const { return tentative_rows_; }
+
+ private:
+  friend class GpuModel;
+  GpuSequence() = default;
+  std::unique_ptr<GpuSequenceState> state_;
+  int64_t n_positions_ = 0;
+  int64_t tentative_rows_ = 0;
+};
+
+struct GpuWeights;    // device views of the uploaded weights
+struct GpuWorkspace;  // one pass's device intermediates
+
+class GpuModel {
+ public:
+  // Uploads desc to device `device`. Throws std::runtime_error naming the part that did not fit
+  // (or the CUDA error), std::invalid_argument for a shape the kernels do not take.
+  GpuModel(const GpuModelDesc& desc, int device, const GpuLimits& limits);
+  ~GpuModel();
+  GpuModel(const GpuModel&) = delete;
+  GpuModel& operator=(const GpuModel&) = delete;
+
+  const VramPlan& plan() const { return plan_; }
+  const GpuShape& shape() const { return shape_; }
+
+  // A new empty sequence; its state takes plan().sequence_bytes of VRAM.
+  std::unique_ptr<GpuSequence> new_sequence();
+  void reset(GpuSequence& seq);
+  // Runs n ids at positions seq.n_positions() ... in passes of at most kGpuMaxBatch rows. Writes
+  // logits [n, vocab] when all_rows, else the last row's [vocab] (host memory). tentative: a
+  // verify pass (n <= max_tentative_rows): the rows stay tentative until commit(). cancel: polled
+  // between layers; when it returns true, throws GpuPassCancelled leaving seq part-run (reset it).
+  void forward(GpuSequence& seq, const int32_t* ids, int64_t n, bool all_rows, float* logits,
+               bool tentative = false, const std::function<bool()>* cancel = nullptr);
+  // Keeps the first `keep` rows of the last verify pass: the state is then what `keep` decode
+  // passes over those ids would have left, bit for bit.
+  void commit(GpuSequence& seq, int64_t keep);
+
+ private:
+  // One device pass of n <= kGpuMaxBatch rows; the logits of rows [first, n) into `logits`.
+  // tentative: the rows' KDA inputs are logged at row log_offset of the sequence's log.
+  void pass(GpuSequence& seq, const int32_t* ids, int64_t n, int64_t first, float* logits,
+            bool tentative, int64_t log_offset, const std::function<bool()>* cancel);
+
+  GpuShape shape_;
+  GpuLimits limits_;
+  VramPlan plan_;
+  int device_ = 0;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<GpuWeights> w_;
+  std::unique_ptr<GpuWorkspace> ws_;
+};
+
+}  // namespace deltafin::cuda

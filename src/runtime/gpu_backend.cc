@@ -1,0 +1,198 @@
+// The device choice and, in a CUDA build, the GPU backend: the model mapped on the host, bound
+// (gpu_bind.h), sized against free VRAM or --vram-budget, uploaded; sessions own a device sequence.
+#include "runtime/gpu_backend.h"
+
+#include <charconv>
+
+#include "base/error.h"
+#include "base/memory_budget.h"
+
+#if DELTAFIN_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "runtime/gpu_bind.h"
+#include "runtime/speculator.h"
+#endif
+
+namespace deltafin::runtime {
+
+DeviceRequest parse_device(const std::string& text) {
+  DeviceRequest r;
+  if (text.empty() || text == "auto") return r;
+  if (text == "cpu") {
+    r.kind = DeviceRequest::Kind::kCpu;
+    return r;
+  }
+  if (text == "cuda") {
+    r.kind = DeviceRequest::Kind::kCuda;
+    return r;
+  }
+  if (text.rfind("cuda:", 0) == 0) {
+    int index = -1;
+    const char* b = text.data() + 5;
+    const char* e = text.data() + text.size();
+    const auto [end, ec] = std::from_chars(b, e, index);
+    if (ec == std::errc() && end == e && b != e && index >= 0) {
+      r.kind = DeviceRequest::Kind::kCuda;
+      r.index = index;
+      return r;
+    }
+  }
+  base::fail("--device ", text, ": expected auto, cpu, cuda or cuda:N");
+}
+
+#if DELTAFIN_WITH_CUDA
+namespace {
+
+class CudaSession : public GpuSession {
+ public:
+  CudaSession(cuda::GpuModel& model) : model_(model), seq_(model.new_sequence()) {}
+  void forward(std::span<const int32_t> ids, bool all_rows, float* logits, bool tentative,
+               const std::function<bool()>* cancel) override {
+    try {
+      model_.forward(*seq_, ids.data(), static_cast<int64_t>(ids.size()), all_rows, logits,
+                     tentative, cancel);
+    } catch (const cuda::GpuPassCancelled&) {
+      throw model::PassCancelled{};
+    } catch (const std::invalid_argument& e) {
+      base::fail(e.what());
+    }
+  }
+  void commit(int64_t keep) override { model_.commit(*seq_, keep); }
+  void reset() override { model_.reset(*seq_); }
+  int64_t n_positions() const override { return seq_->n_positions(); }
+
+ private:
+  cuda::GpuModel& model_;
+  std::unique_ptr<cuda::GpuSequence> seq_;
+};
+
+class CudaBackend : public GpuBackend {
+ public:
+  CudaBackend(std::unique_ptr<model::Model> host, std::unique_ptr<cuda::GpuModel> gpu,
+              MemoryPlanInfo info)
+      : host_(std::move(host)), gpu_(std::move(gpu)), info_(std::move(info)) {}
+  model::Model& model() override { return *host_; }
+  std::unique_ptr<GpuSession> new_session() override {
+    return std::make_unique<CudaSession>(*gpu_);
+  }
+  const MemoryPlanInfo& info() const override { return info_; }
+
+ private:
+  std::unique_ptr<model::Model> host_;
+  std::unique_ptr<cuda::GpuModel> gpu_;
+  MemoryPlanInfo info_;
+};
+
+void check_err(cudaError_t err) {
+  if (err != cudaSuccess) base::fail("CUDA: ", cudaGetErrorString(err));
+}
+
+std::string describe(const cuda::VramPlan& p) {
+  return base::str_cat(base::format_bytes(p.total()), " (spine ", base::format_bytes(p.spine_bytes),
+                       ", routed experts ", base::format_bytes(p.expert_bytes), ", workspace ",
+                       base::format_bytes(p.workspace_bytes), ", one sequence ",
+                       base::format_bytes(p.sequence_bytes), ")");
+}
+
+}  // namespace
+
+std::unique_ptr<GpuBackend> load_gpu_backend(const EngineOptions& options, int64_t max_context,
+                                             std::string* why) {
+  const DeviceRequest req = parse_device(options.device);
+  if (req.kind == DeviceRequest::Kind::kCpu) {
+    why->clear();
+    return nullptr;
+  }
+  const bool must = req.kind == DeviceRequest::Kind::kCuda;
+  // auto falls back to the CPU saying why; cuda makes the same reason an error.
+  const auto refuse = [&](const std::string& reason) -> std::unique_ptr<GpuBackend> {
+    if (must) base::fail("--device ", options.device, ": ", reason);
+    *why = reason;
+    return nullptr;
+  };
+  // Options only the CPU path has: asked for explicitly, they say where to run (auto stays on the
+  // CPU rather than ignoring them; cuda refuses them, with or without a GPU).
+  if (options.spine == SpineMode::kStream)
+    return refuse("--spine stream streams the spine through RAM on the CPU backend");
+  if (options.experts != ExpertMode::kAuto)
+    return refuse("--experts mapped|stream chooses how the CPU backend holds the experts");
+  if (options.expert_slots > 0)
+    return refuse("--expert-slots sizes the CPU backend's expert cache");
+  if (!options.trace_routes.empty())
+    return refuse("--trace-routes records the CPU backend's routes");
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0)
+    return refuse(base::str_cat("no CUDA device (",
+                                err != cudaSuccess ? cudaGetErrorString(err) : "0 devices", ")"));
+  const int device = req.index < 0 ? 0 : req.index;
+  if (device >= count)
+    return refuse(base::str_cat("no CUDA device ", device, " (", count, " present)"));
+  if (options.spine_dtype != SpineDType::kBf16)
+    return refuse("the int8 spine runs on the CPU backend only (--spine-dtype bf16 for the GPU)");
+  if (options.expert_source.catalog)
+    return refuse(
+        "a streaming install's experts are not all local; the CUDA backend holds the "
+        "whole model in VRAM");
+  std::unique_ptr<model::Model> host = model::Model::load(options.model_dir);
+  cuda::GpuModelDesc desc;
+  try {
+    desc = bind_gpu_model(*host);
+    cuda::check_gpu_shapes(desc);
+  } catch (const base::Error& e) {
+    return refuse(e.what());
+  } catch (const std::invalid_argument& e) {
+    return refuse(e.what());
+  }
+  const cuda::GpuLimits limits{max_context, static_cast<int64_t>(kMaxVerifyRows)};
+  const cuda::VramPlan plan = cuda::plan_vram(desc, limits);
+  cudaDeviceProp prop{};
+  check_err(cudaGetDeviceProperties(&prop, device));
+  size_t free_bytes = 0, total_bytes = 0;
+  check_err(cudaSetDevice(device));
+  check_err(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const uint64_t budget =
+      options.vram_budget.empty() ? free_bytes : base::parse_byte_size(options.vram_budget);
+  const std::string budget_text =
+      options.vram_budget.empty()
+          ? base::str_cat(base::format_bytes(free_bytes), " free on cuda:", device)
+          : base::str_cat("--vram-budget ", options.vram_budget);
+  if (plan.total() > budget) {
+    return refuse(base::str_cat("the model needs ", describe(plan), " of VRAM, more than ",
+                                budget_text,
+                                " (--vram-budget SIZE to change the budget, --max-context for a "
+                                "smaller MLA cache, --device cpu to run on the CPU)"));
+  }
+  std::unique_ptr<cuda::GpuModel> gpu;
+  try {
+    gpu = std::make_unique<cuda::GpuModel>(desc, device, limits);
+  } catch (const std::exception& e) {
+    return refuse(e.what());
+  }
+  MemoryPlanInfo info;
+  info.device = base::str_cat("cuda:", device);
+  info.vram_bytes = plan.total();
+  info.context_bytes = plan.sequence_bytes;
+  info.summary =
+      base::str_cat("device cuda:", device, " (", prop.name, "): the whole model in VRAM, ",
+                    describe(plan), " of ", budget_text, "; context ", max_context, " positions");
+  return std::make_unique<CudaBackend>(std::move(host), std::move(gpu), std::move(info));
+}
+
+#else
+
+std::unique_ptr<GpuBackend> load_gpu_backend(const EngineOptions& options, int64_t,
+                                             std::string* why) {
+  const DeviceRequest req = parse_device(options.device);
+  if (req.kind == DeviceRequest::Kind::kCuda)
+    base::fail("--device ", options.device,
+               ": this deltafin was built without the CUDA backend (no nvcc at configure time, or "
+               "-DDELTAFIN_CUDA=OFF)");
+  why->clear();  // nothing to say: a build without CUDA runs on the CPU as it always has
+  return nullptr;
+}
+
+#endif
+
+}  // namespace deltafin::runtime
