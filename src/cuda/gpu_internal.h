@@ -200,10 +200,11 @@ class SpineStream {
 // misses land and a copy never overwrites an expert still being read.
 class DevExpertCache {
  public:
-  // Fills `dst` (pinned, slot_bytes) with expert (layer, expert) in place_expert's layout: from
-  // the mapped checkpoint today (stage_expert); an O_DIRECT reader of the shards can take its
-  // place. Runs on the thread that runs the pass.
-  using Fill = std::function<void(int64_t layer, int64_t expert, uint8_t* dst)>;
+  // Fills `dst` (pinned, slot_bytes) with expert (layer, expert), whose host views are `views`,
+  // in place_expert's layout: from the mapped checkpoint today (stage_expert); an O_DIRECT reader
+  // of the shards can take its place. Runs on the thread that runs the pass.
+  using Fill =
+      std::function<void(int64_t layer, int64_t expert, const GpuGlu& views, uint8_t* dst)>;
   DevExpertCache(const GpuModelDesc& desc, int64_t n_slots, uint64_t slot_bytes, uint8_t* slab,
                  Fill fill);
   ~DevExpertCache();

@@ -75,15 +75,10 @@ GpuModel::GpuModel(const GpuModelDesc& desc, int device, const GpuLimits& limits
     }
     if (spine.used != tiers.global_bytes + tiers.resident_spine_bytes)
       throw std::logic_error("CUDA backend: spine layout differs from its plan");
-    if (tiers.expert_slots > 0) {
-      std::vector<std::vector<GpuGlu>> views;
-      for (const GpuLayer& l : desc.layers) views.push_back(l.moe_w.experts);
+    if (tiers.expert_slots > 0)
       cache_ = std::make_unique<DevExpertCache>(
           desc, tiers.expert_slots, tiers.expert_slot_bytes, experts.base,
-          [views = std::move(views)](int64_t layer, int64_t expert, uint8_t* dst) {
-            stage_expert(views[layer][expert], dst);
-          });
-    }
+          [](int64_t, int64_t, const GpuGlu& views, uint8_t* dst) { stage_expert(views, dst); });
   }
   place_workspace(desc, limits, work, ws_.get());
   check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");

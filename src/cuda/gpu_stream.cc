@@ -110,8 +110,9 @@ void SpineStream::release(int64_t l, cudaStream_t compute, uint64_t* copied_byte
   const int64_t j = l - first_;
   const int b = holds_[0] == j ? 0 : 1;
   check_cuda(cudaEventRecord(consumed_[b], compute), "spine consumed event");
-  const int64_t next = (j + 1) % n_;  // past the last: the next pass's first streamed layer
-  if (holds_[b ^ 1] != next) {
+  // Past the last: the next pass's first streamed layer. Two streamed layers or fewer stay put.
+  const int64_t next = (j + 1) % n_;
+  if (holds_[0] != next && holds_[1] != next) {
     issue(next, b ^ 1);
     *copied_bytes += bytes_[next];
   }
@@ -153,7 +154,7 @@ void DevExpertCache::copy_in(int64_t layer, int32_t expert, int64_t slot) {
   const size_t k = next_staging_++ % staging_.size();
   // The staging buffer's previous copy must have left it before the host refills it.
   check_cuda(cudaEventSynchronize(staged_[k]), "expert staging");
-  fill_(layer, expert, staging_[k]);
+  fill_(layer, expert, experts_[layer][expert], staging_[k]);
   uint8_t* dst = slab_ + static_cast<uint64_t>(slot) * slot_bytes_;
   Arena view;
   view.base = dst;
