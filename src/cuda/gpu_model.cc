@@ -50,6 +50,7 @@ GpuModel::GpuModel(const GpuModelDesc& desc, int device, const GpuLimits& limits
   ws_->base = work.base;
   place_weights(desc, spine, experts, w_.get());
   place_workspace(desc, limits, work, ws_.get());
+  ws_->meter.set_model(pass_byte_model(desc, plan_));
   check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
 }
 
@@ -140,6 +141,8 @@ void GpuModel::pass(GpuSequence& seq, const int32_t* ids, int64_t n, int64_t fir
   const GpuShape& sh = shape_;
   const int64_t d = sh.hidden;
   const PassContext c{sh, limits_, ws, stream_};
+  ws.meter.start(stream_);
+  count_copy();
   check_cuda(cudaMemcpyAsync(ws.ids, ids, n * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
              "ids");
   embed_rows(w_->embed.bf16.data, d, ws.ids, n, ws.partial, stream_);
@@ -150,6 +153,7 @@ void GpuModel::pass(GpuSequence& seq, const int32_t* ids, int64_t n, int64_t fir
   // The residual stream (model/attn_res.cc): mix the stored blocks and the partial sum.
   const auto mix = [&](const float* key, int64_t row0, int64_t rows, float* out) {
     if (ws.n_blocks == 0) {
+      count_copy();
       check_cuda(cudaMemcpyAsync(out, ws.partial + row0 * d, rows * d * sizeof(float),
                                  cudaMemcpyDeviceToDevice, stream_),
                  "residual copy");
@@ -160,6 +164,7 @@ void GpuModel::pass(GpuSequence& seq, const int32_t* ids, int64_t n, int64_t fir
   };
   const auto add_to_stream = [&](const float* y) {
     if (ws.restart) {
+      count_copy();
       check_cuda(
           cudaMemcpyAsync(ws.partial, y, n * d * sizeof(float), cudaMemcpyDeviceToDevice, stream_),
           "residual restart");
@@ -174,6 +179,7 @@ void GpuModel::pass(GpuSequence& seq, const int32_t* ids, int64_t n, int64_t fir
     const DevLayer& L = w_->layers[l];
     mix(L.attn_res, 0, n, ws.x);
     if (sh.attn_res_block > 0 && l % sh.attn_res_block == 0) {
+      count_copy();
       check_cuda(cudaMemcpyAsync(ws.blocks + ws.n_blocks * stride, ws.partial,
                                  n * d * sizeof(float), cudaMemcpyDeviceToDevice, stream_),
                  "residual block");
@@ -191,6 +197,7 @@ void GpuModel::pass(GpuSequence& seq, const int32_t* ids, int64_t n, int64_t fir
     rmsnorm_rows(ws.x, L.post_norm, n, d, sh.rms_eps, ws.x, stream_);
     if (L.moe) {
       moe_block(c, L.moe_w, ws.x, n, ws.y);
+      ws.meter.count_experts(L.moe_w, ws.host_route);
     } else {
       glu_block(c, L.dense, ws.x, n, ws.y);
     }
@@ -202,11 +209,15 @@ void GpuModel::pass(GpuSequence& seq, const int32_t* ids, int64_t n, int64_t fir
     mix(w_->output_res, first, rows, ws.x);
     rmsnorm_rows(ws.x, w_->final_norm, rows, d, sh.rms_eps, ws.y, stream_);
     mm(w_->lm_head, ws.y, rows, ws.logits, stream_);
+    count_copy();
     check_cuda(cudaMemcpyAsync(logits, ws.logits, rows * sh.vocab * sizeof(float),
                                cudaMemcpyDeviceToHost, stream_),
                "logits");
   }
+  ws.meter.stop(stream_);
+  count_sync();
   check_cuda(cudaStreamSynchronize(stream_), "pass");
+  ws.meter.finish(n, rows, seq.n_positions_);
 }
 
 void GpuModel::commit(GpuSequence& seq, int64_t keep) {

@@ -148,6 +148,7 @@ class GpuSequence {
 
 struct GpuWeights;    // device views of the uploaded weights
 struct GpuWorkspace;  // one pass's device intermediates
+struct GpuCounters;   // gpu_counters.h
 
 class GpuModel {
  public:
@@ -159,6 +160,8 @@ class GpuModel {
   GpuModel& operator=(const GpuModel&) = delete;
 
   const VramPlan& plan() const { return plan_; }
+  // What the passes did so far (gpu_counters.h): bytes touched, stream operations, device time.
+  const GpuCounters& counters() const;
   const GpuShape& shape() const { return shape_; }
 
   // A new empty sequence; its state takes plan().sequence_bytes of VRAM.

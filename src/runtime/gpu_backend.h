@@ -40,6 +40,7 @@ class GpuBackend {
   virtual model::Model& model() = 0;  // the host side: config, plan (weights mapped, not read)
   virtual std::unique_ptr<GpuSession> new_session() = 0;
   virtual const MemoryPlanInfo& info() const = 0;
+  virtual GpuStats stats() const = 0;  // the passes' counters since load
 };
 
 // What `options.device` asks for, resolved: the GPU backend holding the whole model, or null when
