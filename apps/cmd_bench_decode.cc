@@ -8,7 +8,11 @@
 // layer) divided by the ceiling; speculative reads that went unused count in the bytes read but not
 // in the floor, so waste shows in the ratio. The compute floor: every weight the token multiplies,
 // at the GEMV rates of the engine's own kernels over RAM measured after the run. With streamed
-// experts, a peak RSS above the budget is an error.
+// experts, a peak RSS above the budget is an error. On the GPU backend (--device cuda) the disk
+// and RAM figures stay zero and a "gpu" object holds the GPU's: per token the bytes the pass
+// touched in VRAM and its stream operations (the model's counters), against a floor of those bytes
+// at the rate of a pure device read plus the operations at their costs, both measured in this run
+// after the decode (gpu_floor.h).
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -25,6 +29,8 @@
 #include "bench_verify.h"
 #include "command.h"
 #include "deltafin/engine.h"
+#include "gpu_floor.h"
+#include "gpu_probe.h"
 #include "io/huge_buffer.h"
 #include "io/read_ceiling.h"
 #include "kernels/weight_matrix.h"
@@ -221,10 +227,13 @@ int run_bench(Args& args) {
   // The int8 spine is lossy: the figures are labelled so they are never read as the exact path's
   // (a copy: the engine is gone before they print).
   const ModelInfo info = engine->info();
+  // The GPU backend reads nothing from the disk and multiplies nothing in RAM: the CPU's ceilings
+  // would measure nothing the decode depends on.
+  const bool on_gpu = plan.device != "cpu";
   if (plan.read_piece_bytes > 0 && static_cast<uint64_t>(plan.read_piece_bytes) < read_sizes[0])
     read_sizes.push_back(static_cast<uint64_t>(plan.read_piece_bytes));
   // After the load, not before it: a cloud disk that idled gives a burst the decode never sees.
-  const double ceiling_before_gbps = measure_ceiling("before the decode");
+  const double ceiling_before_gbps = on_gpu ? 0 : measure_ceiling("before the decode");
   std::unique_ptr<Session> session = engine->new_session();
   const int64_t vocab = engine->info().vocab_size;
   const std::vector<int32_t> prompt =
@@ -243,11 +252,16 @@ int run_bench(Args& args) {
   std::vector<uint64_t> proc_bytes;
   StreamStats last = engine->stream_stats();
   uint64_t last_io = process_read_bytes();
+  std::vector<GpuPass> gpu_passes;
+  GpuStats last_gpu = engine->gpu_stats(), prompt_gpu;
   base::Stopwatch token_time;
   double prompt_seconds = 0;
   bool prompt_done = false;
   gen.on_pass = [&](const PassReport& report) {
     const double wall = token_time.elapsed_seconds();
+    const GpuStats g = engine->gpu_stats();
+    gpu_passes.push_back({stats_difference(g, last_gpu), wall, report.accepted + 1});
+    last_gpu = g;
     const StreamStats s = engine->stream_stats();
     const uint64_t io = process_read_bytes();
     passes.push_back(pass_figures(last, s, wall));
@@ -263,6 +277,9 @@ int run_bench(Args& args) {
     if (!prompt_done) {  // the first id comes from the prompt's pass
       prompt_seconds = token_time.elapsed_seconds();
       prompt_done = true;
+      const GpuStats g = engine->gpu_stats();
+      prompt_gpu = stats_difference(g, last_gpu);
+      last_gpu = g;
       last = engine->stream_stats();
       last_io = process_read_bytes();
       token_time.restart();
@@ -279,15 +296,31 @@ int run_bench(Args& args) {
   // cgroup got the run killed after its decode.
   session.reset();
   engine.reset();
-  const size_t gemv_arena = std::min(kGemvArenaBytes, static_cast<size_t>(plan.budget_bytes / 2));
-  const GemvRates gemv = measure_gemv(gemv_arena, 8, info.lossy);
-  base::log_info("bench decode: GEMV over RAM: BF16 ", gemv.bf16_gbps, " GB/s, MXFP4 ",
-                 gemv.mxfp4_gbps, " GB/s",
-                 info.lossy ? base::str_cat(", int8 ", gemv.int8_gbps, " GB/s") : std::string(),
-                 gemv_arena < kGemvArenaBytes
-                     ? " (arena cut to the budget: part of it may be served from the CPU cache)"
-                     : "");
-  const double ceiling_after_gbps = measure_ceiling("after the decode");
+  GemvRates gemv;
+  GpuCosts gpu_costs;
+  if (on_gpu) {
+    // A pure read of at least a token's bytes (and of 1 GiB, far beyond L2), on VRAM the model
+    // has given back.
+    std::vector<double> touched;
+    for (const GpuPass& p : gpu_passes)
+      touched.push_back(static_cast<double>(p.stats.touched_bytes()) / p.ids);
+    const auto read_bytes = std::max<uint64_t>(static_cast<uint64_t>(median(touched)), 1ull << 30);
+    gpu_costs = measure_gpu_costs(plan.device, read_bytes, static_cast<int>(ceiling_reps));
+    base::log_info("bench decode: device read ", gpu_costs.read_gbps, " GB/s over ",
+                   base::format_bytes(gpu_costs.read_bytes), "; per operation: launch ",
+                   gpu_costs.launch_seconds * 1e6, " us, copy ", gpu_costs.copy_seconds * 1e6,
+                   " us, host wait ", gpu_costs.sync_seconds * 1e6, " us");
+  } else {
+    const size_t gemv_arena = std::min(kGemvArenaBytes, static_cast<size_t>(plan.budget_bytes / 2));
+    gemv = measure_gemv(gemv_arena, 8, info.lossy);
+    base::log_info("bench decode: GEMV over RAM: BF16 ", gemv.bf16_gbps, " GB/s, MXFP4 ",
+                   gemv.mxfp4_gbps, " GB/s",
+                   info.lossy ? base::str_cat(", int8 ", gemv.int8_gbps, " GB/s") : std::string(),
+                   gemv_arena < kGemvArenaBytes
+                       ? " (arena cut to the budget: part of it may be served from the CPU cache)"
+                       : "");
+  }
+  const double ceiling_after_gbps = on_gpu ? 0 : measure_ceiling("after the decode");
 
   double busy = 0, read = 0;
   for (const PassFigures& f : passes) {
@@ -327,15 +360,18 @@ int run_bench(Args& args) {
   // The compute floor: every spine weight once per token at the BF16 rate (the layers' at the
   // int8 rate under --spine-dtype int8; the globals stay at BF16's, an int8 lm_head included),
   // each requested expert once at the MXFP4 rate. With the I/O floor it makes the roofline a token
-  // cannot beat when reads and compute overlap perfectly.
-  const double layer_bytes =
-      static_cast<double>(plan.resident_spine_bytes + plan.streamed_spine_bytes_per_pass);
-  const double spine_seconds =
-      info.lossy && gemv.int8_gbps > 0
-          ? layer_bytes / (gemv.int8_gbps * 1e9) + plan.global_bytes / (gemv.bf16_gbps * 1e9)
-          : (layer_bytes + plan.global_bytes) / (gemv.bf16_gbps * 1e9);
-  const double expert_bytes = static_cast<double>(requested) / n * plan.expert_span_bytes;
-  const double compute_floor_seconds = spine_seconds + expert_bytes / (gemv.mxfp4_gbps * 1e9);
+  // cannot beat when reads and compute overlap perfectly. None on the GPU (no rates measured).
+  double compute_floor_seconds = 0;
+  if (!on_gpu) {
+    const double layer_bytes =
+        static_cast<double>(plan.resident_spine_bytes + plan.streamed_spine_bytes_per_pass);
+    const double spine_seconds =
+        info.lossy && gemv.int8_gbps > 0
+            ? layer_bytes / (gemv.int8_gbps * 1e9) + plan.global_bytes / (gemv.bf16_gbps * 1e9)
+            : (layer_bytes + plan.global_bytes) / (gemv.bf16_gbps * 1e9);
+    const double expert_bytes = static_cast<double>(requested) / n * plan.expert_span_bytes;
+    compute_floor_seconds = spine_seconds + expert_bytes / (gemv.mxfp4_gbps * 1e9);
+  }
   const double roofline_seconds = std::max(floor_seconds, compute_floor_seconds);
 
   const bool within = rss_peak <= plan.budget_bytes;
@@ -361,6 +397,8 @@ int run_bench(Args& args) {
     << ",\"read_depth\":" << plan.read_depth << ",\"read_piece_bytes\":" << plan.read_piece_bytes
     << ",\"tokens\":" << decoded << ",\"prompt_tokens\":" << prompt.size()
     << ",\"load_seconds\":" << load_seconds << ",\"prompt_seconds\":" << prompt_seconds
+    << ",\"prompt_tokens_per_second\":"
+    << (prompt_seconds > 0 ? static_cast<double>(prompt.size()) / prompt_seconds : 0)
     << ",\"seconds_per_token\":" << spt
     << ",\"seconds_per_token_min\":" << *std::min_element(wall.begin(), wall.end())
     << ",\"seconds_per_token_max\":" << *std::max_element(wall.begin(), wall.end())
@@ -425,10 +463,28 @@ int run_bench(Args& args) {
   o << ",\"pass_decisions\":[";
   for (size_t i = 0; i < reports.size(); ++i)
     o << (i ? "," : "") << '"' << reports[i].decision << '"';
-  o << "],\"drives\":" << drives_json(passes, n) << ",\"ids\":" << token_ids_json(result.ids)
-    << "}";
+  o << "],\"drives\":" << drives_json(passes, n) << ",\"gpu\":"
+    << (on_gpu ? gpu_json(gpu_passes, prompt_gpu, static_cast<int64_t>(prompt.size()),
+                          prompt_seconds, gpu_costs)
+               : std::string("null"))
+    << ",\"ids\":" << token_ids_json(result.ids) << "}";
   if (json) {
     std::printf("%s\n", o.str().c_str());
+  } else if (on_gpu) {
+    const GpuDecodeFigures g = decode_figures(gpu_passes, gpu_costs);
+    const double per = g.tokens > 0 ? g.tokens : 1;
+    std::printf(
+        "%.4f s/token on %s (median of %zu passes; min %.4f, max %.4f), floor %.4f s (%.2f GB "
+        "touched per token at %.0f GB/s: %.4f s; %.0f launches, %.0f copies, %.0f waits: "
+        "%.4f s), ratio %.3f, device time %.4f s/token (%.2f of the wall); prompt %.1f "
+        "tokens/s\n",
+        spt, plan.device.c_str(), passes.size(), *std::min_element(wall.begin(), wall.end()),
+        *std::max_element(wall.begin(), wall.end()), g.floor,
+        static_cast<double>(g.total.touched_bytes()) / per / 1e9, gpu_costs.read_gbps, g.read_floor,
+        static_cast<double>(g.total.launches) / per, static_cast<double>(g.total.copies) / per,
+        static_cast<double>(g.total.syncs) / per, g.op_overhead, g.ratio, g.device_seconds,
+        g.device_share,
+        prompt_seconds > 0 ? static_cast<double>(prompt.size()) / prompt_seconds : 0.0);
   } else {
     if (info.lossy) std::printf("[%s spine, lossy] ", info.spine_dtype.c_str());
     std::printf(

@@ -23,6 +23,8 @@
 #        the same OUT adds its rounds to the summary), PARTS, PEERS (unset: no k3c),
 #        PLANT (unset: plain random weights), PLANT_REPEAT (short), READ_LIMIT_MBPS (unset: the
 #        disk's own rate; set: every run reads at that steady rate, scripts/lib/memory_cgroup.sh),
+#        CEILING_GB (0.5: bench decode's ceiling probe per depth; under READ_LIMIT_MBPS make it
+#        several GB, so that blk-throttle's burst after an idle gap does not inflate it),
 #        VERIFY_WIDTHS (1,4), VERIFY_TOKENS (9), REPS (2), FAIL_TOKENS (12), REPEAT_TOKENS (16),
 #        S_PER_TOKEN (2.2) and OVERHEAD_S (25, load + ceiling + prompt per run) for the estimate
 set -euo pipefail
@@ -115,7 +117,7 @@ for p in $parts; do
         for mode in $modes; do
           capped "fail_${mode}_r$r" "$deltafin" bench decode --device cpu --model "$model" \
             --ids "$FAIL_IDS" --tokens "$ftokens" --memory-budget "$mem" --speculate "$mode" \
-            --ceiling-reps 1 --json
+            --ceiling-reps 1 --ceiling-gb "${CEILING_GB:-0.5}" --json
         done
       done ;;
     repeat)

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cuda/decode_ops.h"
+#include "cuda/op_count.h"
 #include "cuda/portable_math.h"
 
 namespace deltafin::cuda {
@@ -30,7 +31,9 @@ __device__ __forceinline__ float fma4(float4 a, float4 b, float p) {
   return __fmaf_rn(a.w, b.w, p);
 }
 
-void check_launch(const char* what) {
+// Counts the `launches` kernels just put on the stream (op_count.h), then checks them.
+void check_launch(const char* what, uint64_t launches = 1) {
+  count_launches(launches);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess)
     throw std::runtime_error(std::string(what) +
@@ -650,7 +653,7 @@ void attn_res_mix(const float* key, const float* blocks, int64_t n_blocks, int64
       key, blocks, nb, block_stride, prefix, hidden, scratch);
   attn_res_combine<<<dim3(chunks, static_cast<unsigned>(n)), kResThreads, 0, stream>>>(
       blocks, nb, block_stride, prefix, hidden, eps, scratch, out);
-  check_launch(what);
+  check_launch(what, 2);
 }
 
 void route(const RouterShape& sh, const float* logits, const float* bias, int64_t n,
@@ -844,7 +847,7 @@ void mla_absorbed(const MlaGpuShape& sh, const uint16_t* kv_b, const float* late
                                                         static_cast<int>(n), chunks, parts, obar);
   mla_out<<<dim3(static_cast<unsigned>(d.v / 8), nh, nr), 256, 0, stream>>>(
       kv_b, obar, static_cast<int>(nh), d, o);
-  check_launch(what);
+  check_launch(what, 6);
 }
 
 }  // namespace deltafin::cuda

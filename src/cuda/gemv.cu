@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cuda/gemv.h"
+#include "cuda/op_count.h"
 
 namespace deltafin::cuda {
 namespace {
@@ -299,6 +300,7 @@ void launch(Kernel kernel, int smem_per_row_bytes, int64_t rows, cudaStream_t st
                              " bytes refused: " + cudaGetErrorString(attr));
   const int blocks = static_cast<int>((rows + rows_per_block<N>() - 1) / rows_per_block<N>());
   kernel<<<blocks, kThreads, smem, stream>>>(args...);
+  count_launches(1);
 }
 
 // The instantiation for n rows: any N >= n computes the same bits for rows < n, so n is rounded

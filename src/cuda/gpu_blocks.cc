@@ -12,6 +12,7 @@ namespace deltafin::cuda {
 namespace {
 
 void copy_d2d(float* dst, const float* src, int64_t count, cudaStream_t stream, const char* what) {
+  count_copy();
   check_cuda(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, stream),
              what);
 }
@@ -85,15 +86,18 @@ void mla_block(const PassContext& c, const DevMla& w, DevMlaState& st, int64_t f
   mm(w.kv_a, x, n, ws.ckv, s);
   // The new positions: the latent part normalized in place in the cache, k_pe copied beside it.
   float* latent = st.latent + first * rank;
+  count_copy();
   check_cuda(cudaMemcpy2DAsync(latent, rank * sizeof(float), ws.ckv, ckv_w * sizeof(float),
                                rank * sizeof(float), n, cudaMemcpyDeviceToDevice, s),
              "MLA latent");
   rmsnorm_rows(latent, w.kv_a_norm, n, rank, sh.mla_latent_eps, latent, s);
-  if (rope > 0)
+  if (rope > 0) {
+    count_copy();
     check_cuda(cudaMemcpy2DAsync(st.k_pe + first * rope, rope * sizeof(float), ws.ckv + rank,
                                  ckv_w * sizeof(float), rope * sizeof(float), n,
                                  cudaMemcpyDeviceToDevice, s),
                "MLA k_pe");
+  }
   const MlaGpuShape ms{nh, rank, sh.nope, rope, sh.v_dim};
   mla_absorbed(ms, w.kv_b.bf16.data, st.latent, st.k_pe, first + n, ws.mq, n, ws.attend, ws.mo, s);
   if (!w.g_proj.empty()) {
@@ -123,6 +127,7 @@ void moe_block(const PassContext& c, const DevMoe& w, int64_t layer, const float
   route(sh.router, ws.router, w.score_bias, n, ws.route_e, ws.route_w, s);
   // The route decides which weights the next products read: bring it back to the host.
   ws.host_route.resize(n * k);
+  count_copy();
   check_cuda(cudaMemcpyAsync(ws.host_route.data(), ws.route_e, n * k * sizeof(int32_t),
                              cudaMemcpyDeviceToHost, s),
              "route");
@@ -134,6 +139,7 @@ void moe_block(const PassContext& c, const DevMoe& w, int64_t layer, const float
   } else {
     copy_d2d(ws.z, x, n * width, s, "MoE input");
   }
+  count_sync();
   check_cuda(cudaStreamSynchronize(s), "route");
   // The distinct experts in order of first appearance, each with the (row, rank) slots that
   // chose it (an expert appears at most once per row).

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/gpu_meter.h"
 #include "cuda/gpu_model.h"
 #include "cuda/gpu_tiers.h"
 
@@ -135,6 +136,7 @@ struct GpuWorkspace {
   int64_t n = 0, n_blocks = 0;
   bool restart = false;
   std::vector<int32_t> host_route;  // one MoE layer's route, copied back to group its rows
+  PassMeter meter;                  // what the passes did (gpu_counters.h)
 };
 void place_workspace(const GpuModelDesc& desc, const GpuLimits& limits, Arena& arena,
                      GpuWorkspace* ws);

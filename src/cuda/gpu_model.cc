@@ -81,6 +81,7 @@ GpuModel::GpuModel(const GpuModelDesc& desc, int device, const GpuLimits& limits
           [](int64_t, int64_t, const GpuGlu& views, uint8_t* dst) { stage_expert(views, dst); });
   }
   place_workspace(desc, limits, work, ws_.get());
+  ws_->meter.set_model(pass_byte_model(desc, tiers_));
   check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
 }
 
@@ -92,9 +93,9 @@ GpuModel::~GpuModel() {
   if (stream_) cudaStreamDestroy(stream_);
 }  // w_ and ws_ free their allocations
 
-GpuTierStats GpuModel::stats() const {
-  std::lock_guard<std::mutex> lock(stats_mu_);
-  return stats_;
+GpuTierStats GpuModel::tier_stats() const {
+  std::lock_guard<std::mutex> lock(tier_stats_mu_);
+  return tier_stats_;
 }
 
 std::unique_ptr<GpuSequence> GpuModel::new_sequence() {
@@ -178,8 +179,10 @@ void GpuModel::pass(GpuSequence& seq, const int32_t* ids, int64_t n, int64_t fir
   GpuWorkspace& ws = *ws_;
   const GpuShape& sh = shape_;
   const int64_t d = sh.hidden;
-  GpuTierStats moved;  // this pass's, added to stats_ at its end
+  GpuTierStats moved;  // this pass's, added to tier_stats_ at its end
   const PassContext c{sh, limits_, ws, stream_, cache_.get(), &moved};
+  ws.meter.start(stream_);
+  count_copy();
   check_cuda(cudaMemcpyAsync(ws.ids, ids, n * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
              "ids");
   embed_rows(w_->embed.bf16.data, d, ws.ids, n, ws.partial, stream_);
@@ -190,6 +193,7 @@ void GpuModel::pass(GpuSequence& seq, const int32_t* ids, int64_t n, int64_t fir
   // The residual stream (model/attn_res.cc): mix the stored blocks and the partial sum.
   const auto mix = [&](const float* key, int64_t row0, int64_t rows, float* out) {
     if (ws.n_blocks == 0) {
+      count_copy();
       check_cuda(cudaMemcpyAsync(out, ws.partial + row0 * d, rows * d * sizeof(float),
                                  cudaMemcpyDeviceToDevice, stream_),
                  "residual copy");
@@ -200,6 +204,7 @@ void GpuModel::pass(GpuSequence& seq, const int32_t* ids, int64_t n, int64_t fir
   };
   const auto add_to_stream = [&](const float* y) {
     if (ws.restart) {
+      count_copy();
       check_cuda(
           cudaMemcpyAsync(ws.partial, y, n * d * sizeof(float), cudaMemcpyDeviceToDevice, stream_),
           "residual restart");
@@ -217,6 +222,7 @@ void GpuModel::pass(GpuSequence& seq, const int32_t* ids, int64_t n, int64_t fir
     moved.resident_spine_bytes += w_->layer_bytes[l];
     mix(L.attn_res, 0, n, ws.x);
     if (sh.attn_res_block > 0 && l % sh.attn_res_block == 0) {
+      count_copy();
       check_cuda(cudaMemcpyAsync(ws.blocks + ws.n_blocks * stride, ws.partial,
                                  n * d * sizeof(float), cudaMemcpyDeviceToDevice, stream_),
                  "residual block");
@@ -234,6 +240,7 @@ void GpuModel::pass(GpuSequence& seq, const int32_t* ids, int64_t n, int64_t fir
     rmsnorm_rows(ws.x, L.post_norm, n, d, sh.rms_eps, ws.x, stream_);
     if (L.moe) {
       moe_block(c, L.moe_w, l, ws.x, n, ws.y);
+      ws.meter.count_experts(l, ws.host_route);
     } else {
       glu_block(c, L.dense, ws.x, n, ws.y);
     }
@@ -246,19 +253,23 @@ void GpuModel::pass(GpuSequence& seq, const int32_t* ids, int64_t n, int64_t fir
     mix(w_->output_res, first, rows, ws.x);
     rmsnorm_rows(ws.x, w_->final_norm, rows, d, sh.rms_eps, ws.y, stream_);
     mm(w_->lm_head, ws.y, rows, ws.logits, stream_);
+    count_copy();
     check_cuda(cudaMemcpyAsync(logits, ws.logits, rows * sh.vocab * sizeof(float),
                                cudaMemcpyDeviceToHost, stream_),
                "logits");
   }
+  ws.meter.stop(stream_);
+  count_sync();
   check_cuda(cudaStreamSynchronize(stream_), "pass");
-  std::lock_guard<std::mutex> lock(stats_mu_);
-  ++stats_.passes;
-  stats_.resident_spine_bytes += moved.resident_spine_bytes;
-  stats_.streamed_spine_bytes += moved.streamed_spine_bytes;
-  stats_.expert_hits += moved.expert_hits;
-  stats_.expert_misses += moved.expert_misses;
-  stats_.expert_hit_bytes += moved.expert_hit_bytes;
-  stats_.expert_miss_bytes += moved.expert_miss_bytes;
+  ws.meter.finish(n, rows, seq.n_positions_);
+  std::lock_guard<std::mutex> lock(tier_stats_mu_);
+  ++tier_stats_.passes;
+  tier_stats_.resident_spine_bytes += moved.resident_spine_bytes;
+  tier_stats_.streamed_spine_bytes += moved.streamed_spine_bytes;
+  tier_stats_.expert_hits += moved.expert_hits;
+  tier_stats_.expert_misses += moved.expert_misses;
+  tier_stats_.expert_hit_bytes += moved.expert_hit_bytes;
+  tier_stats_.expert_miss_bytes += moved.expert_miss_bytes;
 }
 
 void GpuModel::commit(GpuSequence& seq, int64_t keep) {

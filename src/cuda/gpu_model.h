@@ -198,6 +198,7 @@ struct GpuWeights;     // device views of the uploaded weights
 struct GpuWorkspace;   // one pass's device intermediates
 class SpineStream;     // the streamed spine layers' copies
 class DevExpertCache;  // the routed experts' VRAM cache
+struct GpuCounters;    // gpu_counters.h
 
 class GpuModel {
  public:
@@ -211,8 +212,11 @@ class GpuModel {
   GpuModel& operator=(const GpuModel&) = delete;
 
   const TierPlan& tiers() const { return tiers_; }
+  // What the passes did so far (gpu_counters.h), for bench decode's floor: bytes touched in VRAM
+  // by part, stream operations, device time. Read between passes.
+  const GpuCounters& counters() const;
   const GpuShape& shape() const { return shape_; }
-  GpuTierStats stats() const;  // safe from any thread
+  GpuTierStats tier_stats() const;  // what the tiers moved (safe from any thread)
 
   // A new empty sequence; its state takes tiers().sequence_bytes of VRAM.
   std::unique_ptr<GpuSequence> new_sequence();
@@ -242,8 +246,8 @@ class GpuModel {
   std::unique_ptr<GpuWorkspace> ws_;
   std::unique_ptr<SpineStream> spine_;     // null: every layer resident
   std::unique_ptr<DevExpertCache> cache_;  // null: every expert resident
-  mutable std::mutex stats_mu_;
-  GpuTierStats stats_;
+  mutable std::mutex tier_stats_mu_;
+  GpuTierStats tier_stats_;
 };
 
 }  // namespace deltafin::cuda

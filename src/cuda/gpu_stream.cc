@@ -1,11 +1,13 @@
 // The tiers' copies into VRAM: streamed spine layers (pinned host images, two staging buffers)
 // and the routed experts' cache (pinned staging ring, slots), each on its own copy stream and
-// ordered against the compute stream by events, never by a device-wide sync.
+// ordered against the compute stream by events, never by a device-wide sync. Their copies and
+// host waits count in the pass's operations (op_count.h) like the compute stream's.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 
 #include "cuda/gpu_internal.h"
+#include "cuda/op_count.h"
 
 namespace deltafin::cuda {
 namespace {
@@ -85,6 +87,7 @@ SpineStream::~SpineStream() {
 int SpineStream::issue(int64_t j, int b) {
   // The buffer's last reader first; the copy then overlaps whatever computes meanwhile.
   check_cuda(cudaStreamWaitEvent(copy_, consumed_[b], 0), "spine copy wait");
+  count_copy();
   check_cuda(
       cudaMemcpyAsync(staging_[b], host_ + offset_[j], bytes_[j], cudaMemcpyHostToDevice, copy_),
       "spine copy");
@@ -153,6 +156,7 @@ DevExpertCache::~DevExpertCache() {
 void DevExpertCache::copy_in(int64_t layer, int32_t expert, int64_t slot) {
   const size_t k = next_staging_++ % staging_.size();
   // The staging buffer's previous copy must have left it before the host refills it.
+  count_sync();
   check_cuda(cudaEventSynchronize(staged_[k]), "expert staging");
   fill_(layer, expert, experts_[layer][expert], staging_[k]);
   uint8_t* dst = slab_ + static_cast<uint64_t>(slot) * slot_bytes_;
@@ -161,6 +165,7 @@ void DevExpertCache::copy_in(int64_t layer, int32_t expert, int64_t slot) {
   view.fill = Arena::Fill::kNone;
   views_[slot] = place_expert(view, experts_[layer][expert]);
   check_cuda(cudaStreamWaitEvent(copy_, freed_[slot], 0), "expert copy wait");
+  count_copy();
   check_cuda(cudaMemcpyAsync(dst, staging_[k], view.used, cudaMemcpyHostToDevice, copy_),
              "expert copy");
   check_cuda(cudaEventRecord(staged_[k], copy_), "expert staged event");

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cuda/norm.h"
+#include "cuda/op_count.h"
 
 namespace deltafin::cuda {
 namespace {
@@ -51,6 +52,7 @@ void launch(const float* x, const W* w, int64_t rows, int64_t n, float eps, floa
     throw std::invalid_argument("cuda::rmsnorm_rows: rows is " + std::to_string(rows) +
                                 " and n is " + std::to_string(n) + ", expected both >= 1");
   rmsnorm_kernel<W><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, w, n, eps, y);
+  count_launches(1);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess)
     throw std::runtime_error(std::string("cuda::rmsnorm_rows: CUDA launch failed: ") +

@@ -11,6 +11,7 @@
 #if DELTAFIN_WITH_CUDA
 #include <cuda_runtime_api.h>
 
+#include "cuda/gpu_counters.h"
 #include "runtime/gpu_bind.h"
 #include "runtime/speculator.h"
 #endif
@@ -78,8 +79,8 @@ class CudaBackend : public GpuBackend {
     return std::make_unique<CudaSession>(*gpu_);
   }
   const MemoryPlanInfo& info() const override { return info_; }
-  StreamStats stats() const override {
-    const cuda::GpuTierStats t = gpu_->stats();
+  StreamStats tier_stats() const override {
+    const cuda::GpuTierStats t = gpu_->tier_stats();
     StreamStats s;
     s.experts_requested = t.expert_hits + t.expert_misses;
     s.cache_hits = t.expert_hits;
@@ -90,6 +91,24 @@ class CudaBackend : public GpuBackend {
     s.gpu_expert_misses = t.expert_misses;
     s.gpu_expert_hit_bytes = t.expert_hit_bytes;
     s.gpu_expert_miss_bytes = t.expert_miss_bytes;
+    return s;
+  }
+  GpuStats pass_counters() const override {
+    const cuda::GpuCounters& c = gpu_->counters();
+    GpuStats s;
+    s.passes = c.passes;
+    s.rows = c.rows;
+    s.spine_bytes = c.spine_bytes;
+    s.expert_bytes = c.expert_bytes;
+    s.experts = c.experts;
+    s.head_bytes = c.head_bytes;
+    s.embed_bytes = c.embed_bytes;
+    s.attention_cache_bytes = c.attention_cache_bytes;
+    s.kda_state_bytes = c.kda_state_bytes;
+    s.launches = c.launches;
+    s.copies = c.copies;
+    s.syncs = c.syncs;
+    s.device_seconds = c.device_seconds;
     return s;
   }
 

@@ -40,7 +40,10 @@ class GpuBackend {
   virtual model::Model& model() = 0;  // the host side: config, plan (weights mapped, not read)
   virtual std::unique_ptr<GpuSession> new_session() = 0;
   virtual const MemoryPlanInfo& info() const = 0;
-  virtual StreamStats stats() const = 0;  // the VRAM tiers' counters (the gpu_* fields)
+  // The VRAM tiers' counters since load (the gpu_* fields; Engine::stream_stats, --stats).
+  virtual StreamStats tier_stats() const = 0;
+  // The passes' counters since load: bytes touched, operations (Engine::gpu_stats, bench decode).
+  virtual GpuStats pass_counters() const = 0;
 };
 
 // What `options.device` asks for, resolved: the GPU backend, or null when the CPU runs it (asked

@@ -29,7 +29,7 @@ for key in ["tokens", "seconds_per_token", "disk_read_bytes_per_token", "achieve
             "device_ceiling_gbps", "device_ceiling_before_gbps", "device_ceiling_after_gbps",
             "io_floor_seconds_per_token", "ratio", "rss_peak_bytes", "compute_floor_seconds_per_token",
             "roofline_ratio", "budget_bytes", "disk_idle_seconds_per_token", "layer_threads",
-            "threads", "ids"]:
+            "threads", "ids", "prompt_seconds", "prompt_tokens_per_second", "gpu"]:
     if key not in r: bad.append("missing " + key)
 if not bad:
     if r["tokens"] != 5: bad.append("tokens %s, expected 5" % r["tokens"])
@@ -47,6 +47,11 @@ if not bad:
     if floor > 0 and abs(r["ratio"] - spt / floor) > 1e-3 * r["ratio"]:
         bad.append("ratio %g != %g / %g" % (r["ratio"], spt, floor))
     if r["disk_read_bytes_per_token"] <= 0: bad.append("no bytes read with 8 expert slots")
+    # The CPU backend: no GPU figures; the prompt's rate is its tokens over its time.
+    if r["gpu"] is not None: bad.append("a gpu object on the CPU backend")
+    if abs(r["prompt_tokens_per_second"] * r["prompt_seconds"] - r["prompt_tokens"]) > 1e-3 * r["prompt_tokens"]:
+        bad.append("prompt_tokens_per_second %g != %d / %g" % (r["prompt_tokens_per_second"],
+                                                              r["prompt_tokens"], r["prompt_seconds"]))
     # Idle is a token's wall time less the disk's busy time. The lm_head and the layers before the
     # first route run with no read in flight, so a disk counted busy for the whole token is a bug.
     if not r["disk_idle_seconds_per_token"] > 0:

@@ -2,9 +2,11 @@
 // for every K3 oracle case under FIXTURES, --device cuda logits within 5e-4 of max|reference| at
 // every prompt position with the same argmax, the greedy ids exactly (speculation off, n-gram and
 // a script that is refused part-way, so verify passes commit a prefix), the largest CPU-GPU logit
-// difference printed, and each row's logits bit-identical whether passes hold 1..16 rows; and the
-// VRAM tiers: logits bit-identical whether the weights were resident, streamed spine layers or a
-// 1-3 slot expert cache (prompts, decode steps, the state verify passes leave).
+// difference printed, each row's logits bit-identical whether passes hold 1..16 rows, and the
+// counters bench decode's floor uses (Engine::gpu_stats) sane for one decode pass, with every
+// weight resident and with the VRAM tiers; and the VRAM tiers: logits bit-identical whether the
+// weights were resident, streamed spine layers or a 1-3 slot expert cache (prompts, decode steps,
+// the state verify passes leave).
 // Own main, no gtest: exit 77 (skipped) without a GPU, 1 on a failure.
 //   deltafin_gpu_model_tests [FIXTURES]   (default: the source tree's tests/fixtures)
 #include <cuda_runtime_api.h>
@@ -100,6 +102,50 @@ std::string str(const std::vector<int32_t>& ids) {
   return s.str();
 }
 
+// The number after the first "key": in the case's config.json, or -1.
+int64_t config_int(const std::string& dir, const std::string& key) {
+  std::ifstream in(dir + "/config.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string t = text.str(), k = "\"" + key + "\":";
+  const size_t at = t.find(k);
+  return at == std::string::npos ? -1 : std::stoll(t.substr(at + k.size()));
+}
+
+// One decode pass's counters: every MoE layer's top-k experts once (one route wait per MoE layer
+// and the pass's own), one embedding row, and no more bytes than the model holds in VRAM.
+void check_counters(Engine& gpu, const std::string& dir, const std::vector<int32_t>& prompt) {
+  const std::string name = std::filesystem::path(dir).filename();
+  std::unique_ptr<deltafin::Session> s = gpu.new_session();
+  s->forward(prompt, false);
+  const deltafin::GpuStats a = gpu.gpu_stats();
+  s->forward(std::span<const int32_t>(prompt).subspan(0, 1), false);
+  const deltafin::GpuStats b = gpu.gpu_stats();
+  const uint64_t top_k = static_cast<uint64_t>(config_int(dir, "num_experts_per_token"));
+  const uint64_t experts = b.experts - a.experts, syncs = b.syncs - a.syncs;
+  expect(b.passes - a.passes == 1 && b.rows - a.rows == 1, name + ": one pass of one row counted");
+  expect(b.launches > a.launches && b.copies > a.copies && syncs >= 2,
+         name + ": launches, copies and waits counted");
+  expect(experts == (syncs - 1) * top_k,
+         name + ": " + std::to_string(experts) + " experts in a decode pass, expected top-k " +
+             std::to_string(top_k) + " in each of " + std::to_string(syncs - 1) + " MoE layers");
+  expect(experts > 0 && (b.expert_bytes - a.expert_bytes) % experts == 0,
+         name + ": every expert counted with the same bytes");
+  expect(b.spine_bytes > a.spine_bytes && b.head_bytes > a.head_bytes &&
+             b.kda_state_bytes > a.kda_state_bytes &&
+             b.attention_cache_bytes > a.attention_cache_bytes &&
+             b.embed_bytes - a.embed_bytes == static_cast<uint64_t>(gpu.info().hidden_size) * 2,
+         name + ": every part of the pass's bytes counted");
+  expect(b.touched_bytes() - a.touched_bytes() <= gpu.memory_plan().vram_bytes,
+         name + ": a decode pass touched more bytes than the model holds in VRAM");
+  expect(b.device_seconds > a.device_seconds, name + ": the pass's device time measured");
+  std::printf("%s: a decode pass touched %llu bytes in %llu launches, %llu copies, %llu waits\n",
+              name.c_str(), static_cast<unsigned long long>(b.touched_bytes() - a.touched_bytes()),
+              static_cast<unsigned long long>(b.launches - a.launches),
+              static_cast<unsigned long long>(b.copies - a.copies),
+              static_cast<unsigned long long>(syncs));
+}
+
 void run_case(const std::string& dir) {
   const std::string name = std::filesystem::path(dir).filename();
   const std::vector<int32_t> prompt = ids_of(reference(dir, "prompt_ids"));
@@ -110,6 +156,7 @@ void run_case(const std::string& dir) {
   std::unique_ptr<Engine> gpu = load(dir, "cuda");
   const std::string device = gpu->memory_plan().device;
   expect(device.rfind("cuda", 0) == 0, name + ": engine device is " + device);
+  check_counters(*gpu, dir, prompt);
   const int64_t vocab = gpu->info().vocab_size;
   const std::vector<float> got = gpu->new_session()->forward(prompt, true);
   std::unique_ptr<Engine> cpu = load(dir, "cpu");
@@ -218,6 +265,39 @@ std::vector<float> tier_run(Engine& engine, const std::vector<int32_t>& prompt,
   return out;
 }
 
+// The pass counters (Engine::gpu_stats) and tier counters (the gpu_* of stream_stats) of a new
+// session's prompt pass and one decode pass.
+struct Counted {
+  deltafin::GpuStats pass;
+  deltafin::StreamStats tiers;
+};
+Counted counted(Engine& engine, const std::vector<int32_t>& prompt) {
+  const deltafin::GpuStats a = engine.gpu_stats();
+  const deltafin::StreamStats ta = engine.stream_stats();
+  std::unique_ptr<deltafin::Session> s = engine.new_session();
+  s->forward(prompt, false);
+  s->forward(std::span<const int32_t>(prompt).subspan(0, 1), true);
+  const deltafin::GpuStats b = engine.gpu_stats();
+  Counted c;
+  deltafin::GpuStats& d = c.pass;
+  d.passes = b.passes - a.passes;
+  d.rows = b.rows - a.rows;
+  d.spine_bytes = b.spine_bytes - a.spine_bytes;
+  d.expert_bytes = b.expert_bytes - a.expert_bytes;
+  d.experts = b.experts - a.experts;
+  d.head_bytes = b.head_bytes - a.head_bytes;
+  d.embed_bytes = b.embed_bytes - a.embed_bytes;
+  d.attention_cache_bytes = b.attention_cache_bytes - a.attention_cache_bytes;
+  d.kda_state_bytes = b.kda_state_bytes - a.kda_state_bytes;
+  d.launches = b.launches - a.launches;
+  d.copies = b.copies - a.copies;
+  d.syncs = b.syncs - a.syncs;
+  const deltafin::StreamStats tb = engine.stream_stats();
+  c.tiers.gpu_expert_misses = tb.gpu_expert_misses - ta.gpu_expert_misses;
+  c.tiers.gpu_streamed_spine_bytes = tb.gpu_streamed_spine_bytes - ta.gpu_streamed_spine_bytes;
+  return c;
+}
+
 // The same passes with the weights in other tiers give the same bits.
 void run_tiers(const std::string& dir) {
   const std::string name = std::filesystem::path(dir).filename();
@@ -228,6 +308,7 @@ void run_tiers(const std::string& dir) {
              resident->memory_plan().vram_expert_slots == 0,
          name + ": the default plan holds the whole model");
   const std::vector<float> base = tier_run(*resident, prompt, want);
+  const Counted base_counters = counted(*resident, prompt);
   const int64_t n_layers = resident->info().n_layers;
   struct Tiers {
     int spine_layers, expert_slots;
@@ -253,6 +334,21 @@ void run_tiers(const std::string& dir) {
     // Fewer than 3 streamed layers stay in the two staging buffers; more are copied every pass.
     if (n_layers - t.spine_layers > 2)
       expect(st.gpu_streamed_spine_bytes > 0, what + ": streamed spine bytes counted");
+    // The pass counters (bench decode's floor): the same bytes touched in VRAM whatever the
+    // tiers, and the tiers' copies (the cache's misses at least) and staging waits on top.
+    const Counted tiered = counted(*e, prompt);
+    const deltafin::GpuStats &pc = tiered.pass, &rc = base_counters.pass;
+    expect(pc.passes == rc.passes && pc.rows == rc.rows && pc.spine_bytes == rc.spine_bytes &&
+               pc.expert_bytes == rc.expert_bytes && pc.experts == rc.experts &&
+               pc.head_bytes == rc.head_bytes && pc.embed_bytes == rc.embed_bytes &&
+               pc.attention_cache_bytes == rc.attention_cache_bytes &&
+               pc.kda_state_bytes == rc.kda_state_bytes,
+           what + ": pass counters' bytes differ from the resident model's");
+    const uint64_t misses = tiered.tiers.gpu_expert_misses,
+                   spine_copied = tiered.tiers.gpu_streamed_spine_bytes > 0 ? 1 : 0;
+    expect(pc.launches == rc.launches && pc.copies >= rc.copies + misses + spine_copied &&
+               pc.syncs >= rc.syncs,
+           what + ": the tiers' copies and waits not counted");
     std::printf(
         "%s: %llu passes, expert hits %llu, misses %llu (%llu bytes), spine streamed %llu "
         "bytes, resident %llu bytes: bit-identical\n",

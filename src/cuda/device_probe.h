@@ -1,0 +1,22 @@
+// What the device does in this process, for `bench decode`'s floor on the GPU: the rate of a pure
+// streaming read of a large buffer, and the cost of each kind of stream operation a pass issues
+// (an empty kernel launch, a small device copy, a launch the host waits for).
+#pragma once
+
+#include <cstdint>
+
+namespace deltafin::cuda {
+
+struct DeviceProbe {
+  uint64_t read_bytes = 0;    // the buffer read
+  double read_gbps = 0;       // the best repetition, GB = 10^9 bytes
+  double launch_seconds = 0;  // per empty kernel, launched back to back on one stream
+  double copy_seconds = 0;    // per 16 KiB device-to-device cudaMemcpyAsync, back to back
+  double sync_seconds = 0;    // per empty kernel the host launches and then waits for
+};
+
+// Reads a buffer of read_bytes (rounded down to 16 bytes, at least 16) `repetitions` times on
+// `device`. Throws std::runtime_error naming the CUDA error (an allocation too large included).
+DeviceProbe probe_device(int device, uint64_t read_bytes, int repetitions);
+
+}  // namespace deltafin::cuda
