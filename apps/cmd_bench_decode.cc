@@ -376,6 +376,17 @@ int run_bench(Args& args) {
 
   const bool within = rss_peak <= plan.budget_bytes;
 
+  // The GPU's VRAM tiers over the decode (zero on the CPU).
+  PassFigures vram;
+  for (const PassFigures& f : passes) {
+    vram.gpu_resident_spine_bytes += f.gpu_resident_spine_bytes;
+    vram.gpu_streamed_spine_bytes += f.gpu_streamed_spine_bytes;
+    vram.gpu_expert_hits += f.gpu_expert_hits;
+    vram.gpu_expert_misses += f.gpu_expert_misses;
+    vram.gpu_expert_hit_bytes += f.gpu_expert_hit_bytes;
+    vram.gpu_expert_miss_bytes += f.gpu_expert_miss_bytes;
+  }
+
   std::ostringstream o;
   o.precision(6);
   const std::string dir = json_escaped(options.model_dir);
@@ -416,7 +427,17 @@ int run_bench(Args& args) {
     << ",\"prefetch_hits_per_token\":" << pf_hits / n << ",\"budget_bytes\":" << plan.budget_bytes
     << ",\"expert_slots\":" << plan.expert_slots
     << ",\"resident_spine_bytes\":" << plan.resident_spine_bytes
-    << ",\"streamed_layers\":" << plan.streamed_layers << ",\"rss_peak_bytes\":" << rss_peak
+    << ",\"streamed_layers\":" << plan.streamed_layers << ",\"vram_bytes\":" << plan.vram_bytes
+    << ",\"vram_resident_layers\":" << plan.vram_resident_layers
+    << ",\"vram_streamed_layers\":" << plan.vram_streamed_layers
+    << ",\"vram_expert_slots\":" << plan.vram_expert_slots
+    << ",\"vram_resident_spine_bytes_per_token\":" << vram.gpu_resident_spine_bytes / n
+    << ",\"vram_streamed_spine_bytes_per_token\":" << vram.gpu_streamed_spine_bytes / n
+    << ",\"vram_expert_hits_per_token\":" << vram.gpu_expert_hits / n
+    << ",\"vram_expert_misses_per_token\":" << vram.gpu_expert_misses / n
+    << ",\"vram_expert_hit_bytes_per_token\":" << vram.gpu_expert_hit_bytes / n
+    << ",\"vram_expert_miss_bytes_per_token\":" << vram.gpu_expert_miss_bytes / n
+    << ",\"rss_peak_bytes\":" << rss_peak
     << ",\"rss_within_budget\":" << (within ? "true" : "false") << ",\"speculate\":\""
     << speculation_name(speculation.mode) << "\""
     << ",\"passes\":" << passes.size() << ",\"tokens_per_pass\":" << n / passes.size()

@@ -19,6 +19,15 @@ void read_stream_flags(Args& args, EngineOptions* options) {
   options->device = args.get("device", options->device);
   options->vram_budget = args.get("vram-budget", options->vram_budget);
   if (!options->vram_budget.empty()) base::parse_byte_size(options->vram_budget);
+  const long long vram_layers = args.get_int("vram-spine-layers", -1);
+  if (vram_layers < -1 || vram_layers > 1'000'000)
+    base::fail("--vram-spine-layers must be a layer count (omit it: from the budget), got ",
+               vram_layers);
+  options->vram_spine_layers = static_cast<int>(vram_layers);
+  const long long vram_slots = args.get_int("vram-expert-slots", 0);
+  if (vram_slots < 0 || vram_slots > 10'000'000)
+    base::fail("--vram-expert-slots must be 0 (from the budget) or a slot count, got ", vram_slots);
+  options->vram_expert_slots = static_cast<int>(vram_slots);
   const std::string experts = args.get("experts", "auto");
   if (experts == "auto") {
     options->experts = ExpertMode::kAuto;
@@ -138,6 +147,13 @@ PassFigures pass_figures(const StreamStats& a, const StreamStats& b, double wall
   f.predicted_matched = b.predicted_matched - a.predicted_matched;
   f.prefetch_reads = b.prefetch_reads - a.prefetch_reads;
   f.layer_threads = b.layer_threads;
+  f.gpu_passes = b.gpu_passes - a.gpu_passes;
+  f.gpu_resident_spine_bytes = b.gpu_resident_spine_bytes - a.gpu_resident_spine_bytes;
+  f.gpu_streamed_spine_bytes = b.gpu_streamed_spine_bytes - a.gpu_streamed_spine_bytes;
+  f.gpu_expert_hits = b.gpu_expert_hits - a.gpu_expert_hits;
+  f.gpu_expert_misses = b.gpu_expert_misses - a.gpu_expert_misses;
+  f.gpu_expert_hit_bytes = b.gpu_expert_hit_bytes - a.gpu_expert_hit_bytes;
+  f.gpu_expert_miss_bytes = b.gpu_expert_miss_bytes - a.gpu_expert_miss_bytes;
   for (size_t d = 0; d < b.drives.size(); ++d) {
     DriveFigures x = b.drives[d];
     if (d < a.drives.size()) {
@@ -168,6 +184,18 @@ std::string describe_pass(const PassFigures& f) {
       f.busy_seconds > 0 ? f.read_bytes() / f.busy_seconds / 1e9 : 0.0, 1e3 * f.busy_seconds,
       f.layer_threads, f.layer_threads == 1 ? "" : "s");
   std::string out = line;
+  if (f.gpu_passes > 0) {  // the GPU backend: what each VRAM tier gave
+    std::snprintf(line, sizeof line,
+                  "; VRAM: spine resident %s, streamed in %s, experts %llu hits (%s), %llu "
+                  "misses copied in (%s)",
+                  base::format_bytes(f.gpu_resident_spine_bytes).c_str(),
+                  base::format_bytes(f.gpu_streamed_spine_bytes).c_str(),
+                  static_cast<unsigned long long>(f.gpu_expert_hits),
+                  base::format_bytes(f.gpu_expert_hit_bytes).c_str(),
+                  static_cast<unsigned long long>(f.gpu_expert_misses),
+                  base::format_bytes(f.gpu_expert_miss_bytes).c_str());
+    out += line;
+  }
   // Per drive only where there are several: bytes, achieved rate and its share of the ceiling,
   // and the floor of perfect balance, the bytes over the sum of the ceilings.
   if (f.drives.size() > 1) {

@@ -1,5 +1,6 @@
 // Flags shared by the commands that load a model for inference: the device (--device,
-// --vram-budget), the memory budget and the tiers (--memory-budget, --experts, --spine,
+// --vram-budget, --vram-spine-layers, --vram-expert-slots), the memory budget and the tiers
+// (--memory-budget, --experts, --spine,
 // --expert-slots, --no-prefetch, --read-depth, --read-piece,
 // --cache, --layer-threads, --trace-routes, --trace-timeline, --max-context, --prefill-group,
 // --spine-dtype), and the per-token --stats line built from Engine::stream_stats() (labelled
@@ -36,11 +37,14 @@ struct PassFigures {
   uint64_t predicted_actual = 0, predicted_matched = 0, prefetch_reads = 0;
   int layer_threads = 0;             // threads the pass's layers ran on
   std::vector<DriveFigures> drives;  // this pass's share of each drive
+  uint64_t gpu_passes = 0, gpu_resident_spine_bytes = 0, gpu_streamed_spine_bytes = 0;
+  uint64_t gpu_expert_hits = 0, gpu_expert_misses = 0, gpu_expert_hit_bytes = 0,
+           gpu_expert_miss_bytes = 0;  // the GPU's VRAM tiers (StreamStats' gpu_* fields)
   uint64_t read_bytes() const { return expert_bytes + spine_bytes; }
 };
 PassFigures pass_figures(const StreamStats& before, const StreamStats& after, double wall_seconds);
 // One line: wall, compute, I/O wait, bytes read (spine, experts), cache hits, prefetch recall,
-// GB/s while the disk was busy, threads the layers ran on.
+// GB/s while the disk was busy, threads the layers ran on; on the GPU, each VRAM tier's share.
 std::string describe_pass(const PassFigures& f);
 
 // Times passes and prints describe_pass() per token to stderr.

@@ -88,10 +88,16 @@ struct EngineOptions {
   ExpertSource expert_source;  // empty: the experts are in the checkpoint
   DrafterLoad drafters = DrafterLoad::kAuto;
   SpineDType spine_dtype = SpineDType::kBf16;
-  // Where the passes run (--device): "auto" (the GPU when one is present and the whole model fits
-  // in its VRAM, else the CPU), "cpu", "cuda" or "cuda:N" (an error when it cannot be had).
+  // Where the passes run (--device): "auto" (the GPU when one is present and its VRAM holds at
+  // least the working set, the spine staging and one row's experts, else the CPU), "cpu", "cuda"
+  // or "cuda:N" (an error when it cannot be had).
   std::string device = "auto";
   std::string vram_budget;  // "22G"...; empty: the device's free VRAM
+  // VRAM tiers forced instead of sized from the budget (tests, tuning; docs/CUDA.md): spine
+  // layers kept in VRAM (-1: from the budget; the rest stream every pass), and expert cache slots
+  // (0: from the budget; >= 1 a cache of that many even when every expert would fit).
+  int vram_spine_layers = -1;
+  int vram_expert_slots = 0;
 };
 
 // What the engine decided at load (also logged then).
@@ -105,15 +111,21 @@ struct MemoryPlanInfo {
   int64_t streamed_layers = 0;
   uint64_t streamed_spine_bytes_per_pass = 0;
   int expert_slots = 0;
-  uint64_t expert_slot_bytes = 0;     // per slot
-  uint64_t expert_span_bytes = 0;     // one expert's tensors (the largest layer's)
-  uint64_t context_bytes = 0;         // attention cache set aside for max_context_tokens positions
-  int read_depth = 0;                 // O_DIRECT requests in flight at once
-  int64_t read_piece_bytes = 0;       // per expert read request; 0: one request per expert
-  int prefill_group_tokens = 0;       // prompt rows per pass through the layers
-  std::string summary;                // the startup message
-  std::string device = "cpu";         // where the passes run: "cpu", "cuda:0"
-  uint64_t vram_bytes = 0;            // on the GPU: the model, workspace and one sequence
+  uint64_t expert_slot_bytes = 0;  // per slot
+  uint64_t expert_span_bytes = 0;  // one expert's tensors (the largest layer's)
+  uint64_t context_bytes = 0;      // attention cache set aside for max_context_tokens positions
+  int read_depth = 0;              // O_DIRECT requests in flight at once
+  int64_t read_piece_bytes = 0;    // per expert read request; 0: one request per expert
+  int prefill_group_tokens = 0;    // prompt rows per pass through the layers
+  std::string summary;             // the startup message
+  std::string device = "cpu";      // where the passes run: "cpu", "cuda:0"
+  uint64_t vram_bytes = 0;         // on the GPU: the model, workspace and one sequence
+  // On the GPU, its VRAM tiers (docs/CUDA.md): spine layers in VRAM and those copied in every
+  // pass from pinned host memory, and the expert cache (0 slots: every expert resident).
+  int64_t vram_resident_layers = 0, vram_streamed_layers = 0;
+  uint64_t vram_resident_spine_bytes = 0, vram_streamed_spine_bytes = 0;
+  int64_t vram_expert_slots = 0;
+  uint64_t vram_expert_slot_bytes = 0;
   std::vector<std::string> drafters;  // model drafters loaded ("dspark", "qwen3-0.6b-base")
   uint64_t drafter_bytes = 0;         // their weights and one session's context each
 };
@@ -148,11 +160,21 @@ struct StreamStats {
   double disk_busy_seconds = 0;      // time with at least one read in flight
   int layer_threads = 0;             // threads the last pass's layers ran on
   std::vector<DriveFigures> drives;  // by first use; the I/O floor is bytes / sum of ceilings
+  // The GPU backend's VRAM tiers (docs/CUDA.md). Hits and misses count a layer's distinct routed
+  // experts per device pass (also in experts_requested and cache_hits); bytes in VRAM layout.
+  uint64_t gpu_passes = 0;                // device passes (up to 16 rows each)
+  uint64_t gpu_resident_spine_bytes = 0;  // spine layers read in VRAM
+  uint64_t gpu_streamed_spine_bytes = 0;  // spine layers copied from host memory into VRAM
+  uint64_t gpu_expert_hits = 0, gpu_expert_misses = 0;
+  uint64_t gpu_expert_hit_bytes = 0;   // read from the VRAM cache
+  uint64_t gpu_expert_miss_bytes = 0;  // copied from host memory into the VRAM cache
 };
 
 // What the GPU backend's passes did since load (all zero on the CPU backend); take differences
-// around a pass. Bytes are those the passes touched in VRAM, each part once per pass (its rows
-// share every load); `bench decode` divides them by the device's read rate.
+// around a pass. These are the pass counters (Engine::gpu_stats); what the VRAM tiers moved is in
+// StreamStats' gpu_* fields (Engine::stream_stats). Bytes are those the passes touched in VRAM,
+// each part once per pass (its rows share every load); `bench decode` divides them by the device's
+// read rate.
 struct GpuStats {
   uint64_t passes = 0, rows = 0;
   uint64_t spine_bytes = 0;            // every layer's weights and norms

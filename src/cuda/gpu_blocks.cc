@@ -116,7 +116,8 @@ void glu_block(const PassContext& c, const DevGlu& w, const float* x, int64_t n,
   mm(w.down, c.ws.glu_g, n, out, c.stream);
 }
 
-void moe_block(const PassContext& c, const DevMoe& w, const float* x, int64_t n, float* out) {
+void moe_block(const PassContext& c, const DevMoe& w, int64_t layer, const float* x, int64_t n,
+               float* out) {
   const GpuShape& sh = c.shape;
   GpuWorkspace& ws = c.ws;
   const cudaStream_t s = c.stream;
@@ -140,34 +141,53 @@ void moe_block(const PassContext& c, const DevMoe& w, const float* x, int64_t n,
   }
   count_sync();
   check_cuda(cudaStreamSynchronize(s), "route");
-  // Each distinct expert once for the rows that chose it (an expert appears at most once per
-  // row); its outputs land in the (row, rank) slots, summed by rank afterwards.
-  std::vector<int32_t> slots;
+  // The distinct experts in order of first appearance, each with the (row, rank) slots that
+  // chose it (an expert appears at most once per row).
+  std::vector<int32_t> experts;
+  std::vector<std::vector<int32_t>> slots;
   std::vector<bool> done(n * k, false);
   for (int64_t first = 0; first < n * k; ++first) {
     if (done[first]) continue;
     const int32_t e = ws.host_route[first];
-    if (e < 0 || e >= static_cast<int32_t>(w.experts.size()))
+    if (e < 0 || e >= sh.router.n_experts)
       throw std::runtime_error("CUDA backend: the router chose expert " + std::to_string(e) +
-                               " of " + std::to_string(w.experts.size()));
-    slots.clear();
+                               " of " + std::to_string(sh.router.n_experts));
+    experts.push_back(e);
+    slots.emplace_back();
     for (int64_t sl = first; sl < n * k; ++sl)
       if (ws.host_route[sl] == e) {
-        slots.push_back(static_cast<int32_t>(sl));
+        slots.back().push_back(static_cast<int32_t>(sl));
         done[sl] = true;
       }
-    const int64_t m = static_cast<int64_t>(slots.size());
+  }
+  // Each expert's outputs land in its own (row, rank) slots, summed by rank afterwards, so the
+  // order the experts run in (a cache's hits first) does not change a bit of the result.
+  const auto run_expert = [&](const DevGlu& ew, size_t i) {
+    const std::vector<int32_t>& rows = slots[i];
+    const int64_t m = static_cast<int64_t>(rows.size());
     for (int64_t j = 0; j < m; ++j)
-      copy_d2d(ws.zin + j * width, ws.z + (slots[j] / k) * width, width, s, "expert rows");
-    const DevGlu& ew = w.experts[e];
+      copy_d2d(ws.zin + j * width, ws.z + (rows[j] / k) * width, width, s, "expert rows");
     const int64_t inter = ew.gate.rows();
     mm(ew.gate, ws.zin, m, ws.glu_g, s);
     mm(ew.up, ws.zin, m, ws.glu_u, s);
     situ_glu(ws.glu_g, ws.glu_u, m * inter, sh.situ_beta, sh.situ_linear_beta, ws.glu_g, s);
     mm(ew.down, ws.glu_g, m, ws.ey, s);
     for (int64_t j = 0; j < m; ++j)
-      copy_d2d(ws.contrib + static_cast<int64_t>(slots[j]) * width, ws.ey + j * width, width, s,
+      copy_d2d(ws.contrib + static_cast<int64_t>(rows[j]) * width, ws.ey + j * width, width, s,
                "expert slots");
+  };
+  if (c.cache != nullptr) {
+    c.cache->run(layer, experts, s, run_expert, c.stats);
+  } else {
+    if (w.experts.size() != static_cast<size_t>(sh.router.n_experts))
+      throw std::logic_error("CUDA backend: layer " + std::to_string(layer) +
+                             " has no resident experts and no cache");
+    for (size_t i = 0; i < experts.size(); ++i) {
+      const DevGlu& ew = w.experts[experts[i]];
+      run_expert(ew, i);
+      ++c.stats->expert_hits;
+      c.stats->expert_hit_bytes += w.expert_bytes;
+    }
   }
   moe_combine(ws.contrib, ws.route_w, n, k, width, ws.sum, s);
   if (!w.latent_up.empty()) {

@@ -1,27 +1,34 @@
 // The GPU model's device-side structures (gpu_model.h keeps them opaque): a bump allocator that
 // also counts (so the VRAM plan is computed on the CPU by the same code that allocates), device
-// views of the weights, one pass's workspace, one sequence's state, and the layer blocks.
+// views of the weights, the tiers' copy machinery (streamed spine, expert cache), one pass's
+// workspace, one sequence's state, and the layer blocks.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "cuda/gpu_meter.h"
 #include "cuda/gpu_model.h"
+#include "cuda/gpu_tiers.h"
 
 namespace deltafin::cuda {
 
 // Throws std::runtime_error naming `what` and the CUDA error.
 void check_cuda(cudaError_t err, const char* what);
 
-// Carves 256-byte aligned pieces out of one device allocation; with a null base it only counts,
-// and every piece is null.
+// Carves 256-byte aligned pieces out of one allocation; with a null base it only counts, and every
+// piece is null. `fill` says what placing a weight does with its bytes: upload them (device
+// memory), copy them (pinned host memory, a streamed layer's image) or nothing (views of a
+// buffer that copies fill later: the spine staging, the expert slots).
 struct Arena {
+  enum class Fill { kDevice, kHost, kNone };
   uint8_t* base = nullptr;
   uint64_t used = 0;
+  Fill fill = Fill::kDevice;
   template <typename T>
   T* take(uint64_t count) {
     const uint64_t off = used;
@@ -57,7 +64,8 @@ struct DevMoe {
   DevMatrix router, latent_down, latent_up;
   float *score_bias = nullptr, *latent_norm = nullptr;
   DevGlu shared;
-  std::vector<DevGlu> experts;
+  std::vector<DevGlu> experts;  // by id when every expert is resident, else empty (the cache)
+  uint64_t expert_bytes = 0;    // one resident expert's VRAM bytes
 };
 struct DevLayer {
   bool kda = true, moe = true;
@@ -81,12 +89,22 @@ struct GpuWeights {
   void* expert_base = nullptr;
   DevMatrix embed, lm_head;
   float *final_norm = nullptr, *output_res = nullptr;
+  // Every layer; a streamed one's matrices view staging buffer 0 (SpineStream has both views).
   std::vector<DevLayer> layers;
-  int64_t n_kda = 0, n_mla = 0;
+  std::vector<uint64_t> layer_bytes;  // each layer's spine in VRAM
 };
 
-// Counts (null bases) or uploads (real bases, synchronous copies) every weight of desc; the
-// spine into `spine`, the routed experts into `experts`.
+// Counts (null bases) or places the globals: embedding, lm_head, final norm, output AttnRes key.
+void place_globals(const GpuModelDesc& desc, Arena& g, GpuWeights* out);
+// Layer l's spine (everything but its routed experts) into `a`; its KDA conv weights, which a
+// commit replays outside a pass, into `g` with the globals. Routed experts are not placed.
+DevLayer place_layer(const GpuModelDesc& desc, int64_t l, Arena& a, Arena& g);
+// One routed expert (gate, up, down) in its slot layout.
+DevGlu place_expert(Arena& a, const GpuGlu& e);
+// Copies expert e into `dst` (host memory) in place_expert's layout.
+void stage_expert(const GpuGlu& e, uint8_t* dst);
+// Counts (null bases) or uploads every weight of desc: the spine (globals and layers) into
+// `spine`, the routed experts into `experts`.
 void place_weights(const GpuModelDesc& desc, Arena& spine, Arena& experts, GpuWeights* out);
 
 // The largest intermediate widths over the model's layers.
@@ -142,12 +160,87 @@ struct GpuSequenceState {
 void place_sequence(const GpuShape& shape, const std::vector<DevLayer>& layers,
                     const GpuLimits& limits, Arena& arena, GpuSequenceState* st);
 
+// The streamed spine layers [first, n_layers): each one's bytes in pinned host memory (an image
+// in its VRAM layout), copied every pass on a copy stream into one of two VRAM staging buffers
+// while the previous layer computes. Events order the buffers: a copy waits for the compute that
+// last read its buffer, the compute waits for its copy. Which buffer holds which layer is tracked,
+// so a cancelled pass leaves nothing stale, and the next pass's first layer is copied while the
+// head of this one runs.
+class SpineStream {
+ public:
+  // Builds the images and views of desc's layers [first, n) and uploads their conv weights into
+  // `g`. staging: the VRAM for two buffers of `buffer_bytes` (the model frees it).
+  SpineStream(const GpuModelDesc& desc, int64_t first, uint8_t* staging, uint64_t buffer_bytes,
+              Arena& g, std::vector<DevLayer>* layers);
+  ~SpineStream();
+  SpineStream(const SpineStream&) = delete;
+  SpineStream& operator=(const SpineStream&) = delete;
+  int64_t first() const { return first_; }
+  // Layer l (streamed) on `compute`: its copy issued if not already, the stream made to wait
+  // for it. Returns its views. Adds the bytes copied to *copied_bytes.
+  const DevLayer& acquire(int64_t l, cudaStream_t compute, uint64_t* copied_bytes);
+  // The compute of layer l is issued: its buffer is free once that is done; the next streamed
+  // layer (the first one after the last) is copied into the other buffer meanwhile.
+  void release(int64_t l, cudaStream_t compute, uint64_t* copied_bytes);
+
+ private:
+  int issue(int64_t j, int buffer);  // copy of streamed layer j into `buffer`
+  int64_t first_, n_;
+  uint8_t* host_ = nullptr;  // pinned images, owned
+  std::vector<uint64_t> offset_, bytes_;
+  uint8_t* staging_[2] = {nullptr, nullptr};
+  std::vector<DevLayer> views_[2];  // per streamed layer, in each buffer
+  int64_t holds_[2] = {-1, -1};     // the streamed layer each buffer holds (copy issued)
+  int current_ = 0;                 // the buffer of the layer last acquired
+  cudaStream_t copy_ = nullptr;
+  cudaEvent_t copied_[2] = {nullptr, nullptr}, consumed_[2] = {nullptr, nullptr};
+};
+
+// A layer's routed experts in VRAM slots (ExpertSlotIndex decides), filled from host memory
+// through a ring of pinned staging buffers by copies on their own stream. Per slot: `ready`
+// (its copy done) and `freed` (the last products reading it done), so a hit computes while the
+// misses land and a copy never overwrites an expert still being read.
+class DevExpertCache {
+ public:
+  // Fills `dst` (pinned, slot_bytes) with expert (layer, expert), whose host views are `views`,
+  // in place_expert's layout: from the mapped checkpoint today (stage_expert); an O_DIRECT reader
+  // of the shards can take its place. Runs on the thread that runs the pass.
+  using Fill =
+      std::function<void(int64_t layer, int64_t expert, const GpuGlu& views, uint8_t* dst)>;
+  DevExpertCache(const GpuModelDesc& desc, int64_t n_slots, uint64_t slot_bytes, uint8_t* slab,
+                 Fill fill);
+  ~DevExpertCache();
+  DevExpertCache(const DevExpertCache&) = delete;
+  DevExpertCache& operator=(const DevExpertCache&) = delete;
+  // Runs compute(expert weights, i) for each distinct expert i of layer's route on `compute`:
+  // hits and misses decided first, the misses' copies issued, the hits computed, then each miss
+  // once its copy landed; waves when the misses outnumber the free slots.
+  void run(int64_t layer, const std::vector<int32_t>& experts, cudaStream_t compute,
+           const std::function<void(const DevGlu&, size_t)>& run_expert, GpuTierStats* stats);
+
+ private:
+  void copy_in(int64_t layer, int32_t expert, int64_t slot);
+  std::vector<std::vector<GpuGlu>> experts_;  // by layer and id: the host views
+  ExpertSlotIndex index_;
+  uint64_t slot_bytes_;
+  uint8_t* slab_;  // n_slots · slot_bytes of VRAM (the model frees it)
+  Fill fill_;
+  std::vector<DevGlu> views_;  // per slot: the expert it holds
+  std::vector<cudaEvent_t> ready_, freed_;
+  std::vector<uint8_t*> staging_;  // pinned, owned
+  std::vector<cudaEvent_t> staged_;
+  uint64_t next_staging_ = 0;
+  cudaStream_t copy_ = nullptr;
+};
+
 // What a block needs besides its weights.
 struct PassContext {
   const GpuShape& shape;
   const GpuLimits& limits;
   GpuWorkspace& ws;
   cudaStream_t stream;
+  DevExpertCache* cache;  // null: every expert resident
+  GpuTierStats* stats;    // the pass's hits and misses (the model adds them up)
 };
 
 // out[n, hidden] = the block over x[n, hidden] (device rows), as model/kda.cc, mla.cc, mlp.cc and
@@ -158,7 +251,9 @@ void kda_block(const PassContext& c, const DevKda& w, DevKdaState& st, const flo
 void mla_block(const PassContext& c, const DevMla& w, DevMlaState& st, int64_t first,
                const float* x, int64_t n, float* out);
 void glu_block(const PassContext& c, const DevGlu& w, const float* x, int64_t n, float* out);
-void moe_block(const PassContext& c, const DevMoe& w, const float* x, int64_t n, float* out);
+// layer: the model's layer index (the expert cache's key).
+void moe_block(const PassContext& c, const DevMoe& w, int64_t layer, const float* x, int64_t n,
+               float* out);
 // Replays the first `keep` logged rows of a verify pass from the saved state (kda_commit).
 void kda_replay(const PassContext& c, const DevKda& w, DevKdaState& st, int64_t keep);
 

@@ -7,11 +7,6 @@
 namespace deltafin::cuda {
 namespace {
 
-uint64_t dev_matrix_bytes(const DevMatrix& m) {
-  if (m.mxfp4) return static_cast<uint64_t>(m.mx.rows * m.mx.cols) / 2 * 17 / 16;
-  return static_cast<uint64_t>(m.bf16.rows * m.bf16.cols) * 2;
-}
-
 uint64_t rounded(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
 
 uint64_t host_matrix_bytes(const HostMatrix& m) {
@@ -20,6 +15,10 @@ uint64_t host_matrix_bytes(const HostMatrix& m) {
 }
 
 }  // namespace
+
+uint64_t expert_bytes(const GpuGlu& e) {
+  return host_matrix_bytes(e.gate) + host_matrix_bytes(e.up) + host_matrix_bytes(e.down);
+}
 
 void PassByteModel::add_pass(GpuCounters& c, int64_t n, int64_t head_rows,
                              int64_t positions) const {
@@ -32,14 +31,19 @@ void PassByteModel::add_pass(GpuCounters& c, int64_t n, int64_t head_rows,
   c.kda_state_bytes += kda_state_bytes;
 }
 
-PassByteModel pass_byte_model(const GpuModelDesc& desc, const VramPlan& plan) {
+namespace {
+
+// The byte model of a placed model whose spine (the embedding and the lm_head included) takes
+// `spine_bytes` of VRAM.
+PassByteModel byte_model(const GpuModelDesc& desc, uint64_t spine_bytes) {
   const GpuShape& sh = desc.shape;
   PassByteModel m;
   // The plan's spine holds the embedding and the lm_head as one allocation each, rounded up to
   // 256 bytes; every other piece of it is read once by every pass.
   m.head_bytes = host_matrix_bytes(desc.lm_head);
-  m.spine_bytes = plan.spine_bytes - rounded(host_matrix_bytes(desc.embed)) - rounded(m.head_bytes);
+  m.spine_bytes = spine_bytes - rounded(host_matrix_bytes(desc.embed)) - rounded(m.head_bytes);
   m.embed_row_bytes = static_cast<uint64_t>(desc.embed.cols) * 2;
+  m.n_experts = sh.router.n_experts;
   const int64_t p = sh.kda_heads * sh.kda_dim;
   const uint64_t kda_layer_floats =
       static_cast<uint64_t>(sh.kda_heads * sh.kda_dim * sh.kda_dim + 3 * (sh.conv_kernel - 1) * p);
@@ -49,8 +53,21 @@ PassByteModel pass_byte_model(const GpuModelDesc& desc, const VramPlan& plan) {
     } else {
       m.cache_position_bytes += static_cast<uint64_t>(sh.kv_rank + sh.rope) * sizeof(float);
     }
+    m.layer_expert_bytes.push_back(
+        l.moe && !l.moe_w.experts.empty() ? expert_bytes(l.moe_w.experts.front()) : 0);
   }
   return m;
+}
+
+}  // namespace
+
+PassByteModel pass_byte_model(const GpuModelDesc& desc, const VramPlan& plan) {
+  return byte_model(desc, plan.spine_bytes);
+}
+
+PassByteModel pass_byte_model(const GpuModelDesc& desc, const TierPlan& tiers) {
+  return byte_model(desc,
+                    tiers.global_bytes + tiers.resident_spine_bytes + tiers.streamed_spine_bytes);
 }
 
 PassMeter::~PassMeter() {
@@ -65,14 +82,15 @@ void PassMeter::start(cudaStream_t stream) {
   check_cuda(cudaEventRecord(start_, stream), "pass meter start");
 }
 
-void PassMeter::count_experts(const DevMoe& moe, const std::vector<int32_t>& route) {
-  seen_.assign(moe.experts.size(), 0);
+void PassMeter::count_experts(int64_t layer, const std::vector<int32_t>& route) {
+  // Sized from the model's shapes, not from device views: a cached expert (the tiers' slots) has
+  // the bytes of a resident one.
+  const uint64_t bytes = model_.layer_expert_bytes[layer];
+  seen_.assign(static_cast<size_t>(model_.n_experts), 0);
   for (const int32_t e : route) {
     if (e < 0 || static_cast<size_t>(e) >= seen_.size() || seen_[e]) continue;
     seen_[e] = 1;
-    const DevGlu& g = moe.experts[e];
-    counters_.expert_bytes +=
-        dev_matrix_bytes(g.gate) + dev_matrix_bytes(g.up) + dev_matrix_bytes(g.down);
+    counters_.expert_bytes += bytes;
     ++counters_.experts;
   }
 }

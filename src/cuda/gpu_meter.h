@@ -13,8 +13,6 @@
 
 namespace deltafin::cuda {
 
-struct DevMoe;
-
 class PassMeter {
  public:
   PassMeter() = default;
@@ -25,8 +23,9 @@ class PassMeter {
   void set_model(const PassByteModel& model) { model_ = model; }
   // Before the pass's first stream operation.
   void start(cudaStream_t stream);
-  // One MoE layer's route (rows × top-k expert ids, in host memory): each distinct expert once.
-  void count_experts(const DevMoe& moe, const std::vector<int32_t>& route);
+  // MoE layer `layer`'s route (rows × top-k expert ids, in host memory): each distinct expert
+  // once, with its bytes from the model's shapes (a cached expert is as big as a resident one).
+  void count_experts(int64_t layer, const std::vector<int32_t>& route);
   // After the pass's last stream operation, before the host waits for it.
   void stop(cudaStream_t stream);
   // After that wait: the pass had n rows, head_rows of them through the lm_head, and left

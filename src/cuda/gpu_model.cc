@@ -1,6 +1,7 @@
-// The GPU model's passes: upload, sequences, the layer loop with the residual stream's AttnRes
-// bookkeeping (model/model.cc and model/attn_res.cc, mirrored), the head, and the verify pass's
-// commit (KDA replayed from the saved state, MLA truncated).
+// The GPU model's passes: placement by tiers, sequences, the layer loop with the residual
+// stream's AttnRes bookkeeping (model/model.cc and model/attn_res.cc, mirrored; streamed layers
+// taken from the staging), the head, and the verify pass's commit (KDA replayed from the saved
+// state, MLA truncated).
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -12,19 +13,20 @@ namespace deltafin::cuda {
 namespace {
 
 // Allocates `bytes` on the current device; an error names the part and the flag that changes it.
-void* allocate(uint64_t bytes, const char* part) {
+void* allocate(uint64_t bytes, const std::string& part) {
   void* p = nullptr;
   const cudaError_t err = cudaMalloc(&p, std::max<uint64_t>(bytes, 256));
   if (err == cudaErrorMemoryAllocation) {
     cudaGetLastError();  // clear it
     size_t free_bytes = 0, total = 0;
     cudaMemGetInfo(&free_bytes, &total);
-    throw std::runtime_error("CUDA backend: " + std::string(part) + " (" + std::to_string(bytes) +
-                             " bytes) does not fit in VRAM (" + std::to_string(free_bytes) +
-                             " bytes free of " + std::to_string(total) +
-                             "); use --device cpu, or a smaller --max-context");
+    throw std::runtime_error(
+        "CUDA backend: " + std::string(part) + " (" + std::to_string(bytes) +
+        " bytes) does not fit in VRAM (" + std::to_string(free_bytes) + " bytes free of " +
+        std::to_string(total) +
+        "); lower --vram-budget, use --device cpu, or a smaller --max-context");
   }
-  check_cuda(err, part);
+  check_cuda(err, part.c_str());
   return p;
 }
 
@@ -32,42 +34,79 @@ void* allocate(uint64_t bytes, const char* part) {
 
 GpuSequence::~GpuSequence() = default;
 
-GpuModel::GpuModel(const GpuModelDesc& desc, int device, const GpuLimits& limits)
-    : shape_(desc.shape), limits_(limits), device_(device) {
+GpuModel::GpuModel(const GpuModelDesc& desc, int device, const GpuLimits& limits,
+                   const TierPlan& tiers)
+    : shape_(desc.shape), limits_(limits), tiers_(tiers), device_(device) {
   check_gpu_shapes(desc);
   if (limits.max_positions < 1) throw std::invalid_argument("CUDA backend: max_positions < 1");
-  plan_ = plan_vram(desc, limits);
   check_cuda(cudaSetDevice(device), "cudaSetDevice");
   // Each allocation is owned as soon as it is made, so a refusal part-way frees what was taken.
   w_ = std::make_unique<GpuWeights>();
   ws_ = std::make_unique<GpuWorkspace>();
+  const int64_t resident = tiers.resident_layers;
   Arena spine, experts, work;
-  spine.base = static_cast<uint8_t*>(allocate(plan_.spine_bytes, "the spine"));
+  spine.base = static_cast<uint8_t*>(
+      allocate(tiers.global_bytes + tiers.resident_spine_bytes + tiers.staging_bytes,
+               tiers.whole ? "the spine" : "the globals, resident spine layers and spine staging"));
   w_->spine_base = spine.base;
-  experts.base = static_cast<uint8_t*>(allocate(plan_.expert_bytes, "the routed experts"));
+  experts.base = static_cast<uint8_t*>(allocate(
+      tiers.expert_bytes, tiers.whole ? "the routed experts"
+                                      : "the expert cache (" + std::to_string(tiers.expert_slots) +
+                                            " slots, --vram-expert-slots)"));
   w_->expert_base = experts.base;
-  work.base = static_cast<uint8_t*>(allocate(plan_.workspace_bytes, "the pass workspace"));
+  work.base = static_cast<uint8_t*>(allocate(tiers.workspace_bytes, "the pass workspace"));
   ws_->base = work.base;
-  place_weights(desc, spine, experts, w_.get());
+  if (tiers.whole) {
+    place_weights(desc, spine, experts, w_.get());
+  } else {
+    // Globals, then the resident layers, then the staging: one allocation, carved in that order.
+    place_globals(desc, spine, w_.get());
+    for (int64_t l = 0; l < resident; ++l) {
+      Arena count, conv;
+      place_layer(desc, l, count, conv);
+      w_->layer_bytes.push_back(count.used);
+      w_->layers.push_back(place_layer(desc, l, spine, spine));
+    }
+    if (resident < tiers.n_layers) {
+      uint8_t* staging = spine.base + tiers.global_bytes + tiers.resident_spine_bytes;
+      spine_ = std::make_unique<SpineStream>(desc, resident, staging, tiers.staging_bytes / 2,
+                                             spine, &w_->layers);
+      w_->layer_bytes.resize(tiers.n_layers, 0);
+    }
+    if (spine.used != tiers.global_bytes + tiers.resident_spine_bytes)
+      throw std::logic_error("CUDA backend: spine layout differs from its plan");
+    if (tiers.expert_slots > 0)
+      cache_ = std::make_unique<DevExpertCache>(
+          desc, tiers.expert_slots, tiers.expert_slot_bytes, experts.base,
+          [](int64_t, int64_t, const GpuGlu& views, uint8_t* dst) { stage_expert(views, dst); });
+  }
   place_workspace(desc, limits, work, ws_.get());
-  ws_->meter.set_model(pass_byte_model(desc, plan_));
+  ws_->meter.set_model(pass_byte_model(desc, tiers_));
   check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
 }
 
 GpuModel::~GpuModel() {
   cudaSetDevice(device_);
+  if (stream_) cudaStreamSynchronize(stream_);
+  cache_.reset();  // its copies finish before the slab they write is freed
+  spine_.reset();
   if (stream_) cudaStreamDestroy(stream_);
 }  // w_ and ws_ free their allocations
+
+GpuTierStats GpuModel::tier_stats() const {
+  std::lock_guard<std::mutex> lock(tier_stats_mu_);
+  return tier_stats_;
+}
 
 std::unique_ptr<GpuSequence> GpuModel::new_sequence() {
   check_cuda(cudaSetDevice(device_), "cudaSetDevice");
   std::unique_ptr<GpuSequence> seq(new GpuSequence());
   seq->state_ = std::make_unique<GpuSequenceState>();
   Arena a;
-  a.base = static_cast<uint8_t*>(allocate(plan_.sequence_bytes, "a sequence's state"));
+  a.base = static_cast<uint8_t*>(allocate(tiers_.sequence_bytes, "a sequence's state"));
   seq->state_->base = a.base;
   place_sequence(shape_, w_->layers, limits_, a, seq->state_.get());
-  if (a.used != plan_.sequence_bytes)
+  if (a.used != tiers_.sequence_bytes)
     throw std::logic_error("CUDA backend: sequence layout differs from its plan");
   reset(*seq);
   return seq;
@@ -140,7 +179,8 @@ void GpuModel::pass(GpuSequence& seq, const int32_t* ids, int64_t n, int64_t fir
   GpuWorkspace& ws = *ws_;
   const GpuShape& sh = shape_;
   const int64_t d = sh.hidden;
-  const PassContext c{sh, limits_, ws, stream_};
+  GpuTierStats moved;  // this pass's, added to tier_stats_ at its end
+  const PassContext c{sh, limits_, ws, stream_, cache_.get(), &moved};
   ws.meter.start(stream_);
   count_copy();
   check_cuda(cudaMemcpyAsync(ws.ids, ids, n * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
@@ -176,7 +216,10 @@ void GpuModel::pass(GpuSequence& seq, const int32_t* ids, int64_t n, int64_t fir
   const int64_t n_layers = static_cast<int64_t>(w_->layers.size());
   for (int64_t l = 0; l < n_layers; ++l) {
     if (l > 0 && cancel && (*cancel)()) throw GpuPassCancelled{};
-    const DevLayer& L = w_->layers[l];
+    const bool streamed = spine_ && l >= spine_->first();
+    const DevLayer& L =
+        streamed ? spine_->acquire(l, stream_, &moved.streamed_spine_bytes) : w_->layers[l];
+    moved.resident_spine_bytes += w_->layer_bytes[l];
     mix(L.attn_res, 0, n, ws.x);
     if (sh.attn_res_block > 0 && l % sh.attn_res_block == 0) {
       count_copy();
@@ -196,11 +239,12 @@ void GpuModel::pass(GpuSequence& seq, const int32_t* ids, int64_t n, int64_t fir
     mix(L.mlp_res, 0, n, ws.x);
     rmsnorm_rows(ws.x, L.post_norm, n, d, sh.rms_eps, ws.x, stream_);
     if (L.moe) {
-      moe_block(c, L.moe_w, ws.x, n, ws.y);
-      ws.meter.count_experts(L.moe_w, ws.host_route);
+      moe_block(c, L.moe_w, l, ws.x, n, ws.y);
+      ws.meter.count_experts(l, ws.host_route);
     } else {
       glu_block(c, L.dense, ws.x, n, ws.y);
     }
+    if (streamed) spine_->release(l, stream_, &moved.streamed_spine_bytes);
     add_to_stream(ws.y);
   }
   seq.n_positions_ += n;
@@ -218,6 +262,14 @@ void GpuModel::pass(GpuSequence& seq, const int32_t* ids, int64_t n, int64_t fir
   count_sync();
   check_cuda(cudaStreamSynchronize(stream_), "pass");
   ws.meter.finish(n, rows, seq.n_positions_);
+  std::lock_guard<std::mutex> lock(tier_stats_mu_);
+  ++tier_stats_.passes;
+  tier_stats_.resident_spine_bytes += moved.resident_spine_bytes;
+  tier_stats_.streamed_spine_bytes += moved.streamed_spine_bytes;
+  tier_stats_.expert_hits += moved.expert_hits;
+  tier_stats_.expert_misses += moved.expert_misses;
+  tier_stats_.expert_hit_bytes += moved.expert_hit_bytes;
+  tier_stats_.expert_miss_bytes += moved.expert_miss_bytes;
 }
 
 void GpuModel::commit(GpuSequence& seq, int64_t keep) {
@@ -229,7 +281,7 @@ void GpuModel::commit(GpuSequence& seq, int64_t keep) {
   if (drop > 0) {
     // The state holds every row of the pass: start again from before it and replay the kept
     // rows with the same kernels (n rows in one call equal n decode steps, bit for bit).
-    const PassContext c{shape_, limits_, *ws_, stream_};
+    const PassContext c{shape_, limits_, *ws_, stream_, nullptr, nullptr};  // replay: no MoE
     for (const DevLayer& L : w_->layers)
       if (L.kda) kda_replay(c, L.kda_w, seq.state_->kda[L.state_index], keep);
     check_cuda(cudaStreamSynchronize(stream_), "commit");

@@ -1,7 +1,8 @@
-// A K3 model held whole in VRAM and decoded on the GPU: the weights uploaded once from host views
-// (GpuModelDesc), one sequence's state per GpuSequence (KDA recurrent and conv state, MLA latent
-// cache) on the device, passes of 1-16 rows with the decode numerics for every row. Plain C++17
-// types, so the engine binds its plan here without this folder seeing model/.
+// A K3 model decoded on the GPU: the weights placed by tiers from host views (GpuModelDesc): all
+// in VRAM when they fit, else the spine layers that fit resident and the rest streamed each pass,
+// the routed experts in a VRAM cache; one sequence's state per GpuSequence (KDA recurrent and conv
+// state, MLA latent cache) on the device, passes of 1-16 rows with the decode numerics for every
+// row. Plain C++17 types, so the engine binds its plan here without this folder seeing model/.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -9,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -120,10 +122,56 @@ struct VramPlan {
 struct GpuLimits {
   int64_t max_positions = 0;       // the planned context
   int64_t max_tentative_rows = 0;  // 0: no verify passes
+  // Tier sizes forced instead of taken from the budget (tests, tuning). resident_layers >= 0:
+  // that many spine layers in VRAM, the rest streamed. expert_slots >= 1: an expert cache of that
+  // many slots even when every expert would fit (fewer than one row's route runs it in waves).
+  int64_t resident_layers = -1;
+  int64_t expert_slots = 0;
 };
 
-// Sizes the model on the CPU, without a device: what GpuModel would allocate.
+// Sizes the whole model on the CPU, without a device: everything resident.
 VramPlan plan_vram(const GpuModelDesc& desc, const GpuLimits& limits);
+
+// How the model is spread over VRAM (bytes, each piece rounded up to 256), from plan_tiers.
+struct TierPlan {
+  bool whole = true;  // every weight resident: no streamed layer, every expert uploaded at load
+  // The working set, whatever the tiers: the globals (embedding, lm_head, final norm, the output
+  // AttnRes key, each KDA layer's conv weights, which a commit replays outside a pass), one pass's
+  // workspace, one sequence at the planned context.
+  uint64_t global_bytes = 0, workspace_bytes = 0, sequence_bytes = 0;
+  int64_t n_layers = 0;
+  int64_t resident_layers = 0;        // spine layers [0, resident_layers) stay in VRAM
+  uint64_t resident_spine_bytes = 0;  // their bytes
+  uint64_t streamed_spine_bytes = 0;  // the others': pinned host memory, copied in every pass
+  uint64_t staging_bytes = 0;         // two VRAM buffers of the largest streamed layer
+  int64_t n_experts = 0;              // routed experts in the model
+  int64_t expert_slots = 0;           // whole: n_experts; else the cache's slots
+  int64_t min_expert_slots = 0;       // the fewest a plan from the budget takes: one row's route
+  uint64_t expert_slot_bytes = 0;     // the largest expert
+  uint64_t expert_bytes = 0;          // whole: every expert; else slots · slot bytes
+  uint64_t working_bytes() const { return global_bytes + workspace_bytes + sequence_bytes; }
+  int64_t streamed_layers() const { return n_layers - resident_layers; }
+  uint64_t total() const {
+    return working_bytes() + resident_spine_bytes + staging_bytes + expert_bytes;
+  }
+};
+// The tiers under `budget_bytes` of VRAM: the whole model when it fits (and no tier is forced);
+// else the working set, the minimum expert cache and the spine staging, then as many spine layers
+// as fit in layer order, then as many expert slots as fit (at most one per expert). Throws
+// std::runtime_error naming the tier that does not fit and its bytes.
+TierPlan plan_tiers(const GpuModelDesc& desc, const GpuLimits& limits, uint64_t budget_bytes);
+// One line per tier for the startup log.
+std::string describe_tiers(const TierPlan& plan);
+
+// What the passes moved per tier since load. Hits and misses count a (pass, layer, expert) once
+// however many rows chose it; bytes are the experts' VRAM layout.
+struct GpuTierStats {
+  uint64_t passes = 0;                // device passes (up to kGpuMaxBatch rows each)
+  uint64_t resident_spine_bytes = 0;  // resident spine layers the passes read
+  uint64_t streamed_spine_bytes = 0;  // streamed spine layers copied host → VRAM
+  uint64_t expert_hits = 0, expert_misses = 0;
+  uint64_t expert_hit_bytes = 0, expert_miss_bytes = 0;  // miss bytes: copied host → VRAM
+};
 // Checks that the shapes are ones the kernels take; throws std::invalid_argument naming the field.
 void check_gpu_shapes(const GpuModelDesc& desc);
 
@@ -146,25 +194,31 @@ class GpuSequence {
   int64_t tentative_rows_ = 0;
 };
 
-struct GpuWeights;    // device views of the uploaded weights
-struct GpuWorkspace;  // one pass's device intermediates
-struct GpuCounters;   // gpu_counters.h
+struct GpuWeights;     // device views of the uploaded weights
+struct GpuWorkspace;   // one pass's device intermediates
+class SpineStream;     // the streamed spine layers' copies
+class DevExpertCache;  // the routed experts' VRAM cache
+struct GpuCounters;    // gpu_counters.h
 
 class GpuModel {
  public:
-  // Uploads desc to device `device`. Throws std::runtime_error naming the part that did not fit
-  // (or the CUDA error), std::invalid_argument for a shape the kernels do not take.
-  GpuModel(const GpuModelDesc& desc, int device, const GpuLimits& limits);
+  // Places desc on device `device` by `tiers` (plan_tiers of the same desc and limits). The
+  // views must outlive the model when tiers stream (the experts, unless whole). Throws
+  // std::runtime_error naming the part that did not fit (or the CUDA error),
+  // std::invalid_argument for a shape the kernels do not take.
+  GpuModel(const GpuModelDesc& desc, int device, const GpuLimits& limits, const TierPlan& tiers);
   ~GpuModel();
   GpuModel(const GpuModel&) = delete;
   GpuModel& operator=(const GpuModel&) = delete;
 
-  const VramPlan& plan() const { return plan_; }
-  // What the passes did so far (gpu_counters.h): bytes touched, stream operations, device time.
+  const TierPlan& tiers() const { return tiers_; }
+  // What the passes did so far (gpu_counters.h), for bench decode's floor: bytes touched in VRAM
+  // by part, stream operations, device time. Read between passes.
   const GpuCounters& counters() const;
   const GpuShape& shape() const { return shape_; }
+  GpuTierStats tier_stats() const;  // what the tiers moved (safe from any thread)
 
-  // A new empty sequence; its state takes plan().sequence_bytes of VRAM.
+  // A new empty sequence; its state takes tiers().sequence_bytes of VRAM.
   std::unique_ptr<GpuSequence> new_sequence();
   void reset(GpuSequence& seq);
   // Runs n ids at positions seq.n_positions() ... in passes of at most kGpuMaxBatch rows. Writes
@@ -185,11 +239,15 @@ class GpuModel {
 
   GpuShape shape_;
   GpuLimits limits_;
-  VramPlan plan_;
+  TierPlan tiers_;
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<GpuWeights> w_;
   std::unique_ptr<GpuWorkspace> ws_;
+  std::unique_ptr<SpineStream> spine_;     // null: every layer resident
+  std::unique_ptr<DevExpertCache> cache_;  // null: every expert resident
+  mutable std::mutex tier_stats_mu_;
+  GpuTierStats tier_stats_;
 };
 
 }  // namespace deltafin::cuda

@@ -2,6 +2,7 @@
 // sequence's state, laid out by one walk that either counts (the VRAM plan, no device needed) or
 // allocates and uploads; and the shape checks the kernels need.
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -35,12 +36,17 @@ uint64_t matrix_bytes(const HostMatrix& m) {
                                              : static_cast<uint64_t>(m.rows * m.cols) / 2;
 }
 
-// Counts, or allocates and copies, `bytes` of host memory.
+// Counts, or takes and fills, `count` values of host memory (the arena's fill says how).
 template <typename T>
 T* put(Arena& arena, const void* host, uint64_t count) {
   T* dev = arena.take<T>(count);
-  if (dev != nullptr && count > 0)
-    check_cuda(cudaMemcpy(dev, host, count * sizeof(T), cudaMemcpyHostToDevice), "upload");
+  if (dev != nullptr && count > 0) {
+    if (arena.fill == Arena::Fill::kDevice) {
+      check_cuda(cudaMemcpy(dev, host, count * sizeof(T), cudaMemcpyHostToDevice), "upload");
+    } else if (arena.fill == Arena::Fill::kHost) {
+      std::memcpy(dev, host, count * sizeof(T));
+    }
+  }
   return dev;
 }
 
@@ -68,67 +74,94 @@ DevGlu put_glu(Arena& arena, const GpuGlu& g) {
 
 }  // namespace
 
-void place_weights(const GpuModelDesc& desc, Arena& spine, Arena& experts, GpuWeights* out) {
+void place_globals(const GpuModelDesc& desc, Arena& g, GpuWeights* out) {
+  const int64_t d = desc.shape.hidden;
+  out->embed = put_matrix(g, desc.embed);
+  out->lm_head = put_matrix(g, desc.lm_head);
+  out->final_norm = put_floats(g, desc.final_norm, d);
+  out->output_res = put_floats(g, desc.output_res, d);
+}
+
+DevLayer place_layer(const GpuModelDesc& desc, int64_t index, Arena& a, Arena& g) {
   const GpuShape& sh = desc.shape;
   const int64_t d = sh.hidden, p = sh.kda_heads * sh.kda_dim;
-  out->embed = put_matrix(spine, desc.embed);
-  out->lm_head = put_matrix(spine, desc.lm_head);
-  out->final_norm = put_floats(spine, desc.final_norm, d);
-  out->output_res = put_floats(spine, desc.output_res, d);
+  const GpuLayer& l = desc.layers[index];
+  DevLayer dl;
+  dl.kda = l.kda;
+  dl.moe = l.moe;
+  for (int64_t i = 0; i < index; ++i) dl.state_index += desc.layers[i].kda == l.kda ? 1 : 0;
+  dl.input_norm = put_floats(a, l.input_norm, d);
+  dl.post_norm = put_floats(a, l.post_norm, d);
+  dl.attn_res = put_floats(a, l.attn_res, d);
+  dl.mlp_res = put_floats(a, l.mlp_res, d);
+  if (l.kda) {
+    const GpuKdaLayer& k = l.kda_w;
+    DevKda& dk = dl.kda_w;
+    dk.q_proj = put_matrix(a, k.q_proj);
+    dk.k_proj = put_matrix(a, k.k_proj);
+    dk.v_proj = put_matrix(a, k.v_proj);
+    dk.f_a = put_matrix(a, k.f_a);
+    dk.f_b = put_matrix(a, k.f_b);
+    dk.b_proj = put_matrix(a, k.b_proj);
+    dk.g_proj = put_matrix(a, k.g_proj);
+    dk.o_proj = put_matrix(a, k.o_proj);
+    dk.q_conv = put_floats(g, k.q_conv, p * sh.conv_kernel);
+    dk.k_conv = put_floats(g, k.k_conv, p * sh.conv_kernel);
+    dk.v_conv = put_floats(g, k.v_conv, p * sh.conv_kernel);
+    dk.a_log = put_floats(a, k.a_log, sh.kda_heads);
+    dk.dt_bias = put_floats(a, k.dt_bias, p);
+    dk.o_norm = put_floats(a, k.o_norm, sh.kda_dim);
+  } else {
+    const GpuMlaLayer& m = l.mla_w;
+    DevMla& dm = dl.mla_w;
+    dm.q_a = put_matrix(a, m.q_a);
+    dm.q_b = put_matrix(a, m.q_b);
+    dm.kv_a = put_matrix(a, m.kv_a);
+    dm.kv_b = put_matrix(a, m.kv_b);
+    dm.g_proj = put_matrix(a, m.g_proj);
+    dm.o_proj = put_matrix(a, m.o_proj);
+    dm.q_a_norm = put_floats(a, m.q_a_norm, sh.q_lora);
+    dm.kv_a_norm = put_floats(a, m.kv_a_norm, sh.kv_rank);
+  }
+  if (l.moe) {
+    const GpuMoeLayer& m = l.moe_w;
+    DevMoe& dm = dl.moe_w;
+    dm.router = put_matrix(a, m.router);
+    dm.score_bias = put_floats(a, m.score_bias, sh.router.n_experts);
+    dm.latent_down = put_matrix(a, m.latent_down);
+    dm.latent_norm = put_floats(a, m.latent_norm, sh.moe_width);
+    dm.latent_up = put_matrix(a, m.latent_up);
+    dm.shared = put_glu(a, m.shared);
+  } else {
+    dl.dense = put_glu(a, l.dense);
+  }
+  return dl;
+}
+
+DevGlu place_expert(Arena& a, const GpuGlu& e) { return put_glu(a, e); }
+
+void stage_expert(const GpuGlu& e, uint8_t* dst) {
+  Arena a;
+  a.base = dst;
+  a.fill = Arena::Fill::kHost;
+  put_glu(a, e);
+}
+
+void place_weights(const GpuModelDesc& desc, Arena& spine, Arena& experts, GpuWeights* out) {
+  place_globals(desc, spine, out);
   out->layers.clear();
-  out->n_kda = out->n_mla = 0;
-  for (const GpuLayer& l : desc.layers) {
-    DevLayer dl;
-    dl.kda = l.kda;
-    dl.moe = l.moe;
-    dl.input_norm = put_floats(spine, l.input_norm, d);
-    dl.post_norm = put_floats(spine, l.post_norm, d);
-    dl.attn_res = put_floats(spine, l.attn_res, d);
-    dl.mlp_res = put_floats(spine, l.mlp_res, d);
-    if (l.kda) {
-      const GpuKdaLayer& k = l.kda_w;
-      DevKda& dk = dl.kda_w;
-      dl.state_index = out->n_kda++;
-      dk.q_proj = put_matrix(spine, k.q_proj);
-      dk.k_proj = put_matrix(spine, k.k_proj);
-      dk.v_proj = put_matrix(spine, k.v_proj);
-      dk.f_a = put_matrix(spine, k.f_a);
-      dk.f_b = put_matrix(spine, k.f_b);
-      dk.b_proj = put_matrix(spine, k.b_proj);
-      dk.g_proj = put_matrix(spine, k.g_proj);
-      dk.o_proj = put_matrix(spine, k.o_proj);
-      dk.q_conv = put_floats(spine, k.q_conv, p * sh.conv_kernel);
-      dk.k_conv = put_floats(spine, k.k_conv, p * sh.conv_kernel);
-      dk.v_conv = put_floats(spine, k.v_conv, p * sh.conv_kernel);
-      dk.a_log = put_floats(spine, k.a_log, sh.kda_heads);
-      dk.dt_bias = put_floats(spine, k.dt_bias, p);
-      dk.o_norm = put_floats(spine, k.o_norm, sh.kda_dim);
-    } else {
-      const GpuMlaLayer& m = l.mla_w;
-      DevMla& dm = dl.mla_w;
-      dl.state_index = out->n_mla++;
-      dm.q_a = put_matrix(spine, m.q_a);
-      dm.q_b = put_matrix(spine, m.q_b);
-      dm.kv_a = put_matrix(spine, m.kv_a);
-      dm.kv_b = put_matrix(spine, m.kv_b);
-      dm.g_proj = put_matrix(spine, m.g_proj);
-      dm.o_proj = put_matrix(spine, m.o_proj);
-      dm.q_a_norm = put_floats(spine, m.q_a_norm, sh.q_lora);
-      dm.kv_a_norm = put_floats(spine, m.kv_a_norm, sh.kv_rank);
-    }
-    if (l.moe) {
-      const GpuMoeLayer& m = l.moe_w;
-      DevMoe& dm = dl.moe_w;
-      dm.router = put_matrix(spine, m.router);
-      dm.score_bias = put_floats(spine, m.score_bias, sh.router.n_experts);
-      dm.latent_down = put_matrix(spine, m.latent_down);
-      dm.latent_norm = put_floats(spine, m.latent_norm, sh.moe_width);
-      dm.latent_up = put_matrix(spine, m.latent_up);
-      dm.shared = put_glu(spine, m.shared);
-      for (const GpuGlu& e : m.experts) dm.experts.push_back(put_glu(experts, e));
-    } else {
-      dl.dense = put_glu(spine, l.dense);
-    }
+  out->layer_bytes.clear();
+  for (int64_t l = 0; l < static_cast<int64_t>(desc.layers.size()); ++l) {
+    Arena layer, conv;  // count the layer's own bytes as the tiers do (conv weights are globals)
+    place_layer(desc, l, layer, conv);
+    out->layer_bytes.push_back(layer.used);
+    DevLayer dl = place_layer(desc, l, spine, spine);
+    if (desc.layers[l].moe)
+      for (const GpuGlu& e : desc.layers[l].moe_w.experts) {
+        const uint64_t before = experts.used;
+        dl.moe_w.experts.push_back(place_expert(experts, e));
+        dl.moe_w.expert_bytes = experts.used - before;
+      }
     out->layers.push_back(std::move(dl));
   }
 }

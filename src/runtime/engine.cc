@@ -179,8 +179,10 @@ class EngineImpl : public Engine {
     return *text_;
   }
   MemoryPlanInfo memory_plan() const override { return gpu_ ? gpu_->info() : streaming_->info(); }
-  StreamStats stream_stats() const override { return gpu_ ? StreamStats{} : streaming_->stats(); }
-  GpuStats gpu_stats() const override { return gpu_ ? gpu_->stats() : GpuStats{}; }
+  StreamStats stream_stats() const override {
+    return gpu_ ? gpu_->tier_stats() : streaming_->stats();
+  }
+  GpuStats gpu_stats() const override { return gpu_ ? gpu_->pass_counters() : GpuStats{}; }
   std::unique_ptr<Session> new_session() override {
     std::unique_ptr<GpuSession> gpu = gpu_ ? gpu_->new_session() : nullptr;
     return std::make_unique<SessionImpl>(model_, std::move(gpu), &mu_,

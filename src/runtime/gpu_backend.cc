@@ -1,5 +1,6 @@
 // The device choice and, in a CUDA build, the GPU backend: the model mapped on the host, bound
-// (gpu_bind.h), sized against free VRAM or --vram-budget, uploaded; sessions own a device sequence.
+// (gpu_bind.h), planned by tiers against free VRAM or --vram-budget, placed; sessions own a
+// device sequence.
 #include "runtime/gpu_backend.h"
 
 #include <charconv>
@@ -78,7 +79,21 @@ class CudaBackend : public GpuBackend {
     return std::make_unique<CudaSession>(*gpu_);
   }
   const MemoryPlanInfo& info() const override { return info_; }
-  GpuStats stats() const override {
+  StreamStats tier_stats() const override {
+    const cuda::GpuTierStats t = gpu_->tier_stats();
+    StreamStats s;
+    s.experts_requested = t.expert_hits + t.expert_misses;
+    s.cache_hits = t.expert_hits;
+    s.gpu_passes = t.passes;
+    s.gpu_resident_spine_bytes = t.resident_spine_bytes;
+    s.gpu_streamed_spine_bytes = t.streamed_spine_bytes;
+    s.gpu_expert_hits = t.expert_hits;
+    s.gpu_expert_misses = t.expert_misses;
+    s.gpu_expert_hit_bytes = t.expert_hit_bytes;
+    s.gpu_expert_miss_bytes = t.expert_miss_bytes;
+    return s;
+  }
+  GpuStats pass_counters() const override {
     const cuda::GpuCounters& c = gpu_->counters();
     GpuStats s;
     s.passes = c.passes;
@@ -105,13 +120,6 @@ class CudaBackend : public GpuBackend {
 
 void check_err(cudaError_t err) {
   if (err != cudaSuccess) base::fail("CUDA: ", cudaGetErrorString(err));
-}
-
-std::string describe(const cuda::VramPlan& p) {
-  return base::str_cat(base::format_bytes(p.total()), " (spine ", base::format_bytes(p.spine_bytes),
-                       ", routed experts ", base::format_bytes(p.expert_bytes), ", workspace ",
-                       base::format_bytes(p.workspace_bytes), ", one sequence ",
-                       base::format_bytes(p.sequence_bytes), ")");
 }
 
 }  // namespace
@@ -152,8 +160,8 @@ std::unique_ptr<GpuBackend> load_gpu_backend(const EngineOptions& options, int64
     return refuse("the int8 spine runs on the CPU backend only (--spine-dtype bf16 for the GPU)");
   if (options.expert_source.catalog)
     return refuse(
-        "a streaming install's experts are not all local; the CUDA backend holds the "
-        "whole model in VRAM");
+        "a streaming install's experts are not all local; the CUDA backend copies experts "
+        "from the local checkpoint");
   std::unique_ptr<model::Model> host = model::Model::load(options.model_dir);
   cuda::GpuModelDesc desc;
   try {
@@ -164,8 +172,11 @@ std::unique_ptr<GpuBackend> load_gpu_backend(const EngineOptions& options, int64
   } catch (const std::invalid_argument& e) {
     return refuse(e.what());
   }
-  const cuda::GpuLimits limits{max_context, static_cast<int64_t>(kMaxVerifyRows)};
-  const cuda::VramPlan plan = cuda::plan_vram(desc, limits);
+  cuda::GpuLimits limits;
+  limits.max_positions = max_context;
+  limits.max_tentative_rows = kMaxVerifyRows;
+  limits.resident_layers = options.vram_spine_layers;
+  limits.expert_slots = options.vram_expert_slots;
   cudaDeviceProp prop{};
   check_err(cudaGetDeviceProperties(&prop, device));
   size_t free_bytes = 0, total_bytes = 0;
@@ -177,25 +188,34 @@ std::unique_ptr<GpuBackend> load_gpu_backend(const EngineOptions& options, int64
       options.vram_budget.empty()
           ? base::str_cat(base::format_bytes(free_bytes), " free on cuda:", device)
           : base::str_cat("--vram-budget ", options.vram_budget);
-  if (plan.total() > budget) {
-    return refuse(base::str_cat("the model needs ", describe(plan), " of VRAM, more than ",
-                                budget_text,
-                                " (--vram-budget SIZE to change the budget, --max-context for a "
-                                "smaller MLA cache, --device cpu to run on the CPU)"));
+  // The GPU runs the model when its tiers have a plan: the working set, the spine staging and
+  // one row's experts fit (everything else streams from host memory).
+  cuda::TierPlan tiers;
+  try {
+    tiers = cuda::plan_tiers(desc, limits, budget);
+  } catch (const std::exception& e) {
+    return refuse(
+        base::str_cat(e.what(), " (the budget: ", budget_text, "; --device cpu runs on the CPU)"));
   }
   std::unique_ptr<cuda::GpuModel> gpu;
   try {
-    gpu = std::make_unique<cuda::GpuModel>(desc, device, limits);
+    gpu = std::make_unique<cuda::GpuModel>(desc, device, limits, tiers);
   } catch (const std::exception& e) {
     return refuse(e.what());
   }
   MemoryPlanInfo info;
   info.device = base::str_cat("cuda:", device);
-  info.vram_bytes = plan.total();
-  info.context_bytes = plan.sequence_bytes;
-  info.summary =
-      base::str_cat("device cuda:", device, " (", prop.name, "): the whole model in VRAM, ",
-                    describe(plan), " of ", budget_text, "; context ", max_context, " positions");
+  info.vram_bytes = tiers.total();
+  info.context_bytes = tiers.sequence_bytes;
+  info.vram_resident_layers = tiers.resident_layers;
+  info.vram_streamed_layers = tiers.streamed_layers();
+  info.vram_resident_spine_bytes = tiers.resident_spine_bytes;
+  info.vram_streamed_spine_bytes = tiers.streamed_spine_bytes;
+  info.vram_expert_slots = tiers.whole ? 0 : tiers.expert_slots;
+  info.vram_expert_slot_bytes = tiers.expert_slot_bytes;
+  info.summary = base::str_cat("device cuda:", device, " (", prop.name, "): VRAM ",
+                               cuda::describe_tiers(tiers), ", of ", budget_text, "; context ",
+                               max_context, " positions");
   return std::make_unique<CudaBackend>(std::move(host), std::move(gpu), std::move(info));
 }
 

@@ -1,5 +1,5 @@
 // The engine's device choice (--device auto|cpu|cuda[:N], --vram-budget) and the GPU backend a
-// session runs its passes on when the whole model is placed in VRAM (src/cuda/gpu_model.h). In a
+// session runs its passes on, the model placed in VRAM by tiers (src/cuda/gpu_model.h). In a
 // build without CUDA, asking for cuda is an error and auto is the CPU.
 #pragma once
 
@@ -40,11 +40,14 @@ class GpuBackend {
   virtual model::Model& model() = 0;  // the host side: config, plan (weights mapped, not read)
   virtual std::unique_ptr<GpuSession> new_session() = 0;
   virtual const MemoryPlanInfo& info() const = 0;
-  virtual GpuStats stats() const = 0;  // the passes' counters since load
+  // The VRAM tiers' counters since load (the gpu_* fields; Engine::stream_stats, --stats).
+  virtual StreamStats tier_stats() const = 0;
+  // The passes' counters since load: bytes touched, operations (Engine::gpu_stats, bench decode).
+  virtual GpuStats pass_counters() const = 0;
 };
 
-// What `options.device` asks for, resolved: the GPU backend holding the whole model, or null when
-// the CPU runs it (asked for, auto without a usable GPU or without room; `*why` says which).
+// What `options.device` asks for, resolved: the GPU backend, or null when the CPU runs it (asked
+// for, auto without a usable GPU or without room for the tiers' plan; `*why` says which).
 // Throws base::Error when cuda was asked for and cannot be had, naming what did not fit and the
 // flag that changes it. max_context: the resolved context a session may reach.
 std::unique_ptr<GpuBackend> load_gpu_backend(const EngineOptions& options, int64_t max_context,

@@ -98,6 +98,34 @@ TEST(GpuCounters, PassBytesOfTheK3Oracle) {
   EXPECT_EQ(c.touched_bytes(), c.spine_bytes + c.head_bytes + c.embed_bytes +
                                    c.attention_cache_bytes + c.kda_state_bytes);
 }
+
+// The model the GPU places by tiers touches the same bytes whatever they are: the whole model,
+// streamed spine layers (read from their staging buffer) or an expert cache.
+TEST(GpuCounters, PassBytesAreTheSameInEveryTier) {
+  const std::unique_ptr<model::Model> m = model::Model::load(kK3);
+  const cuda::GpuModelDesc desc = bind_gpu_model(*m);
+  const cuda::PassByteModel whole = cuda::pass_byte_model(desc, cuda::plan_vram(desc, {1000, 17}));
+  ASSERT_EQ(whole.layer_expert_bytes.size(), desc.layers.size());
+  for (size_t l = 0; l < desc.layers.size(); ++l) {
+    const cuda::GpuLayer& g = desc.layers[l];
+    EXPECT_EQ(whole.layer_expert_bytes[l], g.moe ? cuda::expert_bytes(g.moe_w.experts[0]) : 0u);
+  }
+  for (const int64_t resident : {-1, 0, 2}) {
+    cuda::GpuLimits limits{1000, 17};
+    limits.resident_layers = resident;
+    limits.expert_slots = resident < 0 ? 0 : 3;
+    const cuda::TierPlan tiers = cuda::plan_tiers(desc, limits, uint64_t{1} << 40);
+    EXPECT_EQ(tiers.whole, resident < 0);
+    const cuda::PassByteModel b = cuda::pass_byte_model(desc, tiers);
+    EXPECT_EQ(b.spine_bytes, whole.spine_bytes) << resident;
+    EXPECT_EQ(b.head_bytes, whole.head_bytes);
+    EXPECT_EQ(b.embed_row_bytes, whole.embed_row_bytes);
+    EXPECT_EQ(b.cache_position_bytes, whole.cache_position_bytes);
+    EXPECT_EQ(b.kda_state_bytes, whole.kda_state_bytes);
+    EXPECT_EQ(b.layer_expert_bytes, whole.layer_expert_bytes);
+    EXPECT_EQ(b.n_experts, whole.n_experts);
+  }
+}
 #endif
 
 }  // namespace

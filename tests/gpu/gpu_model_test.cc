@@ -3,7 +3,10 @@
 // every prompt position with the same argmax, the greedy ids exactly (speculation off, n-gram and
 // a script that is refused part-way, so verify passes commit a prefix), the largest CPU-GPU logit
 // difference printed, each row's logits bit-identical whether passes hold 1..16 rows, and the
-// counters bench decode's floor uses (Engine::gpu_stats) sane for one decode pass.
+// counters bench decode's floor uses (Engine::gpu_stats) sane for one decode pass, with every
+// weight resident and with the VRAM tiers; and the VRAM tiers: logits bit-identical whether the
+// weights were resident, streamed spine layers or a 1-3 slot expert cache (prompts, decode steps,
+// the state verify passes leave).
 // Own main, no gtest: exit 77 (skipped) without a GPU, 1 on a failure.
 //   deltafin_gpu_model_tests [FIXTURES]   (default: the source tree's tests/fixtures)
 #include <cuda_runtime_api.h>
@@ -68,11 +71,14 @@ std::vector<int32_t> ids_of(const std::vector<double>& v) {
   return std::vector<int32_t>(v.begin(), v.end());
 }
 
-std::unique_ptr<Engine> load(const std::string& dir, const char* device) {
+std::unique_ptr<Engine> load(const std::string& dir, const char* device, int spine_layers = -1,
+                             int expert_slots = 0) {
   EngineOptions o;
   o.model_dir = dir;
   o.device = device;
   o.drafters = deltafin::DrafterLoad::kOff;
+  o.vram_spine_layers = spine_layers;
+  o.vram_expert_slots = expert_slots;
   return Engine::load(o);
 }
 
@@ -222,6 +228,154 @@ void run_case(const std::string& dir) {
   }
 }
 
+// Everything one engine computes for the tier comparison, as logits in order.
+std::vector<float> tier_run(Engine& engine, const std::vector<int32_t>& prompt,
+                            const std::vector<int32_t>& want) {
+  std::vector<float> out;
+  const auto append = [&](const std::vector<float>& v) {
+    out.insert(out.end(), v.begin(), v.end());
+  };
+  // Prompts: the oracle's, reversed, and its first half twice (passes of 16 rows and fewer).
+  const std::vector<int32_t> reversed(prompt.rbegin(), prompt.rend());
+  std::vector<int32_t> twice(prompt.begin(), prompt.begin() + prompt.size() / 2);
+  twice.insert(twice.end(), twice.begin(), twice.end());
+  for (const std::vector<int32_t>* p :
+       {&prompt, &reversed, static_cast<const std::vector<int32_t>*>(&twice)})
+    append(engine.new_session()->forward(*p, true));
+  // Decode steps of one row each after the prompt.
+  std::unique_ptr<deltafin::Session> s = engine.new_session();
+  s->forward(prompt, false);
+  for (int32_t id : want) append(s->forward(std::span<const int32_t>(&id, 1), true));
+  // Verify passes (drafts refused part-way, each commit keeping a prefix), then the logits of a
+  // few more ids: they read the KDA state and MLA cache those commits left.
+  deltafin::SpeculationOptions script;
+  script.mode = deltafin::Speculation::kScript;
+  script.script = want;
+  for (size_t i = 2; i < script.script.size(); i += 3)
+    script.script[i] = (want[i] + 7) % static_cast<int32_t>(engine.info().vocab_size);
+  script.draft_min = 4;
+  deltafin::GenerateOptions g;
+  g.max_new_tokens = static_cast<int>(want.size());
+  g.stop_at_eos = false;
+  g.speculation = script;
+  std::unique_ptr<deltafin::Session> v = engine.new_session();
+  const std::vector<int32_t> ids = v->generate(prompt, g, nullptr).ids;
+  append(std::vector<float>(ids.begin(), ids.end()));
+  append(v->forward(std::span<const int32_t>(prompt).subspan(0, 5), true));
+  return out;
+}
+
+// The pass counters (Engine::gpu_stats) and tier counters (the gpu_* of stream_stats) of a new
+// session's prompt pass and one decode pass.
+struct Counted {
+  deltafin::GpuStats pass;
+  deltafin::StreamStats tiers;
+};
+Counted counted(Engine& engine, const std::vector<int32_t>& prompt) {
+  const deltafin::GpuStats a = engine.gpu_stats();
+  const deltafin::StreamStats ta = engine.stream_stats();
+  std::unique_ptr<deltafin::Session> s = engine.new_session();
+  s->forward(prompt, false);
+  s->forward(std::span<const int32_t>(prompt).subspan(0, 1), true);
+  const deltafin::GpuStats b = engine.gpu_stats();
+  Counted c;
+  deltafin::GpuStats& d = c.pass;
+  d.passes = b.passes - a.passes;
+  d.rows = b.rows - a.rows;
+  d.spine_bytes = b.spine_bytes - a.spine_bytes;
+  d.expert_bytes = b.expert_bytes - a.expert_bytes;
+  d.experts = b.experts - a.experts;
+  d.head_bytes = b.head_bytes - a.head_bytes;
+  d.embed_bytes = b.embed_bytes - a.embed_bytes;
+  d.attention_cache_bytes = b.attention_cache_bytes - a.attention_cache_bytes;
+  d.kda_state_bytes = b.kda_state_bytes - a.kda_state_bytes;
+  d.launches = b.launches - a.launches;
+  d.copies = b.copies - a.copies;
+  d.syncs = b.syncs - a.syncs;
+  const deltafin::StreamStats tb = engine.stream_stats();
+  c.tiers.gpu_expert_misses = tb.gpu_expert_misses - ta.gpu_expert_misses;
+  c.tiers.gpu_streamed_spine_bytes = tb.gpu_streamed_spine_bytes - ta.gpu_streamed_spine_bytes;
+  return c;
+}
+
+// The same passes with the weights in other tiers give the same bits.
+void run_tiers(const std::string& dir) {
+  const std::string name = std::filesystem::path(dir).filename();
+  const std::vector<int32_t> prompt = ids_of(reference(dir, "prompt_ids"));
+  const std::vector<int32_t> want = ids_of(reference(dir, "greedy_ids"));
+  std::unique_ptr<Engine> resident = load(dir, "cuda");
+  expect(resident->memory_plan().vram_streamed_layers == 0 &&
+             resident->memory_plan().vram_expert_slots == 0,
+         name + ": the default plan holds the whole model");
+  const std::vector<float> base = tier_run(*resident, prompt, want);
+  const Counted base_counters = counted(*resident, prompt);
+  const int64_t n_layers = resident->info().n_layers;
+  struct Tiers {
+    int spine_layers, expert_slots;
+  };
+  for (const Tiers t : {Tiers{0, 2}, Tiers{5, 3}, Tiers{static_cast<int>(n_layers), 2}, Tiers{3, 1},
+                        Tiers{0, 1000000}}) {
+    const std::string what = name + " with " + std::to_string(t.spine_layers) +
+                             " resident spine layers and " + std::to_string(t.expert_slots) +
+                             " expert slots";
+    std::unique_ptr<Engine> e = load(dir, "cuda", t.spine_layers, t.expert_slots);
+    const deltafin::MemoryPlanInfo plan = e->memory_plan();
+    expect(plan.vram_resident_layers == t.spine_layers &&
+               plan.vram_streamed_layers == n_layers - t.spine_layers && plan.vram_expert_slots > 0,
+           what + ": plan " + plan.summary);
+    const std::vector<float> got = tier_run(*e, prompt, want);
+    expect(got.size() == base.size() &&
+               std::memcmp(got.data(), base.data(), base.size() * sizeof(float)) == 0,
+           what + ": results differ from the resident model's");
+    const deltafin::StreamStats st = e->stream_stats();
+    expect(st.gpu_expert_misses > 0 && st.gpu_expert_miss_bytes > 0 &&
+               st.experts_requested == st.gpu_expert_hits + st.gpu_expert_misses,
+           what + ": expert misses counted");
+    // Fewer than 3 streamed layers stay in the two staging buffers; more are copied every pass.
+    if (n_layers - t.spine_layers > 2)
+      expect(st.gpu_streamed_spine_bytes > 0, what + ": streamed spine bytes counted");
+    // The pass counters (bench decode's floor): the same bytes touched in VRAM whatever the
+    // tiers, and the tiers' copies (the cache's misses at least) and staging waits on top.
+    const Counted tiered = counted(*e, prompt);
+    const deltafin::GpuStats &pc = tiered.pass, &rc = base_counters.pass;
+    expect(pc.passes == rc.passes && pc.rows == rc.rows && pc.spine_bytes == rc.spine_bytes &&
+               pc.expert_bytes == rc.expert_bytes && pc.experts == rc.experts &&
+               pc.head_bytes == rc.head_bytes && pc.embed_bytes == rc.embed_bytes &&
+               pc.attention_cache_bytes == rc.attention_cache_bytes &&
+               pc.kda_state_bytes == rc.kda_state_bytes,
+           what + ": pass counters' bytes differ from the resident model's");
+    const uint64_t misses = tiered.tiers.gpu_expert_misses,
+                   spine_copied = tiered.tiers.gpu_streamed_spine_bytes > 0 ? 1 : 0;
+    expect(pc.launches == rc.launches && pc.copies >= rc.copies + misses + spine_copied &&
+               pc.syncs >= rc.syncs,
+           what + ": the tiers' copies and waits not counted");
+    std::printf(
+        "%s: %llu passes, expert hits %llu, misses %llu (%llu bytes), spine streamed %llu "
+        "bytes, resident %llu bytes: bit-identical\n",
+        what.c_str(), static_cast<unsigned long long>(st.gpu_passes),
+        static_cast<unsigned long long>(st.gpu_expert_hits),
+        static_cast<unsigned long long>(st.gpu_expert_misses),
+        static_cast<unsigned long long>(st.gpu_expert_miss_bytes),
+        static_cast<unsigned long long>(st.gpu_streamed_spine_bytes),
+        static_cast<unsigned long long>(st.gpu_resident_spine_bytes));
+  }
+  // A budget smaller than the working set is refused naming the tier and the flag.
+  EngineOptions o;
+  o.model_dir = dir;
+  o.device = "cuda";
+  o.drafters = deltafin::DrafterLoad::kOff;
+  o.vram_budget = "1M";
+  try {
+    Engine::load(o);
+    expect(false, name + ": --vram-budget 1M accepted");
+  } catch (const std::exception& e) {
+    const std::string msg = e.what();
+    expect(msg.find("the working set") != std::string::npos &&
+               msg.find("--vram-budget") != std::string::npos,
+           name + ": --vram-budget 1M refusal: " + msg);
+  }
+}
+
 bool is_k3_case(const std::filesystem::path& dir) {
   if (!std::filesystem::exists(dir / "reference.safetensors")) return false;
   std::ifstream in(dir / "config.json");
@@ -251,6 +405,11 @@ int main(int argc, char** argv) {
       run_case(dir.string());
     } catch (const std::exception& e) {
       expect(false, dir.string() + ": " + e.what());
+    }
+    try {
+      run_tiers(dir.string());
+    } catch (const std::exception& e) {
+      expect(false, dir.string() + " (tiers): " + e.what());
     }
   }
   std::printf("deltafin_gpu_model_tests: %d checks, %d failed (%zu K3 cases)\n", g_checks,

@@ -1,0 +1,221 @@
+// The VRAM tiers on the host: the plan (working set, resident spine layers, streamed ones, the
+// expert cache) counted by the same placement walk that allocates, and the expert cache's slot
+// decisions. No CUDA call, so both are tested without a GPU.
+#include "cuda/gpu_tiers.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+
+#include "cuda/gpu_internal.h"
+
+namespace deltafin::cuda {
+
+ExpertSlotIndex::ExpertSlotIndex(int64_t n_slots, int64_t n_layers, int64_t n_experts)
+    : n_experts_(n_experts),
+      slots_(static_cast<size_t>(n_slots)),
+      where_(static_cast<size_t>(n_layers * n_experts), -1),
+      uses_(static_cast<size_t>(n_layers * n_experts), 0) {}
+
+std::vector<int64_t> ExpertSlotIndex::lookup(int64_t layer, const std::vector<int32_t>& experts) {
+  std::vector<int64_t> out;
+  out.reserve(experts.size());
+  for (int32_t e : experts) {
+    const int64_t key = layer * n_experts_ + e;
+    ++uses_[key];
+    const int64_t s = where_[key];
+    if (s >= 0) {
+      ++slots_[s].pins;
+      slots_[s].last_use = ++tick_;
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
+bool ExpertSlotIndex::has_free() const {
+  for (const Slot& s : slots_)
+    if (s.pins == 0) return true;
+  return false;
+}
+
+bool ExpertSlotIndex::evict_before(const Slot& a, const Slot& b) const {
+  const uint32_t ua = uses_[a.key], ub = uses_[b.key];
+  if (ua != ub) return ua < ub;
+  return a.last_use < b.last_use;
+}
+
+int64_t ExpertSlotIndex::take(int64_t layer, int32_t expert) {
+  int64_t best = -1;
+  for (int64_t i = 0; i < n_slots(); ++i) {
+    const Slot& s = slots_[i];
+    if (s.pins > 0) continue;
+    if (s.key < 0) {
+      best = i;
+      break;
+    }
+    if (best < 0 || evict_before(s, slots_[best])) best = i;
+  }
+  if (best < 0) return -1;
+  Slot& s = slots_[best];
+  if (s.key >= 0) where_[s.key] = -1;
+  s.key = layer * n_experts_ + expert;
+  s.pins = 1;
+  s.last_use = ++tick_;
+  where_[s.key] = best;
+  return best;
+}
+
+void ExpertSlotIndex::release(int64_t slot) {
+  if (slots_[slot].pins > 0) --slots_[slot].pins;
+}
+
+int64_t ExpertSlotIndex::slot_of(int64_t layer, int32_t expert) const {
+  return where_[layer * n_experts_ + expert];
+}
+
+namespace {
+
+std::string mib(uint64_t bytes) {
+  char text[48];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
+
+[[noreturn]] void too_big(const std::string& what, uint64_t need, uint64_t budget,
+                          const std::string& fix) {
+  throw std::runtime_error("CUDA backend: " + what + " needs " + mib(need) +
+                           " of VRAM, more than the budget of " + mib(budget) + "; " + fix);
+}
+
+}  // namespace
+
+TierPlan plan_tiers(const GpuModelDesc& desc, const GpuLimits& limits, uint64_t budget) {
+  TierPlan t;
+  t.n_layers = static_cast<int64_t>(desc.layers.size());
+  GpuWeights w;
+  Arena globals;
+  place_globals(desc, globals, &w);
+  std::vector<uint64_t> layer_bytes;
+  int64_t top_k = 0;
+  for (int64_t l = 0; l < t.n_layers; ++l) {
+    Arena a;
+    w.layers.push_back(place_layer(desc, l, a, globals));
+    layer_bytes.push_back(a.used);
+    if (!desc.layers[l].moe) continue;
+    top_k = desc.shape.router.top_k;
+    for (const GpuGlu& e : desc.layers[l].moe_w.experts) {
+      Arena x;
+      place_expert(x, e);
+      t.expert_slot_bytes = std::max(t.expert_slot_bytes, x.used);
+      t.expert_bytes += x.used;
+      ++t.n_experts;
+    }
+  }
+  t.global_bytes = globals.used;
+  GpuWorkspace ws;
+  Arena work;
+  place_workspace(desc, limits, work, &ws);
+  t.workspace_bytes = work.used;
+  GpuSequenceState st;
+  Arena seq;
+  place_sequence(desc.shape, w.layers, limits, seq, &st);
+  t.sequence_bytes = seq.used;
+
+  uint64_t all_layers = 0;
+  for (uint64_t b : layer_bytes) all_layers += b;
+  t.resident_layers = t.n_layers;
+  t.resident_spine_bytes = all_layers;
+  t.expert_slots = t.n_experts;
+  t.min_expert_slots = std::min<int64_t>(top_k, t.n_experts);
+  const bool forced = limits.resident_layers >= 0 || limits.expert_slots > 0;
+  if (limits.resident_layers > t.n_layers)
+    throw std::invalid_argument("CUDA backend: " + std::to_string(limits.resident_layers) +
+                                " resident spine layers asked for, the model has " +
+                                std::to_string(t.n_layers));
+  if (!forced && t.total() <= budget) return t;
+
+  t.whole = false;
+  const std::string working = "the working set (globals " + mib(t.global_bytes) +
+                              ", one pass's workspace " + mib(t.workspace_bytes) +
+                              ", one sequence at " + std::to_string(limits.max_positions) +
+                              " positions " + mib(t.sequence_bytes) + ")";
+  if (t.working_bytes() > budget)
+    too_big(working, t.working_bytes(), budget, "raise --vram-budget or lower --max-context");
+  const int64_t min_slots = limits.expert_slots > 0 ? limits.expert_slots : t.min_expert_slots;
+  const uint64_t min_cache = static_cast<uint64_t>(min_slots) * t.expert_slot_bytes;
+  // Spine layers first, in layer order (each saves its whole bytes every pass), with room kept
+  // for the smallest expert cache and, when any layer streams, its two staging buffers.
+  const auto need = [&](int64_t resident, uint64_t* staging, uint64_t* spine) {
+    uint64_t largest = 0;
+    *spine = 0;
+    for (int64_t l = 0; l < t.n_layers; ++l) {
+      if (l < resident) {
+        *spine += layer_bytes[l];
+      } else {
+        largest = std::max(largest, layer_bytes[l]);
+      }
+    }
+    *staging = 2 * largest;
+    return t.working_bytes() + *spine + *staging + min_cache;
+  };
+  uint64_t staging = 0, spine = 0;
+  int64_t resident = limits.resident_layers >= 0 ? limits.resident_layers : t.n_layers;
+  for (;; --resident) {
+    if (need(resident, &staging, &spine) <= budget) break;
+    if (limits.resident_layers >= 0 || resident == 0) {
+      const std::string fix = "raise --vram-budget, or lower --max-context";
+      if (t.working_bytes() + staging > budget)
+        too_big(working + " and the spine staging (two buffers of the largest streamed layer, " +
+                    mib(staging / 2) + " each)",
+                t.working_bytes() + staging, budget, fix);
+      if (t.working_bytes() + staging + spine > budget)
+        too_big(working + ", the staging and " + std::to_string(resident) +
+                    " resident spine layers (" + mib(spine) + ", --vram-spine-layers)",
+                t.working_bytes() + staging + spine, budget, fix);
+      too_big(working + ", the spine staging and the smallest expert cache (" +
+                  std::to_string(min_slots) + " slots of " + mib(t.expert_slot_bytes) +
+                  (limits.expert_slots > 0 ? ", --vram-expert-slots" : ", one row's route") + ")",
+              need(resident, &staging, &spine), budget, fix);
+    }
+  }
+  t.resident_layers = resident;
+  t.resident_spine_bytes = spine;
+  t.streamed_spine_bytes = all_layers - spine;
+  t.staging_bytes = staging;
+  if (limits.expert_slots > 0) {
+    t.expert_slots = std::min<int64_t>(limits.expert_slots, t.n_experts);
+  } else {
+    const uint64_t left = budget - (t.working_bytes() + spine + staging);
+    t.expert_slots =
+        t.expert_slot_bytes == 0
+            ? 0
+            : std::min<int64_t>(static_cast<int64_t>(left / t.expert_slot_bytes), t.n_experts);
+  }
+  t.expert_bytes = static_cast<uint64_t>(t.expert_slots) * t.expert_slot_bytes;
+  return t;
+}
+
+std::string describe_tiers(const TierPlan& t) {
+  std::string out = mib(t.total()) + ": working set " + mib(t.working_bytes()) + " (globals " +
+                    mib(t.global_bytes) + ", workspace " + mib(t.workspace_bytes) +
+                    ", one sequence " + mib(t.sequence_bytes) + ")";
+  if (t.whole)
+    return out + ", spine " + std::to_string(t.n_layers) + " layers " +
+           mib(t.resident_spine_bytes) + ", routed experts " + std::to_string(t.n_experts) + " " +
+           mib(t.expert_bytes) + ": the whole model in VRAM";
+  out += "; spine " + std::to_string(t.resident_layers) + " of " + std::to_string(t.n_layers) +
+         " layers resident " + mib(t.resident_spine_bytes);
+  if (t.streamed_layers() > 0)
+    out += ", " + std::to_string(t.streamed_layers()) + " streamed every pass " +
+           mib(t.streamed_spine_bytes) + " from pinned host memory through staging " +
+           mib(t.staging_bytes);
+  out += "; expert cache " + std::to_string(t.expert_slots) + " slots of " +
+         mib(t.expert_slot_bytes) + " " + mib(t.expert_bytes) + " (minimum " +
+         std::to_string(t.min_expert_slots) + ") for " + std::to_string(t.n_experts) +
+         " routed experts, misses copied from host memory";
+  return out;
+}
+
+}  // namespace deltafin::cuda
