@@ -328,6 +328,38 @@ void write_span_bytes(const Placed& p, int e, uint64_t from, uint64_t n, const s
   std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(n));
 }
 
+// A folder on a second drive for the tests that need two: under /dev/shm (tmpfs) when that is a
+// writable device other than the build's (`path` empty otherwise). While it lives, the drive cache
+// is an empty file, so both drives start at the same rate.
+struct SecondDrive {
+  explicit SecondDrive(const std::string& name) {
+    const std::string dir = "/dev/shm/" + name + "-" + std::to_string(::getpid());
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    struct stat a {
+    }, b{};
+    if (ec || ::stat(dir.c_str(), &a) != 0 || ::stat(DELTAFIN_BINARY_DIR, &b) != 0 ||
+        a.st_dev == b.st_dev) {
+      fs::remove_all(dir, ec);
+      return;
+    }
+    path = dir;
+    const std::string cache = scratch() + "/empty-drive-cache.tsv";
+    fs::create_directories(scratch());
+    std::ofstream(cache).close();
+    ::setenv("DELTAFIN_DRIVE_CACHE", cache.c_str(), 1);
+  }
+  ~SecondDrive() {
+    if (path.empty()) return;
+    ::unsetenv("DELTAFIN_DRIVE_CACHE");
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  SecondDrive(const SecondDrive&) = delete;
+  SecondDrive& operator=(const SecondDrive&) = delete;
+  std::string path;
+};
+
 // Whole copies of 10,000-byte experts, each on every folder with the first holder rotating.
 Placed make_placed(const std::string& root, int n, int n_dirs) {
   constexpr uint64_t kSpan = 10'000;
@@ -430,20 +462,9 @@ TEST(PlacedStore, EveryHolderFailingFallsBackToTheShard) {
 // Guesses for experts held on one drive take at most that drive's bandwidth share of the prefetch
 // allowance. Needs a second device: /dev/shm (tmpfs) when it is one.
 TEST(PlacedStore, OneDriveTakesOnlyItsShareOfThePrefetchAllowance) {
-  const std::string shm = "/dev/shm/deltafin-placement-test-" + std::to_string(::getpid());
-  std::error_code ec;
-  fs::create_directories(shm, ec);
-  struct stat a {
-  }, b{};
-  if (ec || ::stat(shm.c_str(), &a) != 0 || ::stat(DELTAFIN_BINARY_DIR, &b) != 0 ||
-      a.st_dev == b.st_dev) {
-    fs::remove_all(shm, ec);
-    GTEST_SKIP() << "/dev/shm is not a separate writable device here";
-  }
-  const std::string cache = scratch() + "/empty-drive-cache.tsv";
-  fs::create_directories(scratch());
-  std::ofstream(cache).close();
-  ::setenv("DELTAFIN_DRIVE_CACHE", cache.c_str(), 1);  // both drives start at the same rate
+  const SecondDrive second("deltafin-placement-test");  // both drives start at the same rate
+  if (second.path.empty()) GTEST_SKIP() << "/dev/shm is not a separate writable device here";
+  const std::string& shm = second.path;
   Placed p = make_placed(scratch() + "/allowance", 8, 1);
   for (int e = 0; e < 8; ++e)
     fs::copy_file(placed_file(p.placement->dirs[0], 0, e), placed_file(shm, 0, e));
@@ -457,8 +478,6 @@ TEST(PlacedStore, OneDriveTakesOnlyItsShareOfThePrefetchAllowance) {
   EXPECT_EQ(store.stats().prefetch_reads, 2u);
   auto batch = store.request(0, guess);
   for (size_t i = 0; i < batch->size(); ++i) batch->release(batch->acquire_next().index);
-  ::unsetenv("DELTAFIN_DRIVE_CACHE");
-  fs::remove_all(shm, ec);
 }
 
 TEST(StripedStore, ReadsEveryExpertFromItsPiecesAndNeverTheShard) {
@@ -541,20 +560,9 @@ TEST(StripedStore, GuessesStoppedMidStripeAreReadWholeWhenAsked) {
 // Each drive is charged the bytes of its own pieces, and striped guesses take the whole prefetch
 // allowance (they read from every drive). Needs a second device: /dev/shm (tmpfs) when it is one.
 TEST(StripedStore, EachDriveIsChargedItsPiecesAndGuessesShareTheAllowance) {
-  const std::string shm = "/dev/shm/deltafin-stripe-test-" + std::to_string(::getpid());
-  std::error_code ec;
-  fs::create_directories(shm, ec);
-  struct stat a {
-  }, b{};
-  if (ec || ::stat(shm.c_str(), &a) != 0 || ::stat(DELTAFIN_BINARY_DIR, &b) != 0 ||
-      a.st_dev == b.st_dev) {
-    fs::remove_all(shm, ec);
-    GTEST_SKIP() << "/dev/shm is not a separate writable device here";
-  }
-  const std::string cache = scratch() + "/empty-drive-cache.tsv";
-  fs::create_directories(scratch());
-  std::ofstream(cache).close();
-  ::setenv("DELTAFIN_DRIVE_CACHE", cache.c_str(), 1);
+  const SecondDrive second("deltafin-stripe-test");
+  if (second.path.empty()) GTEST_SKIP() << "/dev/shm is not a separate writable device here";
+  const std::string& shm = second.path;
   Placed p = make_striped(scratch() + "/stripe-drives", 8, {1, 3});
   uint64_t want[2] = {};
   for (int e = 0; e < 8; ++e) {
@@ -579,8 +587,6 @@ TEST(StripedStore, EachDriveIsChargedItsPiecesAndGuessesShareTheAllowance) {
   EXPECT_EQ(sched->drives().stats(disk).bytes, want[0]);
   EXPECT_EQ(sched->drives().stats(tmpfs).bytes, want[1]);
   EXPECT_GT(sched->drives().stats(tmpfs).busy_seconds, 0);
-  ::unsetenv("DELTAFIN_DRIVE_CACHE");
-  fs::remove_all(shm, ec);
 }
 
 }  // namespace
