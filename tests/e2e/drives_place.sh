@@ -103,21 +103,26 @@ mv "$work/d1.gone" "$work/d1"
 # 48 tokens, so the run is well past the removal when it happens.
 ref48=$("$deltafin" generate --model "$model" --ids "$ids" --max-new 48 --ignore-eos --experts mapped \
   2>/dev/null) || fail "generate 48 (mapped)"
-("$deltafin" generate --model "$model" --ids "$ids" --max-new 48 --ignore-eos --expert-slots 4 \
-  >"$work/mid.out" 2>"$work/mid.err") &
-pid=$!
-sleep 0.3
-running=0
-kill -0 $pid 2>/dev/null && running=1
-rm -rf "$work/d2"
-wait $pid || fail "mid-run: generate exited non-zero: $(tail -3 "$work/mid.err")"
-[[ $(cat "$work/mid.out") == "$ref48" ]] && echo "drives_place: folder removed mid-run: 48 ids identical" ||
-  fail "mid-run removal: ids $(cat "$work/mid.out"), expected $ref48"
-# Still running when the folder went: its later reads found it gone (4 slots: experts are read
-# again and again) and said so.
-if [[ $running == 1 ]] && ! grep -q "drive folder .*d2/deltafin-demo failed" "$work/mid.err"; then
-  fail "the folder removed mid-run was not reported"
-fi
+# remove_mid_run NAME FOLDER LABEL: a 48-token generation (4 slots: experts are read again and
+# again) during which FOLDER is removed; its ids must equal ref48, and when it was still running
+# at the removal its later reads must have found the folder gone and said so.
+remove_mid_run() {
+  local name=$1 folder=$2 label=$3 pid running=0
+  ("$deltafin" generate --model "$model" --ids "$ids" --max-new 48 --ignore-eos --expert-slots 4 \
+    >"$work/$name.out" 2>"$work/$name.err") &
+  pid=$!
+  sleep 0.3
+  kill -0 $pid 2>/dev/null && running=1
+  rm -rf "$work/$folder"
+  wait $pid || fail "$label mid-run: generate exited non-zero: $(tail -3 "$work/$name.err")"
+  [[ $(cat "$work/$name.out") == "$ref48" ]] &&
+    echo "drives_place: $label removed mid-run: 48 ids identical" ||
+    fail "$label mid-run removal: ids $(cat "$work/$name.out"), expected $ref48"
+  if [[ $running == 1 ]] && ! grep -q "drive folder .*$folder/deltafin-demo failed" "$work/$name.err"; then
+    fail "the $label removed mid-run was not reported"
+  fi
+}
+remove_mid_run mid d2 folder
 
 # ---- Striped (the default without a trace): pieces of every expert on all three folders.
 mkdir -p "$work/s0" "$work/s1" "$work/s2"
@@ -165,19 +170,7 @@ n=$(grep -c "drive folder .*s0/deltafin-demo failed: .* has 1000 bytes" "$work/s
 [[ $(json_field '["written"]' <"$work/srepair.json") -gt 0 ]] || fail "the short pieces were kept"
 
 # A stripe folder removed while a generation runs: its experts move to the shards, ids unchanged.
-("$deltafin" generate --model "$model" --ids "$ids" --max-new 48 --ignore-eos --expert-slots 4 \
-  >"$work/smid.out" 2>"$work/smid.err") &
-pid=$!
-sleep 0.3
-running=0
-kill -0 $pid 2>/dev/null && running=1
-rm -rf "$work/s1"
-wait $pid || fail "stripe mid-run: generate exited non-zero: $(tail -3 "$work/smid.err")"
-[[ $(cat "$work/smid.out") == "$ref48" ]] && echo "drives_place: stripe folder removed mid-run: 48 ids identical" ||
-  fail "stripe mid-run removal: ids $(cat "$work/smid.out"), expected $ref48"
-if [[ $running == 1 ]] && ! grep -q "drive folder .*s1/deltafin-demo failed" "$work/smid.err"; then
-  fail "the stripe folder removed mid-run was not reported"
-fi
+remove_mid_run smid s1 "stripe folder"
 
 # Refusals name the flag.
 if "$deltafin" place --model "$model" --drives "$drives" --gbps 1,2,4 --layout stripe \
