@@ -7,11 +7,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 
 #include "base/error.h"
-#include "format/safetensors.h"
 #include "model/model.h"
+#include "testing/reference_tensor.h"
 
 namespace deltafin::model {
 namespace {
@@ -21,27 +20,7 @@ constexpr double kBound = 5e-4;  // of max|reference logit|, at every position (
 
 // One tensor of reference.safetensors as doubles (F64 logits, I32 ids).
 std::vector<double> reference(const std::string& name) {
-  const std::string path = kDir + "/reference.safetensors";
-  for (const format::TensorInfo& t : format::read_safetensors_header(path)) {
-    if (t.name != name) continue;
-    std::ifstream in(path, std::ios::binary);
-    in.seekg(static_cast<std::streamoff>(t.offset));
-    std::vector<char> raw(t.nbytes);
-    in.read(raw.data(), static_cast<std::streamsize>(raw.size()));
-    std::vector<double> out(static_cast<size_t>(t.numel()));
-    for (size_t i = 0; i < out.size(); ++i) {
-      if (t.dtype == format::DType::kF64) {
-        std::memcpy(&out[i], raw.data() + 8 * i, 8);
-      } else {
-        int32_t v;
-        std::memcpy(&v, raw.data() + 4 * i, 4);
-        out[i] = v;
-      }
-    }
-    return out;
-  }
-  ADD_FAILURE() << "no tensor " << name << " in " << path;
-  return {};
+  return testing::read_reference_tensor(kDir + "/reference.safetensors", name);
 }
 
 std::vector<int32_t> reference_ids(const std::string& name) {

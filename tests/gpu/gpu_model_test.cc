@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "deltafin/engine.h"
-#include "format/safetensors.h"
+#include "testing/reference_tensor.h"
 
 namespace {
 
@@ -39,32 +39,9 @@ void expect(bool ok, const std::string& what) {
   }
 }
 
-// One tensor of reference.safetensors as doubles (F32/F64 logits, I32 ids).
+// One tensor of the case's reference.safetensors as doubles (F32/F64 logits, I32 ids).
 std::vector<double> reference(const std::string& dir, const std::string& name) {
-  const std::string path = dir + "/reference.safetensors";
-  for (const deltafin::format::TensorInfo& t : deltafin::format::read_safetensors_header(path)) {
-    if (t.name != name) continue;
-    std::ifstream in(path, std::ios::binary);
-    in.seekg(static_cast<std::streamoff>(t.offset));
-    std::vector<char> raw(t.nbytes);
-    in.read(raw.data(), static_cast<std::streamsize>(raw.size()));
-    std::vector<double> out(static_cast<size_t>(t.numel()));
-    for (size_t i = 0; i < out.size(); ++i) {
-      if (t.dtype == deltafin::format::DType::kF64) {
-        std::memcpy(&out[i], raw.data() + 8 * i, 8);
-      } else if (t.dtype == deltafin::format::DType::kF32) {
-        float v;
-        std::memcpy(&v, raw.data() + 4 * i, 4);
-        out[i] = v;
-      } else {
-        int32_t v;
-        std::memcpy(&v, raw.data() + 4 * i, 4);
-        out[i] = v;
-      }
-    }
-    return out;
-  }
-  throw std::runtime_error("no tensor " + name + " in " + path);
+  return deltafin::testing::read_reference_tensor(dir + "/reference.safetensors", name);
 }
 
 std::vector<int32_t> ids_of(const std::vector<double>& v) {
