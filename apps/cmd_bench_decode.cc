@@ -309,7 +309,8 @@ int run_bench(Args& args) {
     base::log_info("bench decode: device read ", gpu_costs.read_gbps, " GB/s over ",
                    base::format_bytes(gpu_costs.read_bytes), "; per operation: launch ",
                    gpu_costs.launch_seconds * 1e6, " us, copy ", gpu_costs.copy_seconds * 1e6,
-                   " us, host wait ", gpu_costs.sync_seconds * 1e6, " us");
+                   " us, host wait ", gpu_costs.sync_seconds * 1e6, " us; pinned host to device ",
+                   gpu_costs.pinned_h2d_gbps, " GB/s");
   } else {
     const size_t gemv_arena = std::min(kGemvArenaBytes, static_cast<size_t>(plan.budget_bytes / 2));
     gemv = measure_gemv(gemv_arena, 8, info.lossy);
@@ -387,6 +388,9 @@ int run_bench(Args& args) {
     vram.gpu_expert_miss_bytes += f.gpu_expert_miss_bytes;
   }
 
+  const double h2d_per_token =
+      static_cast<double>(vram.gpu_streamed_spine_bytes + vram.gpu_expert_miss_bytes) / n;
+
   std::ostringstream o;
   o.precision(6);
   const std::string dir = json_escaped(options.model_dir);
@@ -436,7 +440,16 @@ int run_bench(Args& args) {
     << ",\"vram_expert_hits_per_token\":" << vram.gpu_expert_hits / n
     << ",\"vram_expert_misses_per_token\":" << vram.gpu_expert_misses / n
     << ",\"vram_expert_hit_bytes_per_token\":" << vram.gpu_expert_hit_bytes / n
-    << ",\"vram_expert_miss_bytes_per_token\":" << vram.gpu_expert_miss_bytes / n
+    << ",\"vram_expert_miss_bytes_per_token\":"
+    << vram.gpu_expert_miss_bytes / n
+    // What the tiers copied in over the link per token, over the wall time: when the pass waits
+    // on its copies, the stream rate to set beside the pinned copy rate measured in this run.
+    << ",\"vram_h2d_bytes_per_token\":" << h2d_per_token
+    << ",\"vram_h2d_gbps_over_wall\":" << (spt > 0 ? h2d_per_token / spt / 1e9 : 0)
+    << ",\"vram_h2d_share_of_pinned\":"
+    << (spt > 0 && gpu_costs.pinned_h2d_gbps > 0
+            ? h2d_per_token / spt / 1e9 / gpu_costs.pinned_h2d_gbps
+            : 0)
     << ",\"rss_peak_bytes\":" << rss_peak
     << ",\"rss_within_budget\":" << (within ? "true" : "false") << ",\"speculate\":\""
     << speculation_name(speculation.mode) << "\""
