@@ -18,8 +18,9 @@ constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr unsigned kFullMask = 0xffffffffu;
 // MXFP4 decodes a weight as 2^-126 times its value (e2m1x8_raw), so the staged activations are
-// x · 2^63 and a group's sum is scaled back by 2^63: the products are then w·x·2^-63, normal fp32
-// for |w·x| >= 2^-63, and the bits equal those of unscaled arithmetic outside that (docs/CUDA.md).
+// x · 2^63 and a group's sum is scaled back by 2^63: the products are w·x·2^-63, and the bits
+// equal those of unscaled arithmetic unless |x| >= 2^65 or a group's partial sum falls below
+// 2^-63 in magnitude (docs/CUDA.md "Exactness").
 constexpr float kXScale = 0x1p63f;
 
 // MXFP4: a group's 32 floats sit 36 apart in shared memory (the 4-float pad makes the 8 lanes of
@@ -110,6 +111,7 @@ __device__ __forceinline__ void mxfp4_body(const DeviceMxfp4Task& task, int rows
   const uint8_t* __restrict__ scales = task.scales;
   const float* __restrict__ x = task.x;
   const int n = task.n;
+  if (n <= 0) return;  // a task with no rows reads nothing (the whole block returns)
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int groups = cols / 32;

@@ -52,8 +52,8 @@ struct DeviceMxfp4Task {
 
 // All `count` tasks of a device table in one launch, every matrix [rows, cols]: the MoE's experts
 // of a layer (gate and up, then down) fill the GPU where one 6 MB matrix cannot. Each output is
-// bit-identical to matmul() of that task alone. max_n <= 16; a task's rows beyond max_n are not
-// computed.
+// bit-identical to matmul() of that task alone. max_n <= 16; a task of n = 0 reads nothing; one
+// with n > max_n is a caller error (rows past max_n rounded up to a power of two are skipped).
 void matmul_grouped(const DeviceMxfp4Task* tasks, int64_t count, int64_t rows, int64_t cols,
                     int64_t max_n, cudaStream_t stream = 0);
 
