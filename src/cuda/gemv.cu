@@ -1,7 +1,7 @@
-// The MXFP4 and BF16 GEMV/small-batch kernels and their launchers. A block of 4 warps owns 8
-// weight rows (2 per warp) and walks the columns in tiles: the tile's activations are staged once
-// in padded shared memory (conflict-free float4 reads), each lane loads one 16-byte piece of each
-// of its rows, and the next tile's weights are loaded before this tile's math so HBM stays busy.
+// The MXFP4 and BF16 GEMV/small-batch kernels and their launchers, single and grouped (MXFP4). A
+// block of 4 warps owns 2-4 weight rows per warp; the activations are staged in padded shared
+// memory (conflict-free float4 reads) and shared by the warp's rows, each lane loads one 16-byte
+// piece per row, and the next piece of work's weights are loaded before this one's math.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -14,38 +14,43 @@
 namespace deltafin::cuda {
 namespace {
 
-// Warps per block; a macro only so the benchmark can compare block shapes in one run.
-#ifndef DELTAFIN_CUDA_GEMV_WARPS
-#define DELTAFIN_CUDA_GEMV_WARPS 4
-#endif
-constexpr int kWarps = DELTAFIN_CUDA_GEMV_WARPS;
+constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-// Two weight rows per warp: each activation read from shared memory serves both.
-template <int N>
-__host__ __device__ constexpr int rows_per_warp() {
-  return 2;
-}
-template <int N>
-__host__ __device__ constexpr int rows_per_block() {
-  return kWarps * rows_per_warp<N>();
-}
 constexpr unsigned kFullMask = 0xffffffffu;
+// MXFP4 decodes a weight as 2^-126 times its value (e2m1x8_raw), so the staged activations are
+// x · 2^63 and a group's sum is scaled back by 2^63: the products are w·x·2^-63, and the bits
+// equal those of unscaled arithmetic unless |x| >= 2^65 or a group's partial sum falls below
+// 2^-63 in magnitude (docs/CUDA.md "Exactness").
+constexpr float kXScale = 0x1p63f;
 
-// MXFP4 tile: one 32-value group per lane = 1024 columns; a group's 32 floats sit 36 apart in
-// shared memory (the 4-float pad makes the 8 lanes of a float4 phase hit distinct banks).
-constexpr int kMxTileGroups = 32;
+// MXFP4: a group's 32 floats sit 36 apart in shared memory (the 4-float pad makes the 8 lanes of
+// a float4 phase hit distinct banks).
 constexpr int kMxGroupStride = 36;
 // BF16 tile: two 8-value (16-byte) chunks per lane = 512 columns; a chunk's 8 floats sit 12 apart.
 constexpr int kBfChunksPerLane = 2;
 constexpr int kBfTileChunks = 32 * kBfChunksPerLane;
 constexpr int kBfChunkStride = 12;
 
-// E2M1 code (low 4 bits of `nibble`) to its value without a table (a shared-memory lookup per
-// weight was the MXFP4 kernel's bottleneck): the 3 magnitude bits placed at float bits 22-24 read
-// as 2^-126 times the value (0.5 is the subnormal 2^-127), so one exact multiply by 2^126 fixes it.
-__device__ __forceinline__ float e2m1_to_f32(uint32_t nibble) {
-  const uint32_t bits = ((nibble & 7u) << 22) | ((nibble & 8u) << 28);
-  return __fmul_rn(__uint_as_float(bits), 0x1p126f);
+// The eight E2M1 codes of a word (code j in bits 4j..4j+3) as 2^-126 times their values: the 3
+// magnitude bits at float bits 22-24 read as that (0.5 is the subnormal 2^-127), the sign at
+// bit 31. Built as bf16 halves, 4 bytes at a time, paired by byte permutes: about 3 integer
+// instructions per weight, no table, no multiply (the 2^126 is folded into the activations and
+// the group sum, see mxfp4_body).
+__device__ __forceinline__ void e2m1x8_raw(uint32_t w, float (&f)[8]) {
+  const uint32_t le = (w << 6) & 0xc0c0c0c0u;  // even nibbles: exponent bit 0 and mantissa
+  const uint32_t lo = (w << 2) & 0xc0c0c0c0u;  // odd nibbles
+  const uint32_t he = ((w << 4) & 0x80808080u) | ((w >> 2) & 0x01010101u);  // sign, exponent bit 1
+  const uint32_t ho = (w & 0x80808080u) | ((w >> 6) & 0x01010101u);
+  const uint32_t y02 = __byte_perm(le, he, 0x5140), y46 = __byte_perm(le, he, 0x7362);
+  const uint32_t y13 = __byte_perm(lo, ho, 0x5140), y57 = __byte_perm(lo, ho, 0x7362);
+  f[0] = __uint_as_float(y02 << 16);
+  f[1] = __uint_as_float(y13 << 16);
+  f[2] = __uint_as_float(y02 & 0xffff0000u);
+  f[3] = __uint_as_float(y13 & 0xffff0000u);
+  f[4] = __uint_as_float(y46 << 16);
+  f[5] = __uint_as_float(y57 << 16);
+  f[6] = __uint_as_float(y46 & 0xffff0000u);
+  f[7] = __uint_as_float(y57 & 0xffff0000u);
 }
 
 __device__ __forceinline__ float e8m0_to_f32(uint32_t s) {
@@ -92,108 +97,168 @@ __device__ __forceinline__ uint4 load_stream(const void* p) {
   return __ldcs(reinterpret_cast<const uint4*>(p));
 }
 
-template <int N>
-__global__ void __launch_bounds__(kThreads)
-    mxfp4_kernel(const uint8_t* __restrict__ packed, const uint8_t* __restrict__ scales, int rows,
-                 int cols, const float* __restrict__ x, int n, float* __restrict__ y) {
-  constexpr int kRowsPerWarp = rows_per_warp<N>();
+// One block's MXFP4 work: items (row block, chunk) for row blocks blockIdx.x, +gridDim.x, ...
+// and their chunks in order; a chunk is 32·T groups, lane l taking groups l, l+32, ... of it. The
+// next item's weights are loaded before this item's math. kResident: the whole activation rows
+// are staged once per block (they fit in shared memory); else each chunk's part is staged before
+// its math (once, when a row is one chunk).
+template <int N, int R, int T, bool kResident>
+__device__ __forceinline__ void mxfp4_body(const DeviceMxfp4Task& task, int rows, int cols) {
+  constexpr int kChunk = 32 * T;
   extern __shared__ float4 smem[];
-  float* xs = reinterpret_cast<float*>(smem);  // [N][kMxTileGroups][kMxGroupStride]
+  float* xs = reinterpret_cast<float*>(smem);  // [N][xs_groups][kMxGroupStride]
+  const uint8_t* __restrict__ packed = task.packed;
+  const uint8_t* __restrict__ scales = task.scales;
+  const float* __restrict__ x = task.x;
+  const int n = task.n;
+  if (n <= 0) return;  // a task with no rows reads nothing (the whole block returns)
 
-  const int lane = threadIdx.x % 32;
-  const int row0 = blockIdx.x * rows_per_block<N>() + (threadIdx.x / 32) * kRowsPerWarp;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int groups = cols / 32;
-  const int tiles = (groups + kMxTileGroups - 1) / kMxTileGroups;
+  const int chunks = (groups + kChunk - 1) / kChunk;
+  const int xs_groups = kResident ? groups : kChunk;
   const int64_t row_bytes = cols / 2;
+  const int row_blocks = (rows + kWarps * R - 1) / (kWarps * R);
 
-  uint4 w[kRowsPerWarp];
-  uint32_t s[kRowsPerWarp];
-  auto load = [&](int tile) {
-    const int g = tile * kMxTileGroups + lane;
+  auto stage = [&](int g0, int count) {
+    for (int q = threadIdx.x; q < N * count * 8; q += kThreads) {
+      const int i = q / (count * 8), g = (q / 8) % count, part = q % 8;
+      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (i < n)
+        v = __ldg(
+            reinterpret_cast<const float4*>(x + static_cast<int64_t>(i) * cols + (g0 + g) * 32) +
+            part);
+      v = make_float4(v.x * kXScale, v.y * kXScale, v.z * kXScale, v.w * kXScale);
+      reinterpret_cast<float4*>(xs + (i * xs_groups + g) * kMxGroupStride)[part] = v;
+    }
+  };
+
+  uint4 w[R][T];
+  uint32_t s[R][T];
+  auto load = [&](int rb, int c) {
 #pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) {
-      const int row = row0 + r;
-      if (row < rows && g < groups) {
-        w[r] = load_stream(packed + row * row_bytes + g * 16);
-        s[r] = scales[static_cast<int64_t>(row) * groups + g];
-      } else {
-        w[r] = make_uint4(0, 0, 0, 0);
-        s[r] = 127;
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int u = 0; u < T; ++u) {
+        const int g = c * kChunk + 32 * u + lane;
+        const int row = rb * (kWarps * R) + warp * R + r;
+        if (row < rows && g < groups) {
+          w[r][u] = load_stream(packed + row * row_bytes + g * 16);
+          s[r][u] = scales[static_cast<int64_t>(row) * groups + g];
+        } else {
+          w[r][u] = make_uint4(0, 0, 0, 0);
+          s[r][u] = 127;
+        }
       }
     }
   };
 
-  float acc[kRowsPerWarp][N];
+  int rb = blockIdx.x, c = 0, staged = -1;
+  if (rb >= row_blocks) return;
+  load(rb, 0);
+  if (kResident) {
+    stage(0, groups);
+    __syncthreads();
+  }
+  float acc[R][N];
 #pragma unroll
-  for (int r = 0; r < kRowsPerWarp; ++r)
+  for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int i = 0; i < N; ++i) acc[r][i] = 0.0f;
 
-  load(0);
-  for (int t = 0; t < tiles; ++t) {
-    __syncthreads();  // the previous tile's activations are no longer read
-    for (int q = threadIdx.x; q < N * kMxTileGroups * 8; q += kThreads) {
-      const int i = q / (kMxTileGroups * 8), g = (q / 8) % kMxTileGroups, part = q % 8;
-      const int gg = t * kMxTileGroups + g;
-      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (i < n && gg < groups)
-        v = __ldg(reinterpret_cast<const float4*>(x + static_cast<int64_t>(i) * cols + gg * 32) +
-                  part);
-      reinterpret_cast<float4*>(xs + (i * kMxTileGroups + g) * kMxGroupStride)[part] = v;
+  while (true) {
+    if (!kResident && staged != c) {
+      __syncthreads();  // the previous chunk's activations are no longer read
+      stage(c * kChunk, min(kChunk, groups - c * kChunk));
+      __syncthreads();
+      staged = c;
     }
-    __syncthreads();
-    uint4 wc[kRowsPerWarp];
-    uint32_t sc[kRowsPerWarp];
+    uint4 wc[R][T];
+    uint32_t sc[R][T];
 #pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) wc[r] = w[r], sc[r] = s[r];
-    if (t + 1 < tiles) load(t + 1);
-    if (t * kMxTileGroups + lane >= groups) continue;  // past the row's end: adds nothing
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int u = 0; u < T; ++u) wc[r][u] = w[r][u], sc[r][u] = s[r][u];
+    const int c_next = c + 1 < chunks ? c + 1 : 0;
+    const int rb_next = c + 1 < chunks ? rb : rb + gridDim.x;
+    if (rb_next < row_blocks) load(rb_next, c_next);
 
-    float p[kRowsPerWarp][N];
 #pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r)
+    for (int u = 0; u < T; ++u) {
+      const int g = c * kChunk + 32 * u + lane;
+      if (g >= groups) break;                        // past the row's end: adds nothing
+      const int gx = kResident ? g : 32 * u + lane;  // its place in shared memory
+      float p[R][N];
 #pragma unroll
-      for (int i = 0; i < N; ++i) p[r][i] = 0.0f;
-#pragma unroll 1
-    for (int k = 0; k < 4; ++k) {
-      float wv[kRowsPerWarp][8];
+      for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r) {
-        const uint32_t word = k == 0 ? wc[r].x : k == 1 ? wc[r].y : k == 2 ? wc[r].z : wc[r].w;
+        for (int i = 0; i < N; ++i) p[r][i] = 0.0f;
 #pragma unroll
-        for (int j = 0; j < 8; ++j) wv[r][j] = e2m1_to_f32(word >> (4 * j));
+      for (int k = 0; k < 4; ++k) {
+        float wv[R][8];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const uint32_t word = k == 0   ? wc[r][u].x
+                                : k == 1 ? wc[r][u].y
+                                : k == 2 ? wc[r][u].z
+                                         : wc[r][u].w;
+          e2m1x8_raw(word, wv[r]);
+        }
+        // Each activation float4 pair is read from shared memory once for all of the warp's rows.
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+          const float4* xg =
+              reinterpret_cast<const float4*>(xs + (i * xs_groups + gx) * kMxGroupStride);
+          const float4 a = xg[2 * k], b = xg[2 * k + 1];
+#pragma unroll
+          for (int r = 0; r < R; ++r) p[r][i] = fma8(wv[r], a, b, p[r][i]);
+        }
       }
-      // Each activation float4 pair is read from shared memory once for all of the warp's rows.
 #pragma unroll
-      for (int i = 0; i < N; ++i) {
-        const float4* xg =
-            reinterpret_cast<const float4*>(xs + (i * kMxTileGroups + lane) * kMxGroupStride);
-        const float4 a = xg[2 * k], b = xg[2 * k + 1];
+      for (int r = 0; r < R; ++r) {
+        const float scale = e8m0_to_f32(sc[r][u]);
 #pragma unroll
-        for (int r = 0; r < kRowsPerWarp; ++r) p[r][i] = fma8(wv[r], a, b, p[r][i]);
+        for (int i = 0; i < N; ++i) {
+          acc[r][i] = __fmaf_rn(__fmul_rn(p[r][i], kXScale), scale, acc[r][i]);
+        }
       }
     }
+
+    if (c + 1 == chunks) {
+      store_rows<N, R>(acc, lane, n, rows, rb * (kWarps * R) + warp * R, task.y);
 #pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) {
-      const float scale = e8m0_to_f32(sc[r]);
+      for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int i = 0; i < N; ++i) acc[r][i] = __fmaf_rn(p[r][i], scale, acc[r][i]);
+        for (int i = 0; i < N; ++i) acc[r][i] = 0.0f;
     }
+    if (rb_next >= row_blocks) break;
+    rb = rb_next;
+    c = c_next;
   }
-
-  store_rows<N, kRowsPerWarp>(acc, lane, n, rows, row0, y);
 }
 
-template <int N>
+template <int N, int R, int T, bool kResident>
+__global__ void __launch_bounds__(kThreads)
+    mxfp4_kernel(const uint8_t* __restrict__ packed, const uint8_t* __restrict__ scales, int rows,
+                 int cols, const float* __restrict__ x, int n, float* __restrict__ y) {
+  mxfp4_body<N, R, T, kResident>(DeviceMxfp4Task{packed, scales, x, y, n}, rows, cols);
+}
+
+template <int N, int R, int T, bool kResident>
+__global__ void __launch_bounds__(kThreads)
+    mxfp4_grouped_kernel(const DeviceMxfp4Task* __restrict__ tasks, int rows, int cols) {
+  mxfp4_body<N, R, T, kResident>(tasks[blockIdx.y], rows, cols);
+}
+
+template <int N, int kRowsPerWarp>
 __global__ void __launch_bounds__(kThreads)
     bf16_kernel(const uint16_t* __restrict__ wbits, int rows, int cols, const float* __restrict__ x,
                 int n, float* __restrict__ y) {
-  constexpr int kRowsPerWarp = rows_per_warp<N>();
   extern __shared__ float4 smem[];
   float* xs = reinterpret_cast<float*>(smem);  // [N][kBfTileChunks][kBfChunkStride]
 
   const int lane = threadIdx.x % 32;
-  const int row0 = blockIdx.x * rows_per_block<N>() + (threadIdx.x / 32) * kRowsPerWarp;
+  const int row0 = blockIdx.x * (kWarps * kRowsPerWarp) + (threadIdx.x / 32) * kRowsPerWarp;
   const int chunks = cols / 8;
   const int tiles = (chunks + kBfTileChunks - 1) / kBfTileChunks;
 
@@ -288,19 +353,93 @@ void check_shape(const char* what, int64_t rows, int64_t cols, int64_t n, int64_
     throw std::invalid_argument(w + ": null device pointer");
 }
 
-template <int N, typename Kernel, typename... Args>
-void launch(Kernel kernel, int smem_per_row_bytes, int64_t rows, cudaStream_t stream,
-            Args... args) {
-  const int smem = N * smem_per_row_bytes;
-  // Above 48 KB of dynamic shared memory a kernel must opt in; once per instantiation suffices.
+// Above 48 KB of dynamic shared memory a kernel must opt in. Only kernels whose size is fixed go
+// there (a tile's), so once per kernel suffices; a smaller maximum is never set, since it would
+// refuse a later launch of that kernel with more (the resident MXFP4 rows vary with cols).
+template <auto kKernel>
+void opt_in(int smem) {
+  if (smem <= 48 * 1024) return;
   static const cudaError_t attr =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+      cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (attr != cudaSuccess)
     throw std::runtime_error(std::string("cuda::matmul: shared memory of ") + std::to_string(smem) +
                              " bytes refused: " + cudaGetErrorString(attr));
-  const int blocks = static_cast<int>((rows + rows_per_block<N>() - 1) / rows_per_block<N>());
-  kernel<<<blocks, kThreads, smem, stream>>>(args...);
+}
+
+template <auto kKernel, typename... Args>
+void launch(int smem, dim3 blocks, cudaStream_t stream, Args... args) {
+  opt_in<kKernel>(smem);
+  kKernel<<<blocks, kThreads, smem, stream>>>(args...);
   count_launches(1);
+}
+
+int device_sms() {
+  static const int sms = [] {
+    int device = 0, count = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+    return count > 0 ? count : 1;
+  }();
+  return sms;
+}
+
+// Blocks per task of a grouped launch: as many as the SMs hold at once in all, each looping over
+// row blocks, so a block stages its task's activations once for many rows.
+template <auto kKernel>
+int grouped_blocks(int smem, int row_blocks, int count) {
+  opt_in<kKernel>(smem);
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, kThreads, smem) !=
+      cudaSuccess)
+    per_sm = 1;
+  const int64_t resident = static_cast<int64_t>(device_sms()) * (per_sm > 0 ? per_sm : 1);
+  const int64_t per_task = (resident + count - 1) / count;
+  return static_cast<int>(per_task < row_blocks ? per_task : row_blocks);
+}
+
+// MXFP4 shape for a pass of N rows: R weight rows per warp (4 where each staged activation then
+// feeds 4 rows' FMAs; 2 at N = 16, for registers), T groups per lane in a chunk. N <= 2: the
+// whole activation rows reside in shared memory when they fit in 48 KB (K3: 14 KB per row).
+template <int N>
+struct MxShape {
+  static constexpr int R = (N == 4 || N == 8) ? 4 : 2;
+  static constexpr int T = N <= 2 ? 2 : N == 4 ? 4 : 1;
+  static constexpr bool kMayReside = N <= 2;
+  static int blocks(int64_t rows) {
+    return static_cast<int>((rows + kWarps * R - 1) / (kWarps * R));
+  }
+};
+
+// The MXFP4 kernel for N rows: `count` tasks of the table `tasks` (grouped) or, count == 0, the
+// single product w · x.
+template <int N>
+void launch_mxfp4(int rows, int cols, int count, cudaStream_t stream, const DeviceMxfp4Task* tasks,
+                  const DeviceMxfp4& w, const float* x, int n, float* y) {
+  using S = MxShape<N>;
+  const int groups = cols / 32;
+  const int row_blocks = S::blocks(rows);
+  const int resident_smem = N * groups * kMxGroupStride * 4;
+  const bool resident = S::kMayReside && resident_smem <= 48 * 1024;
+  const int chunks = (groups + 32 * S::T - 1) / (32 * S::T);
+  const int smem = resident ? resident_smem : N * 32 * S::T * kMxGroupStride * 4;
+  auto go = [&](auto res) {
+    constexpr bool kRes = decltype(res)::value;
+    if (count > 0) {
+      constexpr auto kernel = mxfp4_grouped_kernel<N, S::R, S::T, kRes>;
+      // Resident rows or a single chunk: fewer blocks, each looping over row blocks, so a block
+      // stages its activations once for many rows.
+      const int gx =
+          (kRes || chunks == 1) ? grouped_blocks<kernel>(smem, row_blocks, count) : row_blocks;
+      launch<kernel>(smem, dim3(gx, count), stream, tasks, rows, cols);
+    } else {
+      launch<mxfp4_kernel<N, S::R, S::T, kRes>>(smem, dim3(row_blocks), stream, w.packed, w.scales,
+                                                rows, cols, x, n, y);
+    }
+  };
+  if constexpr (S::kMayReside) {
+    if (resident) return go(std::true_type{});
+  }
+  go(std::false_type{});
 }
 
 // The instantiation for n rows: any N >= n computes the same bits for rows < n, so n is rounded
@@ -331,11 +470,33 @@ void matmul(const DeviceMxfp4& w, const float* x, int64_t n, float* y, cudaStrea
     float* yb = y + i0 * w.rows;
     dispatch(nb, [&](auto tag) {
       constexpr int N = decltype(tag)::value;
-      launch<N>(mxfp4_kernel<N>, kMxTileGroups * kMxGroupStride * 4, w.rows, stream, w.packed,
-                w.scales, rows, cols, xb, nb, yb);
+      launch_mxfp4<N>(rows, cols, 0, stream, nullptr, w, xb, nb, yb);
     });
   }
   check_launch("cuda::matmul(MXFP4)");
+}
+
+void matmul_grouped(const DeviceMxfp4Task* tasks, int64_t count, int64_t rows, int64_t cols,
+                    int64_t max_n, cudaStream_t stream) {
+  const char* what = "cuda::matmul_grouped(MXFP4)";
+  if (rows <= 0 || rows > INT32_MAX || cols <= 0 || cols > INT32_MAX || cols % 32 != 0)
+    throw std::invalid_argument(std::string(what) + ": rows x cols is " + std::to_string(rows) +
+                                "x" + std::to_string(cols) +
+                                ", expected rows 1..2^31-1 and cols a positive multiple of 32");
+  if (tasks == nullptr) throw std::invalid_argument(std::string(what) + ": tasks is null");
+  if (count < 0 || count > 65535)
+    throw std::invalid_argument(std::string(what) + ": count is " + std::to_string(count) +
+                                ", expected 0..65535");
+  if (max_n < 0 || max_n > kGpuMaxBatch)
+    throw std::invalid_argument(std::string(what) + ": max_n is " + std::to_string(max_n) +
+                                ", expected 0..16");
+  if (count == 0 || max_n == 0) return;
+  dispatch(max_n, [&](auto tag) {
+    constexpr int N = decltype(tag)::value;
+    launch_mxfp4<N>(static_cast<int>(rows), static_cast<int>(cols), static_cast<int>(count), stream,
+                    tasks, DeviceMxfp4{}, nullptr, 0, nullptr);
+  });
+  check_launch(what);
 }
 
 void matmul(const DeviceBf16& w, const float* x, int64_t n, float* y, cudaStream_t stream) {
@@ -347,8 +508,11 @@ void matmul(const DeviceBf16& w, const float* x, int64_t n, float* y, cudaStream
     float* yb = y + i0 * w.rows;
     dispatch(nb, [&](auto tag) {
       constexpr int N = decltype(tag)::value;
-      launch<N>(bf16_kernel<N>, kBfTileChunks * kBfChunkStride * 4, w.rows, stream, w.data, rows,
-                cols, xb, nb, yb);
+      // 4 rows per warp at 4-8 activation rows: each staged activation feeds 4 rows' FMAs.
+      constexpr int R = N >= 4 && N <= 8 ? 4 : 2;
+      const int blocks = static_cast<int>((rows + kWarps * R - 1) / (kWarps * R));
+      launch<bf16_kernel<N, R>>(N * kBfTileChunks * kBfChunkStride * 4, dim3(blocks), stream,
+                                w.data, rows, cols, xb, nb, yb);
     });
   }
   check_launch("cuda::matmul(BF16)");

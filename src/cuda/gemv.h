@@ -30,12 +30,31 @@ inline constexpr int kGpuMaxBatch = 16;
 // y[n, rows] = x[n, cols] · Wᵀ (row-major x, y), fp32 activations, fp32 accumulation, on `stream`.
 // The arithmetic of every output is fixed (docs/CUDA.md "Exactness"): lane l of a warp takes the
 // 32-value groups (MXFP4) or 8-value chunks (BF16) l, l+32, ... of the weight row in order, with a
-// sequential fused multiply-add chain (MXFP4: per group, then scaled by 2^(s-127) in one more
-// FMA), and the 32 lane sums are added by a fixed xor butterfly. So output row i is bit-identical
-// for any n and any position of i in the batch. cpu_order_*() in gemv_order_ref.h compute the same.
+// sequential fused multiply-add chain (MXFP4: per group on w·2^-126 and x·2^63, the sum times
+// 2^63, then scaled by 2^(s-127) in one more FMA), and the 32 lane sums are added by a fixed xor
+// butterfly. So output row i is bit-identical for any n and any position of i in the batch.
+// cpu_order_*() in gemv_order_ref.h compute the same.
 // Throws std::invalid_argument naming the field for a bad shape or alignment, std::runtime_error
 // for a CUDA launch error.
 void matmul(const DeviceMxfp4& w, const float* x, int64_t n, float* y, cudaStream_t stream = 0);
 void matmul(const DeviceBf16& w, const float* x, int64_t n, float* y, cudaStream_t stream = 0);
+
+// One MXFP4 product of a grouped launch: y[n, rows] = x[n, cols] · Wᵀ for one matrix, layout as
+// DeviceMxfp4. The table lives in device memory (a cache can fill it); packed and x 16-byte
+// aligned, 0 <= n <= max_n (not checked: the host never reads the table).
+struct DeviceMxfp4Task {
+  const uint8_t* packed;
+  const uint8_t* scales;
+  const float* x;
+  float* y;
+  int n;
+};
+
+// All `count` tasks of a device table in one launch, every matrix [rows, cols]: the MoE's experts
+// of a layer (gate and up, then down) fill the GPU where one 6 MB matrix cannot. Each output is
+// bit-identical to matmul() of that task alone. max_n <= 16; a task of n = 0 reads nothing; one
+// with n > max_n is a caller error (rows past max_n rounded up to a power of two are skipped).
+void matmul_grouped(const DeviceMxfp4Task* tasks, int64_t count, int64_t rows, int64_t cols,
+                    int64_t max_n, cudaStream_t stream = 0);
 
 }  // namespace deltafin::cuda

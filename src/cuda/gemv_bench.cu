@@ -3,6 +3,7 @@
 // the same bytes with the same launch pattern, and cudaMemcpy device-to-device (read rate).
 // Weights rotate over copies totalling >= 1 GiB so every launch reads from HBM, not the L2.
 //   deltafin_cuda_bench [repetitions]
+// DELTAFIN_BENCH_ONLY=mxfp4,mxwide,grouped,bf16,lmhead,other (any of them) runs only those entries.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -82,6 +83,12 @@ std::vector<double> time_launches(int reps, int launches, double bytes_per_launc
   return out;
 }
 
+// Whether the DELTAFIN_BENCH_ONLY list (comma-separated; unset: everything) names `key`.
+bool wanted(const char* key) {
+  const char* only = std::getenv("DELTAFIN_BENCH_ONLY");
+  return only == nullptr || std::string(only).find(key) != std::string::npos;
+}
+
 int g_sms = 0;
 uint32_t* g_sink = nullptr;
 double g_copy_read_gbs = 0;
@@ -130,6 +137,56 @@ void bench_mxfp4(int reps, int64_t rows, int64_t cols) {
   cudaFree(w);
   cudaFree(x);
   cudaFree(y);
+}
+
+// One MoE layer's expert products in one launch (matmul_grouped): `experts` experts of
+// `per_expert` [rows, cols] matrices each (gate and up: 2 sharing the expert's activations; down:
+// 1), every expert with its own n activation rows. The same-bytes read is one launch over them.
+void bench_mxfp4_grouped(int reps, int experts, int per_expert, int64_t rows, int64_t cols) {
+  const size_t packed = rows * cols / 2, scales = rows * cols / 32;
+  const size_t stride = (packed + scales + 255) / 256 * 256;
+  const int count = experts * per_expert;
+  const size_t set_bytes = stride * count;
+  const int copies = static_cast<int>(std::max<size_t>(4, kRotationBytes / set_bytes));
+  uint8_t* w = nullptr;
+  float *x = nullptr, *y = nullptr;
+  DeviceMxfp4Task* tasks = nullptr;
+  check(cudaMalloc(&w, set_bytes * copies), "malloc");
+  check(cudaMalloc(&x, experts * 16 * cols * sizeof(float)), "malloc");
+  check(cudaMalloc(&y, count * 16 * rows * sizeof(float)), "malloc");
+  check(cudaMalloc(&tasks, copies * 5 * count * sizeof(DeviceMxfp4Task)), "malloc");
+  for (int k = 0; k < copies * count; ++k) {
+    fill(w + k * stride, packed, 17 + k, 0);
+    fill(w + k * stride + packed, scales, 91 + k, 1);
+  }
+  fill(x, experts * 16 * cols * sizeof(float), 5, 2);
+  const int ns[] = {1, 2, 4, 8, 16};
+  std::vector<DeviceMxfp4Task> host;
+  for (int n : ns)
+    for (int c = 0; c < copies; ++c)
+      for (int t = 0; t < count; ++t) {
+        const uint8_t* m = w + (static_cast<size_t>(c) * count + t) * stride;
+        host.push_back({m, m + packed, x + (t / per_expert) * 16 * cols, y + t * 16 * rows, n});
+      }
+  check(
+      cudaMemcpy(tasks, host.data(), host.size() * sizeof(DeviceMxfp4Task), cudaMemcpyHostToDevice),
+      "upload");
+  Stats read;
+  read_rate_line("read", reps, copies, set_bytes, set_bytes, w, &read);
+  for (int v = 0; v < 5; ++v) {
+    const int n = ns[v];
+    const auto rate = time_launches(
+        reps, copies, static_cast<double>((packed + scales) * count),
+        [&](int c) { matmul_grouped(tasks + (v * copies + c) * count, count, rows, cols, n); });
+    print_row("grouped " + std::to_string(count) + "x" + std::to_string(rows) + "x" +
+                  std::to_string(cols) + " n=" + std::to_string(n),
+              stats(rate), read);
+  }
+  check(cudaDeviceSynchronize(), "sync");
+  cudaFree(w);
+  cudaFree(x);
+  cudaFree(y);
+  cudaFree(tasks);
 }
 
 void bench_bf16(int reps, int64_t rows, int64_t cols) {
@@ -297,18 +354,30 @@ int main(int argc, char** argv) {
   std::printf("%-28s %7s %7s %7s   %12s   %5s   %5s\n", "kernel (rows x cols, n)", "min", "median",
               "max", "same-bytes", "/read", "/copy");
 
-  bench_mxfp4(reps, 3072, 7168);
-  bench_mxfp4(reps, 7168, 3072);
-  bench_mxfp4(reps, 3072, 3584);
-  bench_mxfp4(reps, 3584, 3072);
-  bench_bf16(reps, 7168, 7168);
-  bench_bf16(reps, 3072, 7168);
-  bench_bf16(reps, 163840, 7168);  // the lm_head
-  bench_attn_res(reps);
-  bench_kda(reps);
-  bench_mla(reps, 1024);
-  bench_mla(reps, 8192);
-  bench_mla(reps, 32768);
+  if (wanted("mxfp4")) {
+    bench_mxfp4(reps, 3072, 3584);  // K3's gate and up
+    bench_mxfp4(reps, 3584, 3072);  // K3's down
+  }
+  if (wanted("mxwide")) {
+    bench_mxfp4(reps, 3072, 7168);
+    bench_mxfp4(reps, 7168, 3072);
+  }
+  if (wanted("grouped")) {
+    bench_mxfp4_grouped(reps, 16, 2, 3072, 3584);  // a K3 layer's 16 gates and ups
+    bench_mxfp4_grouped(reps, 16, 1, 3584, 3072);  // and its 16 downs
+  }
+  if (wanted("bf16")) {
+    bench_bf16(reps, 7168, 7168);
+    bench_bf16(reps, 3072, 7168);
+  }
+  if (wanted("lmhead")) bench_bf16(reps, 163840, 7168);
+  if (wanted("other")) {
+    bench_attn_res(reps);
+    bench_kda(reps);
+    bench_mla(reps, 1024);
+    bench_mla(reps, 8192);
+    bench_mla(reps, 32768);
+  }
   check(cudaDeviceSynchronize(), "sync");
   return 0;
 }

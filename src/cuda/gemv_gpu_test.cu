@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -117,6 +118,76 @@ void test_mxfp4(std::mt19937& rng, int64_t rows, int64_t cols, int64_t max_n, bo
       name.c_str(), static_cast<long long>(max_n), worst);
 }
 
+// matmul_grouped: tasks of different n (0..max_n) and activations in one launch; each task's
+// output must be bit-identical to matmul() of that task alone (itself checked against the
+// emulation above), and nothing past a task's n rows may be written.
+void test_mxfp4_grouped(std::mt19937& rng, int64_t rows, int64_t cols, int count, int64_t max_n) {
+  const std::string name = "mxfp4 grouped " + std::to_string(count) + "x" + std::to_string(rows) +
+                           "x" + std::to_string(cols) + " max_n=" + std::to_string(max_n);
+  std::vector<Mxfp4Host> ws;
+  std::deque<DeviceBuffer<uint8_t>> packed, scales;  // deque: the buffers cannot move
+  for (int t = 0; t < count; ++t) {
+    ws.push_back(random_mxfp4(rng, rows, cols));
+    packed.emplace_back(ws.back().packed);
+    scales.emplace_back(ws.back().scales);
+  }
+  const std::vector<float> x = random_x(rng, count * max_n * cols);
+  DeviceBuffer<float> d_x(x), d_y(count * max_n * rows), d_single(max_n * rows);
+  const float kCanary = -1234.5f;
+  d_y.upload(std::vector<float>(count * max_n * rows, kCanary));
+  std::vector<DeviceMxfp4Task> tasks;
+  for (int t = 0; t < count; ++t) {
+    const int n = static_cast<int>(t % (max_n + 1));  // 0..max_n, the last task max_n
+    tasks.push_back({packed[t].ptr, scales[t].ptr, d_x.ptr + t * max_n * cols,
+                     d_y.ptr + t * max_n * rows, t == count - 1 ? static_cast<int>(max_n) : n});
+  }
+  DeviceBuffer<DeviceMxfp4Task> d_tasks(tasks);
+  matmul_grouped(d_tasks.ptr, count, rows, cols, max_n);
+  const auto y = d_y.download(count * max_n * rows);
+  bool same = true, untouched = true;
+  for (int t = 0; t < count; ++t) {
+    const int n = tasks[t].n;
+    const DeviceMxfp4 dw{packed[t].ptr, scales[t].ptr, rows, cols};
+    if (n > 0) matmul(dw, tasks[t].x, n, d_single.ptr);
+    const auto single = d_single.download(n * rows);
+    same = same && same_bits(y.data() + t * max_n * rows, single.data(), n * rows);
+    for (int64_t k = n * rows; k < max_n * rows; ++k)
+      untouched = untouched && y[t * max_n * rows + k] == kCanary;
+  }
+  expect(same, name + ": every task == matmul of the task alone (memcmp)");
+  expect(untouched, name + ": rows past a task's n are not written");
+  std::printf("ok   %s: tasks bit-identical to single launches\n", name.c_str());
+}
+
+// The MXFP4 kernel computes on w·2^-126 and x·2^63 (docs/CUDA.md "Exactness"): with activations
+// so small that group sums round as subnormals in that scaled domain (|x| ~ 2^-75), or large
+// (2^62), the GPU must still equal the emulation bit for bit, rows independent.
+void test_mxfp4_scaled_range(std::mt19937& rng) {
+  const int64_t rows = 40, cols = 1024, max_n = 3;
+  const Mxfp4Host w = random_mxfp4(rng, rows, cols);
+  std::vector<float> x = random_x(rng, max_n * cols);
+  for (int64_t c = 0; c < cols; ++c) {
+    x[c] = std::ldexp(x[c], -75);                             // row 0: tiny
+    x[cols + c] = std::ldexp(x[cols + c], c % 2 ? -70 : 56);  // row 1: tiny and large
+  }
+  DeviceBuffer<uint8_t> d_packed(w.packed), d_scales(w.scales);
+  DeviceBuffer<float> d_x(x), d_y(max_n * rows);
+  const DeviceMxfp4 dw{d_packed.ptr, d_scales.ptr, rows, cols};
+  std::vector<float> emulated(max_n * rows), single(max_n * rows);
+  cpu_order_mxfp4(w.packed.data(), w.scales.data(), rows, cols, x.data(), max_n, emulated.data());
+  for (int64_t i = 0; i < max_n; ++i) {
+    matmul(dw, d_x.ptr + i * cols, 1, d_y.ptr);
+    const auto y = d_y.download(rows);
+    std::copy(y.begin(), y.end(), single.begin() + i * rows);
+  }
+  expect(same_bits(single.data(), emulated.data(), max_n * rows),
+         "mxfp4 tiny and large activations: n=1 == CPU emulation");
+  matmul(dw, d_x.ptr, max_n, d_y.ptr);
+  expect(same_bits(d_y.download(max_n * rows).data(), single.data(), max_n * rows),
+         "mxfp4 tiny and large activations: n=3 rows == n=1 rows (memcmp)");
+  std::printf("ok   mxfp4 tiny and large activations: bit-exact vs emulation\n");
+}
+
 void test_bf16(std::mt19937& rng, int64_t rows, int64_t cols, int64_t max_n) {
   const std::string name = "bf16 " + std::to_string(rows) + "x" + std::to_string(cols);
   std::vector<uint16_t> w(rows * cols);
@@ -199,6 +270,13 @@ void test_bad_shapes() {
   });
   expect(m2.find("aligned") != std::string::npos,
          "bf16 misaligned weights are refused: '" + m2 + "'");
+  const auto* tasks = reinterpret_cast<const DeviceMxfp4Task*>(buf.ptr);
+  const std::string m3 = invalid_argument_message([&] { matmul_grouped(tasks, 2, 4, 48, 1); });
+  expect(m3.find("4x48") != std::string::npos,
+         "grouped mxfp4 cols % 32 != 0 is refused: '" + m3 + "'");
+  const std::string m4 = invalid_argument_message([&] { matmul_grouped(tasks, 2, 4, 64, 17); });
+  expect(m4.find("max_n is 17") != std::string::npos,
+         "grouped mxfp4 max_n > 16 is refused: '" + m4 + "'");
 }
 
 }  // namespace
@@ -227,7 +305,12 @@ int main() {
   test_mxfp4(rng, 37, 1056, 16, true);    // partial tiles, rows not a multiple of the block
   test_mxfp4(rng, 300, 3584, 20, false);  // K3 latent width, n beyond one 16-row pass
   test_mxfp4(rng, 1024, 7168, 16, false);
-  test_mxfp4(rng, 20, 512, 4, false);  // one tile, fewer groups than lanes
+  test_mxfp4(rng, 20, 512, 4, false);   // one tile, fewer groups than lanes
+  test_mxfp4(rng, 64, 9216, 2, false);  // more than one tile at n = 1
+  test_mxfp4_scaled_range(rng);
+  test_mxfp4_grouped(rng, 37, 1056, 5, 4);
+  test_mxfp4_grouped(rng, 300, 3584, 18, 16);
+  test_mxfp4_grouped(rng, 100, 3072, 3, 1);
   test_bf16(rng, 45, 1000, 16);
   test_bf16(rng, 257, 7168, 19);
   test_rmsnorm(rng, 9, 7168);

@@ -1,5 +1,6 @@
 // The GPU GEMV order on the CPU: 32 lane sums (lane l takes chunks l, l+32, ...), a sequential
-// std::fma chain inside each, then the xor butterfly the warp shuffle performs.
+// std::fma chain inside each, then the xor butterfly the warp shuffle performs. MXFP4 also
+// scales as the kernel does: weights times 2^-126, activations times 2^63, group sums times 2^63.
 #include "cuda/gemv_order_ref.h"
 
 #include <cmath>
@@ -13,6 +14,10 @@ namespace {
 constexpr int kLanes = 32;
 constexpr float kE2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
                              -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+// The kernel's decode yields 2^-126 times the value (exact: the smallest, 0.5, is the subnormal
+// 2^-127), and its staged activations are x · 2^63 (gemv.cu, kXScale).
+constexpr float kWeightScale = 0x1p-126f;
+constexpr float kXScale = 0x1p63f;
 
 float e8m0(uint8_t s) {
   if (s == 255) return std::numeric_limits<float>::quiet_NaN();
@@ -52,9 +57,9 @@ void cpu_order_mxfp4(const uint8_t* packed, const uint8_t* scales, int64_t rows,
           float p = 0.0f;
           for (int e = 0; e < 32; ++e) {
             const uint8_t code = (e % 2 == 0) ? (bytes[e / 2] & 0x0f) : (bytes[e / 2] >> 4);
-            p = std::fma(kE2m1[code], xg[e], p);
+            p = std::fma(kE2m1[code] * kWeightScale, xg[e] * kXScale, p);
           }
-          lane[l] = std::fma(p, e8m0(scales[r * groups + g]), lane[l]);
+          lane[l] = std::fma(p * kXScale, e8m0(scales[r * groups + g]), lane[l]);
         }
       }
       y[i * rows + r] = butterfly(lane);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the GPU test and the benchmark with nvcc alone (no CMake, gtest or other Debian
 # packages: the device host has only the CUDA toolkit) and runs both. One command on a GPU host:
-#   src/cuda/run_gpu_checks.sh [out_dir]    env: REPS (default 15), GENCODE, SANITIZE=1, NVCC, JOBS
+#   src/cuda/run_gpu_checks.sh [out_dir]    env: REPS (default 15), GENCODE, SANITIZE=1, NVCC, JOBS,
+#   DELTAFIN_BENCH_ONLY (the benchmark's entries to run, e.g. mxfp4,grouped,bf16)
 # GENCODE='-gencode=arch=compute_90a,code=sm_90a' builds for the H100/H200 alone (faster).
 # Exit status: the test's (0 passed, 1 failed, 77 no GPU), or the build's.
 set -euo pipefail
