@@ -77,6 +77,109 @@ int64_t ExpertSlotIndex::slot_of(int64_t layer, int32_t expert) const {
 
 namespace {
 
+void add_pieces(const HostMatrix& h, const DevMatrix& d, std::vector<CopyPiece>* out) {
+  if (h.empty()) return;
+  if (h.dtype == HostMatrix::DType::kMxfp4) {
+    out->push_back(
+        {h.data, const_cast<uint8_t*>(d.mx.packed), static_cast<uint64_t>(h.rows) * h.cols / 2});
+    out->push_back(
+        {h.scales, const_cast<uint8_t*>(d.mx.scales), static_cast<uint64_t>(h.rows) * h.cols / 32});
+  } else {
+    out->push_back({h.data, reinterpret_cast<uint8_t*>(const_cast<uint16_t*>(d.bf16.data)),
+                    static_cast<uint64_t>(h.rows) * h.cols * 2});
+  }
+}
+
+}  // namespace
+
+std::vector<CopyPiece> expert_copy_pieces(const GpuGlu& host, const DevGlu& slot) {
+  std::vector<CopyPiece> pieces, merged;
+  add_pieces(host.gate, slot.gate, &pieces);
+  add_pieces(host.up, slot.up, &pieces);
+  add_pieces(host.down, slot.down, &pieces);
+  for (const CopyPiece& p : pieces) {
+    if (!merged.empty() && merged.back().src + merged.back().bytes == p.src &&
+        merged.back().dst + merged.back().bytes == p.dst) {
+      merged.back().bytes += p.bytes;
+    } else {
+      merged.push_back(p);
+    }
+  }
+  return merged;
+}
+
+RouteCounts run_route(ExpertSlotIndex& index, ExpertSource* source, ExpertDevice& device,
+                      int64_t layer, const std::vector<int32_t>& experts,
+                      const std::vector<uint64_t>& expert_bytes) {
+  RouteCounts n;
+  // The whole route's hits and misses, before any copy.
+  const std::vector<int64_t> found = index.lookup(layer, experts);
+  std::vector<int32_t> miss_ids;
+  std::vector<size_t> miss_at;  // the route index of each miss
+  for (size_t i = 0; i < experts.size(); ++i) {
+    if (found[i] < 0) {
+      miss_ids.push_back(experts[i]);
+      miss_at.push_back(i);
+      ++n.misses;
+      n.miss_bytes += expert_bytes[experts[i]];
+    } else {
+      ++n.hits;
+      n.hit_bytes += expert_bytes[experts[i]];
+    }
+  }
+  // The misses' reads start now, and cross the bus while the hits compute.
+  if (!miss_ids.empty()) {
+    if (source == nullptr) throw std::logic_error("CUDA backend: expert cache without a source");
+    source->request(layer, miss_ids);
+  }
+  for (size_t i = 0; i < experts.size(); ++i) {
+    if (found[i] < 0) continue;
+    device.compute(found[i], i, false);
+    index.release(found[i]);
+  }
+  if (miss_ids.empty()) return n;
+  // Each miss as the source has it: a slot (unpinned ones only: every issued expert's slot is
+  // released at once, its copy waiting on the device for that compute), the copy, the products.
+  struct Held {
+    uint64_t ticket;
+    size_t index;
+  };
+  std::vector<Held> held;
+  const size_t max_held = static_cast<size_t>(std::max(1, source->max_held()));
+  const auto release_oldest = [&] {
+    device.wait_copied(held.front().ticket);
+    source->release(held.front().index);
+    held.erase(held.begin());
+  };
+  try {
+    for (size_t k = 0; k < miss_ids.size(); ++k) {
+      while (held.size() >= max_held) release_oldest();
+      const HostExpert h = source->next();
+      if (h.index >= miss_ids.size()) throw std::logic_error("CUDA backend: bad expert index");
+      const size_t i = miss_at[h.index];
+      const int64_t slot = index.take(layer, experts[i]);
+      if (slot < 0) throw std::logic_error("CUDA backend: expert cache without a free slot");
+      held.push_back({device.copy(slot, h.views), h.index});
+      device.compute(slot, i, true);
+      index.release(slot);
+    }
+    while (!held.empty()) release_oldest();
+  } catch (...) {
+    // Nothing the device may still read is handed back to the source.
+    for (const Held& x : held) {
+      try {
+        device.wait_copied(x.ticket);
+        source->release(x.index);
+      } catch (...) {
+      }
+    }
+    throw;
+  }
+  return n;
+}
+
+namespace {
+
 std::string mib(uint64_t bytes) {
   char text[48];
   std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
@@ -184,6 +287,10 @@ TierPlan plan_tiers(const GpuModelDesc& desc, const GpuLimits& limits, uint64_t 
   t.resident_spine_bytes = spine;
   t.streamed_spine_bytes = all_layers - spine;
   t.staging_bytes = staging;
+  if (t.streamed_layers() > 0) {
+    t.spine_ring_buffers = kSpineRingBuffers;
+    t.spine_ring_bytes = static_cast<uint64_t>(kSpineRingBuffers) * (staging / 2);
+  }
   if (limits.expert_slots > 0) {
     t.expert_slots = std::min<int64_t>(limits.expert_slots, t.n_experts);
   } else {
@@ -194,7 +301,21 @@ TierPlan plan_tiers(const GpuModelDesc& desc, const GpuLimits& limits, uint64_t 
             : std::min<int64_t>(static_cast<int64_t>(left / t.expert_slot_bytes), t.n_experts);
   }
   t.expert_bytes = static_cast<uint64_t>(t.expert_slots) * t.expert_slot_bytes;
+  if (t.expert_slots > 0)
+    t.expert_staging_bytes = static_cast<uint64_t>(kExpertStagingBuffers) * t.expert_slot_bytes;
   return t;
+}
+
+void check_host_tiers(const TierPlan& t, uint64_t host_budget) {
+  if (t.pinned_host_bytes() <= host_budget) return;
+  throw std::runtime_error(
+      "CUDA backend: the tiers' pinned host memory (the streamed spine's ring, " +
+      std::to_string(t.spine_ring_buffers) + " buffers of the largest streamed layer " +
+      mib(t.spine_ring_bytes) + "; the mapped experts' staging " + mib(t.expert_staging_bytes) +
+      ") needs " + mib(t.pinned_host_bytes()) + " of host memory, more than the " +
+      mib(host_budget) +
+      " the RAM budget leaves; raise --memory-budget, or raise --vram-budget (or "
+      "--vram-spine-layers) so that no spine layer streams");
 }
 
 std::string describe_tiers(const TierPlan& t) {
@@ -209,8 +330,8 @@ std::string describe_tiers(const TierPlan& t) {
          " layers resident " + mib(t.resident_spine_bytes);
   if (t.streamed_layers() > 0)
     out += ", " + std::to_string(t.streamed_layers()) + " streamed every pass " +
-           mib(t.streamed_spine_bytes) + " from pinned host memory through staging " +
-           mib(t.staging_bytes);
+           mib(t.streamed_spine_bytes) + " from host memory through a pinned ring " +
+           mib(t.spine_ring_bytes) + " and staging " + mib(t.staging_bytes);
   out += "; expert cache " + std::to_string(t.expert_slots) + " slots of " +
          mib(t.expert_slot_bytes) + " " + mib(t.expert_bytes) + " (minimum " +
          std::to_string(t.min_expert_slots) + ") for " + std::to_string(t.n_experts) +

@@ -1,13 +1,20 @@
 // The GPU expert cache's decisions, made on the host before any copy: which VRAM slot holds which
 // routed expert (layer, expert), the hits and misses of a whole route, and which slot a miss
 // evicts (fewest requests since load, then least recently used: the CPU store's LFU rule).
-// Plain C++17 with no CUDA call, so the decisions are tested without a GPU.
+// Also the order a route's experts run in (run_route), with the host memory the misses come from
+// (ExpertSource: the mapping, or the RAM tier filled by O_DIRECT reads) and the device copies and
+// products behind interfaces. Plain C++17 with no CUDA call, so all of it is tested without a GPU.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "cuda/gpu_model.h"
+
 namespace deltafin::cuda {
+
+struct DevGlu;  // gpu_internal.h
 
 class ExpertSlotIndex {
  public:
@@ -42,5 +49,67 @@ class ExpertSlotIndex {
   std::vector<uint32_t> uses_;  // by key: requests since load
   uint64_t tick_ = 0;
 };
+
+// One expert in host memory the device copies from at the pinned rate: its index in the list
+// given to ExpertSource::request and its three matrices' views there.
+struct HostExpert {
+  size_t index = 0;
+  GpuGlu views;
+};
+
+// Where the VRAM cache's misses come from. request() announces a route's misses (reads may start
+// at once, on threads of the source's own); next() hands each out once, in the order they are
+// ready; release() says the device's copy out of it is done, so the memory may be reused.
+class ExpertSource {
+ public:
+  virtual ~ExpertSource() = default;
+  virtual void request(int64_t layer, const std::vector<int32_t>& experts) = 0;
+  // Blocks until one more requested expert is in host memory.
+  virtual HostExpert next() = 0;
+  virtual void release(size_t index) = 0;
+  // How many experts may be handed out and not yet released; the caller releases (after their
+  // copies) before asking for more, so the source never waits on memory the caller holds.
+  virtual int max_held() const = 0;
+  virtual ExpertSourceStats stats() const = 0;
+};
+
+// The device side of a route: copies into VRAM slots and the experts' products, each ordered on
+// the device by events (a copy waits for the slot's last reader, a product for its slot's copy).
+class ExpertDevice {
+ public:
+  virtual ~ExpertDevice() = default;
+  // Copies `host` into `slot` (place_expert's layout); returns a ticket for wait_copied().
+  virtual uint64_t copy(int64_t slot, const GpuGlu& host) = 0;
+  // Blocks the host until that copy finished reading the host memory.
+  virtual void wait_copied(uint64_t ticket) = 0;
+  // Expert i of the route, held by `slot`: its products, after the slot's copy when `copied`.
+  virtual void compute(int64_t slot, size_t i, bool copied) = 0;
+};
+
+// One host-to-device copy of an expert's bytes.
+struct CopyPiece {
+  const uint8_t* src;
+  uint8_t* dst;
+  uint64_t bytes;
+};
+// The copies that put `host` into a slot whose views are `slot` (place_expert's layout of the
+// same shapes): each matrix's codes then scales, pieces adjacent in both memories merged (K3: one
+// copy per matrix, codes and scales together).
+std::vector<CopyPiece> expert_copy_pieces(const GpuGlu& host, const DevGlu& slot);
+
+// What one route did, added to the caller's counters.
+struct RouteCounts {
+  uint64_t hits = 0, misses = 0, hit_bytes = 0, miss_bytes = 0;
+};
+
+// Runs layer's route `experts` (distinct ids): every hit and miss decided before any copy, the
+// misses requested from `source` at once (their reads start), the hits computed, then each miss
+// as the source hands it out: a slot taken (a slot freed by an expert already issued when the
+// route is larger than the cache), its copy issued, its products issued after the copy. At most
+// source.max_held() experts are held unreleased; all are released (after their copies) before
+// it returns. slot_bytes(e): expert e's VRAM bytes.
+RouteCounts run_route(ExpertSlotIndex& index, ExpertSource* source, ExpertDevice& device,
+                      int64_t layer, const std::vector<int32_t>& experts,
+                      const std::vector<uint64_t>& expert_bytes);
 
 }  // namespace deltafin::cuda
