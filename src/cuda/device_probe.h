@@ -1,6 +1,7 @@
 // What the device does in this process, for `bench decode`'s floor on the GPU: the rate of a pure
 // streaming read of a large buffer, and the cost of each kind of stream operation a pass issues
-// (an empty kernel launch, a small device copy, a launch the host waits for).
+// (an empty kernel launch, a small device copy, a launch the host waits for), and the pinned
+// host-to-device copy rate.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,9 @@ struct DeviceProbe {
   double launch_seconds = 0;  // per empty kernel, launched back to back on one stream
   double copy_seconds = 0;    // per 16 KiB device-to-device cudaMemcpyAsync, back to back
   double sync_seconds = 0;    // per empty kernel the host launches and then waits for
+  // Pinned host memory → device, 16 MiB copies back to back on one stream (best repetition).
+  uint64_t h2d_bytes = 0;
+  double h2d_gbps = 0;
 };
 
 // Reads a buffer of read_bytes (rounded down to 16 bytes, at least 16) `repetitions` times on
