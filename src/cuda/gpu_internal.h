@@ -218,12 +218,7 @@ class SpineStream {
   void finish_pass(double* h2d_seconds, double* fill_wait_seconds);
 
  private:
-  enum class Ring { kFree, kFilling, kFilled, kCopying };
   int issue(int64_t j, int buffer);  // copy of streamed layer j into `buffer`
-  void fill_loop();                  // the worker
-  // Queues layer j for the worker unless it is queued or held already. Caller holds mu_.
-  void want(int64_t j);
-  int ring_holding(int64_t j) const;  // filling or filled with j, or -1; caller holds mu_
 
   GpuModelDesc desc_;  // the host views (routed experts dropped)
   int device_;
@@ -237,19 +232,9 @@ class SpineStream {
   cudaEvent_t copied_[2] = {nullptr, nullptr}, consumed_[2] = {nullptr, nullptr};
   CopyTimer timer_;
   double fill_wait_seconds_ = 0;
-  // The host ring, shared with the worker under mu_.
-  std::vector<uint8_t*> ring_;  // pinned, owned
-  std::vector<cudaEvent_t> ring_copied_;
-  std::vector<Ring> ring_state_;
-  std::vector<int64_t> ring_layer_;
-  std::vector<uint64_t> ring_order_;  // when its copy was issued (the worker reuses the oldest)
-  uint64_t copies_ = 0, generation_ = 0;
-  std::deque<int64_t> wanted_;
-  std::string error_;  // the worker's failure, thrown by the pass
-  bool stop_ = false;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::thread thread_;
+  std::vector<uint8_t*> ring_memory_;     // pinned, owned
+  std::vector<cudaEvent_t> ring_copied_;  // per ring buffer: its last copy out finished
+  std::unique_ptr<FillRing> ring_;        // last: its worker stops before the rest goes
 };
 
 // A layer's routed experts in VRAM slots (ExpertSlotIndex decides, run_route orders), filled from

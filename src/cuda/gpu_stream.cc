@@ -4,7 +4,6 @@
 // by events, never by a device-wide sync. Also the copies' timer and pinned allocations. Copies
 // and host waits count in the pass's operations (op_count.h) like the compute stream's.
 #include <algorithm>
-#include <chrono>
 #include <stdexcept>
 #include <string>
 
@@ -19,10 +18,6 @@ cudaEvent_t new_event(bool timing = false) {
   check_cuda(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming),
              "cudaEventCreate");
   return e;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
 }  // namespace
@@ -101,14 +96,6 @@ SpineStream::SpineStream(const GpuModelDesc& desc, int64_t first, uint8_t* stagi
     copied_[b] = new_event();
     consumed_[b] = new_event();
   }
-  for (int64_t h = 0; h < std::max<int64_t>(ring_buffers, 1); ++h) {
-    ring_.push_back(alloc_pinned(buffer_bytes, "the streamed spine's host ring (" +
-                                                   std::to_string(ring_buffers) + " buffers)"));
-    ring_copied_.push_back(new_event());
-    ring_state_.push_back(Ring::kFree);
-    ring_layer_.push_back(-1);
-    ring_order_.push_back(0);
-  }
   for (int64_t j = 0; j < n_; ++j) {
     const int64_t l = first_ + j;
     // Both buffers' views share one upload of the conv weights: the second walk replays the
@@ -123,21 +110,28 @@ SpineStream::SpineStream(const GpuModelDesc& desc, int64_t first, uint8_t* stagi
     }
     layers->push_back(views_[0].back());
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    want(0);  // the first pass's first layer, read while the rest of the load runs
-    if (n_ > 1) want(1);
+  for (int64_t h = 0; h < std::max<int64_t>(ring_buffers, 1); ++h) {
+    ring_memory_.push_back(alloc_pinned(
+        buffer_bytes, "the streamed spine's host ring (" + std::to_string(ring_buffers) +
+                          " buffers of the largest streamed layer)"));
+    ring_copied_.push_back(new_event());
   }
-  thread_ = std::thread([this] { fill_loop(); });
+  ring_ = std::make_unique<FillRing>(
+      ring_memory_, n_,
+      [this](int64_t j, uint8_t* dst) {
+        Arena image, conv;
+        image.base = dst;
+        image.fill = Arena::Fill::kHost;
+        place_layer(desc_, first_ + j, image, conv);  // conv: counted only
+      },
+      [this](int h) {
+        check_cuda(cudaSetDevice(device_), "cudaSetDevice (spine ring)");
+        check_cuda(cudaEventSynchronize(ring_copied_[h]), "spine ring copy");
+      });
 }
 
 SpineStream::~SpineStream() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  ring_.reset();  // the worker stops first
   if (copy_) {
     cudaStreamSynchronize(copy_);
     cudaStreamDestroy(copy_);
@@ -147,124 +141,23 @@ SpineStream::~SpineStream() {
     if (consumed_[b]) cudaEventDestroy(consumed_[b]);
   }
   for (cudaEvent_t e : ring_copied_) cudaEventDestroy(e);
-  for (uint8_t* p : ring_) cudaFreeHost(p);
-}
-
-void SpineStream::want(int64_t j) {
-  if (ring_holding(j) >= 0) return;
-  if (std::find(wanted_.begin(), wanted_.end(), j) != wanted_.end()) return;
-  wanted_.push_back(j);
-  cv_.notify_all();
-}
-
-int SpineStream::ring_holding(int64_t j) const {
-  for (size_t h = 0; h < ring_.size(); ++h)
-    if (ring_layer_[h] == j &&
-        (ring_state_[h] == Ring::kFilling || ring_state_[h] == Ring::kFilled))
-      return static_cast<int>(h);
-  return -1;
-}
-
-void SpineStream::fill_loop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  const cudaError_t set = cudaSetDevice(device_);
-  if (set != cudaSuccess) {
-    error_ = std::string("cudaSetDevice on the spine fill thread: ") + cudaGetErrorString(set);
-    cv_.notify_all();
-    return;
-  }
-  for (;;) {
-    // A buffer that is free, or the one whose copy out was issued first (it finishes first).
-    int pick = -1;
-    cv_.wait(lock, [&] {
-      if (stop_) return true;
-      if (wanted_.empty()) return false;
-      pick = -1;
-      for (size_t h = 0; h < ring_.size(); ++h) {
-        if (ring_state_[h] == Ring::kFree) {
-          pick = static_cast<int>(h);
-          return true;
-        }
-        if (ring_state_[h] == Ring::kCopying && (pick < 0 || ring_order_[h] < ring_order_[pick]))
-          pick = static_cast<int>(h);
-      }
-      return pick >= 0;
-    });
-    if (stop_) return;
-    const int64_t j = wanted_.front();
-    wanted_.pop_front();
-    const bool was_copying = ring_state_[pick] == Ring::kCopying;
-    ring_state_[pick] = Ring::kFilling;
-    ring_layer_[pick] = j;
-    const uint64_t generation = generation_;
-    lock.unlock();
-    std::string error;
-    if (was_copying) {
-      // The device may still be reading the old layer out of it.
-      const cudaError_t err = cudaEventSynchronize(ring_copied_[pick]);
-      if (err != cudaSuccess) error = std::string("spine ring copy: ") + cudaGetErrorString(err);
-    }
-    if (error.empty()) {
-      Arena image, conv;
-      image.base = ring_[pick];
-      image.fill = Arena::Fill::kHost;
-      place_layer(desc_, first_ + j, image, conv);  // conv: counted only
-    }
-    lock.lock();
-    if (!error.empty()) {
-      error_ = error;
-      ring_state_[pick] = Ring::kFree;
-      ring_layer_[pick] = -1;
-    } else if (generation != generation_) {  // a cancelled pass's read-ahead: not wanted now
-      ring_state_[pick] = Ring::kFree;
-      ring_layer_[pick] = -1;
-    } else {
-      ring_state_[pick] = Ring::kFilled;
-    }
-    cv_.notify_all();
-  }
+  for (uint8_t* p : ring_memory_) cudaFreeHost(p);
 }
 
 int SpineStream::issue(int64_t j, int b) {
-  int h = -1;
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (ring_holding(j) < 0 && (wanted_.empty() || wanted_.front() != j)) {
-      // Out of order (a pass after a cancelled one): what the ring read ahead is not wanted, and
-      // kept it could hold every buffer while j waits.
-      for (size_t k = 0; k < ring_.size(); ++k)
-        if (ring_state_[k] == Ring::kFilled) {
-          ring_state_[k] = Ring::kFree;
-          ring_layer_[k] = -1;
-        }
-      wanted_.clear();
-      ++generation_;
-      want(j);
-    }
-    const auto t = std::chrono::steady_clock::now();
-    cv_.wait(lock, [&] {
-      h = ring_holding(j);
-      return !error_.empty() || (h >= 0 && ring_state_[h] == Ring::kFilled);
-    });
-    if (!error_.empty()) throw std::runtime_error("CUDA backend: " + error_);
-    fill_wait_seconds_ += seconds_since(t);
-  }
+  const int h = ring_->acquire(j, &fill_wait_seconds_);
   // The buffer's last reader first; the copy then overlaps whatever computes meanwhile.
   check_cuda(cudaStreamWaitEvent(copy_, consumed_[b], 0), "spine copy wait");
   count_copy();
   timer_.begin(copy_);
-  check_cuda(cudaMemcpyAsync(staging_[b], ring_[h], bytes_[j], cudaMemcpyHostToDevice, copy_),
-             "spine copy");
+  check_cuda(
+      cudaMemcpyAsync(staging_[b], ring_->buffer(h), bytes_[j], cudaMemcpyHostToDevice, copy_),
+      "spine copy");
   timer_.end(copy_);
   check_cuda(cudaEventRecord(copied_[b], copy_), "spine copy event");
   check_cuda(cudaEventRecord(ring_copied_[h], copy_), "spine ring event");
+  ring_->copying(h, j);
   holds_[b] = j;
-  std::lock_guard<std::mutex> lock(mu_);
-  ring_state_[h] = Ring::kCopying;
-  ring_order_[h] = ++copies_;
-  // Read ahead: the layers after j, as many as the rest of the ring holds.
-  for (int64_t k = 1; k < static_cast<int64_t>(ring_.size()) && k < n_; ++k) want((j + k) % n_);
-  cv_.notify_all();
   return b;
 }
 

@@ -4,6 +4,7 @@
 #include "cuda/gpu_tiers.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -73,6 +74,123 @@ void ExpertSlotIndex::release(int64_t slot) {
 
 int64_t ExpertSlotIndex::slot_of(int64_t layer, int32_t expert) const {
   return where_[layer * n_experts_ + expert];
+}
+
+FillRing::FillRing(std::vector<uint8_t*> buffers, int64_t n_items, Fill fill,
+                   WaitCopied wait_copied)
+    : buffers_(std::move(buffers)),
+      n_(n_items),
+      fill_(std::move(fill)),
+      wait_copied_(std::move(wait_copied)),
+      state_(buffers_.size(), State::kFree),
+      item_(buffers_.size(), -1),
+      order_(buffers_.size(), 0) {
+  if (buffers_.empty() || n_ < 1) throw std::logic_error("FillRing: no buffers or no items");
+  // The first items, read while the rest of the load runs.
+  for (int64_t k = 0; k < std::min<int64_t>(n_, static_cast<int64_t>(buffers_.size())); ++k)
+    wanted_.push_back(k);
+  thread_ = std::thread([this] { loop(); });
+}
+
+FillRing::~FillRing() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void FillRing::want(int64_t j) {
+  if (holding(j) >= 0) return;
+  if (std::find(wanted_.begin(), wanted_.end(), j) != wanted_.end()) return;
+  wanted_.push_back(j);
+}
+
+int FillRing::holding(int64_t j) const {
+  for (size_t b = 0; b < buffers_.size(); ++b)
+    if (item_[b] == j && (state_[b] == State::kFilling || state_[b] == State::kFilled))
+      return static_cast<int>(b);
+  return -1;
+}
+
+void FillRing::loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    // A free buffer, else the one whose copy out was announced first (it finishes first).
+    int pick = -1;
+    cv_.wait(lock, [&] {
+      if (stop_) return true;
+      if (wanted_.empty()) return false;
+      pick = -1;
+      for (size_t b = 0; b < buffers_.size(); ++b) {
+        if (state_[b] == State::kFree) {
+          pick = static_cast<int>(b);
+          return true;
+        }
+        if (state_[b] == State::kCopying && (pick < 0 || order_[b] < order_[pick]))
+          pick = static_cast<int>(b);
+      }
+      return pick >= 0;
+    });
+    if (stop_) return;
+    const int64_t j = wanted_.front();
+    wanted_.pop_front();
+    const bool copying = state_[pick] == State::kCopying;
+    state_[pick] = State::kFilling;
+    item_[pick] = j;
+    const uint64_t generation = generation_;
+    lock.unlock();
+    std::string error;
+    try {
+      if (copying) wait_copied_(pick);
+      fill_(j, buffers_[pick]);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    lock.lock();
+    if (!error.empty()) error_ = error;
+    if (!error.empty() || generation != generation_) {  // failed, or read ahead for nothing
+      state_[pick] = State::kFree;
+      item_[pick] = -1;
+    } else {
+      state_[pick] = State::kFilled;
+    }
+    cv_.notify_all();
+  }
+}
+
+int FillRing::acquire(int64_t j, double* waited_seconds) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (holding(j) < 0 && (wanted_.empty() || wanted_.front() != j)) {
+    // Out of order: what was read ahead is not wanted, and kept it could hold every buffer.
+    for (size_t b = 0; b < buffers_.size(); ++b)
+      if (state_[b] == State::kFilled) {
+        state_[b] = State::kFree;
+        item_[b] = -1;
+      }
+    wanted_.clear();
+    ++generation_;
+    wanted_.push_back(j);
+    cv_.notify_all();
+  }
+  const auto t = std::chrono::steady_clock::now();
+  int b = -1;
+  cv_.wait(lock, [&] {
+    b = holding(j);
+    return !error_.empty() || (b >= 0 && state_[b] == State::kFilled);
+  });
+  if (!error_.empty()) throw std::runtime_error("CUDA backend: streamed spine: " + error_);
+  *waited_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  return b;
+}
+
+void FillRing::copying(int b, int64_t j) {
+  std::lock_guard<std::mutex> lock(mu_);
+  state_[b] = State::kCopying;
+  order_[b] = ++copies_;
+  for (int64_t k = 1; k < static_cast<int64_t>(buffers_.size()) && k < n_; ++k) want((j + k) % n_);
+  cv_.notify_all();
 }
 
 namespace {

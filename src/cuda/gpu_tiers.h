@@ -6,8 +6,14 @@
 // products behind interfaces. Plain C++17 with no CUDA call, so all of it is tested without a GPU.
 #pragma once
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "cuda/gpu_model.h"
@@ -48,6 +54,50 @@ class ExpertSlotIndex {
   std::vector<int64_t> where_;  // by key: the slot, or -1
   std::vector<uint32_t> uses_;  // by key: requests since load
   uint64_t tick_ = 0;
+};
+
+// A ring of host buffers that a worker thread fills with items (the streamed spine's layers) a
+// little ahead of the consumer, in the consumer's cyclic order 0, 1, ..., n-1, 0, ... A buffer is
+// refilled only after the consumer's copy out of it finished (wait_copied, on the worker). An
+// item asked for out of that order (a pass after a cancelled one) drops what was read ahead.
+class FillRing {
+ public:
+  // fill(item, dst) writes item into a buffer (on the worker; may throw std::exception, which
+  // acquire() then rethrows as std::runtime_error). wait_copied(buffer) blocks until the copy
+  // out of the buffer that copying() announced has finished.
+  using Fill = std::function<void(int64_t item, uint8_t* dst)>;
+  using WaitCopied = std::function<void(int buffer)>;
+  FillRing(std::vector<uint8_t*> buffers, int64_t n_items, Fill fill, WaitCopied wait_copied);
+  ~FillRing();  // stops the worker (a fill in progress finishes first)
+  FillRing(const FillRing&) = delete;
+  FillRing& operator=(const FillRing&) = delete;
+  // Blocks until item j is in a buffer and returns the buffer; adds the time waited.
+  int acquire(int64_t j, double* waited_seconds);
+  // The consumer issued its copy out of `buffer` (holding item j): the buffer is refilled once
+  // wait_copied(buffer) returns; the items after j are read ahead into the rest of the ring.
+  void copying(int buffer, int64_t j);
+  uint8_t* buffer(int b) const { return buffers_[b]; }
+
+ private:
+  enum class State { kFree, kFilling, kFilled, kCopying };
+  void loop();
+  void want(int64_t j);          // caller holds mu_
+  int holding(int64_t j) const;  // filling or filled with j, or -1; caller holds mu_
+
+  std::vector<uint8_t*> buffers_;
+  int64_t n_;
+  Fill fill_;
+  WaitCopied wait_copied_;
+  std::vector<State> state_;
+  std::vector<int64_t> item_;
+  std::vector<uint64_t> order_;  // when its copy was announced (the oldest is reused first)
+  uint64_t copies_ = 0, generation_ = 0;
+  std::deque<int64_t> wanted_;
+  std::string error_;
+  bool stop_ = false;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::thread thread_;
 };
 
 // One expert in host memory the device copies from at the pinned rate: its index in the list

@@ -5,9 +5,13 @@
 // must see its expert's exact bytes; hits, misses, RAM hits and disk reads are counted.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #if DELTAFIN_WITH_CUDA
@@ -299,6 +303,98 @@ TEST(GpuRoute, DiskMissesThroughTheRamTier) {
   EXPECT_GT(s.disk_reads, 0u);
   EXPECT_EQ(s.disk_bytes, raw->stats().bytes_read);
   EXPECT_GE(s.disk_bytes, s.disk_reads * off);
+}
+
+// The streamed spine's host ring: each item arrives whole in the consumer's order, a buffer is
+// refilled only after the consumer's (deferred) copy out of it finished, an item out of order (a
+// pass after a cancelled one) is served, and a failing fill is reported to the consumer.
+TEST(GpuRoute, SpineRingFillsAheadAndNeverOverwritesACopyInFlight) {
+  for (int n_buffers : {1, 2, 3}) {
+    for (int64_t n_items : {1, 2, 5}) {
+      constexpr size_t kBytes = 4096;
+      std::vector<std::vector<uint8_t>> memory(n_buffers, std::vector<uint8_t>(kBytes));
+      std::vector<uint8_t*> buffers;
+      for (auto& m : memory) buffers.push_back(m.data());
+      // Copies announced but not yet done: the consumer does each one a step later.
+      std::mutex mu;
+      std::condition_variable cv;
+      std::vector<bool> in_flight(n_buffers, false);
+      cuda::FillRing ring(
+          buffers, n_items,
+          [&](int64_t j, uint8_t* dst) {
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+            std::memset(dst, static_cast<int>(j + 1), kBytes);
+          },
+          [&](int b) {
+            std::unique_lock<std::mutex> lock(mu);
+            cv.wait(lock, [&] { return !in_flight[b]; });
+          });
+      // The device: runs each announced copy a little later, in order, checking the bytes.
+      std::deque<std::pair<int, int64_t>> copies;
+      bool done = false;
+      std::thread device([&] {
+        std::unique_lock<std::mutex> lock(mu);
+        for (;;) {
+          cv.wait(lock, [&] { return done || !copies.empty(); });
+          if (copies.empty()) return;
+          const auto [b, j] = copies.front();
+          lock.unlock();
+          std::this_thread::sleep_for(std::chrono::microseconds(300));
+          const std::vector<uint8_t> want(kBytes, static_cast<uint8_t>(j + 1));
+          EXPECT_EQ(std::memcmp(ring.buffer(b), want.data(), kBytes), 0)
+              << "item " << j << " overwritten before its copy finished";
+          lock.lock();
+          copies.pop_front();
+          in_flight[b] = false;
+          cv.notify_all();
+        }
+      });
+      double waited = 0;
+      const auto take = [&](int64_t j) {
+        const int b = ring.acquire(j, &waited);
+        const std::vector<uint8_t> want(kBytes, static_cast<uint8_t>(j + 1));
+        EXPECT_EQ(std::memcmp(ring.buffer(b), want.data(), kBytes), 0) << "item " << j;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          in_flight[b] = true;
+          copies.push_back({b, j});
+          cv.notify_all();
+        }
+        ring.copying(b, j);
+      };
+      for (int pass = 0; pass < 4; ++pass)
+        for (int64_t j = 0; j < n_items; ++j) take(j);
+      // A cancelled pass: stops after its first item, the next starts again at 0.
+      take(0);
+      for (int64_t j = 0; j < n_items; ++j) take(j);
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        done = true;
+        cv.notify_all();
+      }
+      device.join();
+      // (the ring's destructor stops the worker before the device's bookkeeping goes)
+    }
+  }
+}
+
+TEST(GpuRoute, SpineRingReportsAFailedFill) {
+  std::vector<uint8_t> a(64), b(64);
+  cuda::FillRing ring(
+      {a.data(), b.data()}, 4,
+      [](int64_t j, uint8_t*) {
+        if (j == 2) throw std::runtime_error("layer 2 unreadable");
+      },
+      [](int) {});
+  double waited = 0;
+  ring.copying(ring.acquire(0, &waited), 0);
+  ring.copying(ring.acquire(1, &waited), 1);
+  try {
+    ring.acquire(2, &waited);
+    ADD_FAILURE() << "a failed fill was handed out";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 2 unreadable"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
