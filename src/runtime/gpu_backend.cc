@@ -272,6 +272,12 @@ std::unique_ptr<GpuBackend> load_gpu_backend(const EngineOptions& options, int64
                                   " (two routes), ", base::format_bytes(min_slots * slot),
                                   "; --memory-budget leaves ", base::format_bytes(left),
                                   " after the pinned buffers: raise --memory-budget"));
+    if (options.expert_slots > 0 && static_cast<uint64_t>(slots) * slot > left)
+      return refuse(base::str_cat(
+          "the RAM tier of experts (--expert-slots ", slots, ", ", base::format_bytes(slots * slot),
+          ") does not fit the ", base::format_bytes(left),
+          " --memory-budget leaves after the pinned buffers: lower --expert-slots or raise "
+          "--memory-budget"));
     slots = std::max<int64_t>(slots, 2);
     ram_slots = static_cast<int>(slots);
     scheduler = std::make_shared<io::ReadScheduler>(std::max(1, options.read_depth));
