@@ -539,7 +539,14 @@ int run_bench(Args& args) {
         base::format_bytes(plan.budget_bytes).c_str());
   }
   std::fflush(stdout);
-  if (plan.streaming && !within)
+  // On the GPU the spine's mapped pages (uploaded, or read into the pinned ring every pass) count
+  // in VmRSS though they are reclaimable page cache; its pinned memory and RAM tier are sized
+  // within the budget at load (docs/CUDA.md), so there the peak is reported, not enforced.
+  if (plan.streaming && !within && on_gpu)
+    base::log_warn("bench decode: peak RSS ", base::format_bytes(rss_peak),
+                   " exceeds the memory budget ", base::format_bytes(plan.budget_bytes),
+                   " (on the GPU this includes the mapped spine's page-cache pages)");
+  if (plan.streaming && !within && !on_gpu)
     fail("bench decode: peak RSS ", base::format_bytes(rss_peak), " exceeds the memory budget ",
          base::format_bytes(plan.budget_bytes));
   return 0;
