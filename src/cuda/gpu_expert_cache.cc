@@ -149,11 +149,13 @@ class MappedSource : public ExpertSource {
     const int k = free_.back();
     free_.pop_back();
     const GpuGlu& e = experts_[layer_][ids_[next_]];
-    stage_expert(e, staging_[k]);
+    std::vector<CopyPiece> pieces;
     Arena view;
     view.base = staging_[k];
-    view.fill = Arena::Fill::kNone;
+    view.fill = Arena::Fill::kHost;
+    view.pieces = &pieces;
     const DevGlu d = place_expert(view, e);
+    parallel_copy(pieces, kHostCopyThreads);
     HostExpert h{next_, {as_host(d.gate), as_host(d.up), as_host(d.down)}};
     buffer_of_[next_++] = k;
     ++stats_.ram_hits;

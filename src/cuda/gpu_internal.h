@@ -34,6 +34,8 @@ struct Arena {
   uint8_t* base = nullptr;
   uint64_t used = 0;
   Fill fill = Fill::kDevice;
+  // kHost with a list: the copies are recorded here instead of made (parallel_copy makes them).
+  std::vector<CopyPiece>* pieces = nullptr;
   template <typename T>
   T* take(uint64_t count) {
     const uint64_t off = used;

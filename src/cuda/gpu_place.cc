@@ -43,6 +43,9 @@ T* put(Arena& arena, const void* host, uint64_t count) {
   if (dev != nullptr && count > 0) {
     if (arena.fill == Arena::Fill::kDevice) {
       check_cuda(cudaMemcpy(dev, host, count * sizeof(T), cudaMemcpyHostToDevice), "upload");
+    } else if (arena.fill == Arena::Fill::kHost && arena.pieces != nullptr) {
+      arena.pieces->push_back(
+          {static_cast<const uint8_t*>(host), reinterpret_cast<uint8_t*>(dev), count * sizeof(T)});
     } else if (arena.fill == Arena::Fill::kHost) {
       std::memcpy(dev, host, count * sizeof(T));
     }

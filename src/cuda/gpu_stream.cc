@@ -119,10 +119,13 @@ SpineStream::SpineStream(const GpuModelDesc& desc, int64_t first, uint8_t* stagi
   ring_ = std::make_unique<FillRing>(
       ring_memory_, n_,
       [this](int64_t j, uint8_t* dst) {
+        std::vector<CopyPiece> pieces;
         Arena image, conv;
         image.base = dst;
         image.fill = Arena::Fill::kHost;
+        image.pieces = &pieces;
         place_layer(desc_, first_ + j, image, conv);  // conv: counted only
+        parallel_copy(pieces, kHostCopyThreads);
       },
       [this](int h) {
         check_cuda(cudaSetDevice(device_), "cudaSetDevice (spine ring)");

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -224,6 +225,38 @@ std::vector<CopyPiece> expert_copy_pieces(const GpuGlu& host, const DevGlu& slot
     }
   }
   return merged;
+}
+
+void parallel_copy(const std::vector<CopyPiece>& pieces, int threads) {
+  uint64_t total = 0;
+  for (const CopyPiece& p : pieces) total += p.bytes;
+  threads = static_cast<int>(std::max<uint64_t>(
+      1, std::min<uint64_t>(static_cast<uint64_t>(std::max(threads, 1)), total >> 20)));
+  const uint64_t share = (total + threads - 1) / threads;
+  std::vector<std::vector<CopyPiece>> work(threads);
+  size_t t = 0;
+  uint64_t room = share;
+  for (CopyPiece p : pieces) {
+    while (p.bytes > 0) {
+      const uint64_t n = std::min(p.bytes, room);
+      work[t].push_back({p.src, p.dst, n});
+      p.src += n;
+      p.dst += n;
+      p.bytes -= n;
+      room -= n;
+      if (room == 0 && t + 1 < work.size()) {
+        ++t;
+        room = share;
+      }
+    }
+  }
+  const auto run = [](const std::vector<CopyPiece>& list) {
+    for (const CopyPiece& p : list) std::memcpy(p.dst, p.src, p.bytes);
+  };
+  std::vector<std::thread> helpers;
+  for (size_t k = 1; k < work.size(); ++k) helpers.emplace_back(run, std::cref(work[k]));
+  run(work[0]);
+  for (std::thread& h : helpers) h.join();
 }
 
 RouteCounts run_route(ExpertSlotIndex& index, ExpertSource* source, ExpertDevice& device,

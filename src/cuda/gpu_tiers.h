@@ -147,6 +147,12 @@ struct CopyPiece {
 // copy per matrix, codes and scales together).
 std::vector<CopyPiece> expert_copy_pieces(const GpuGlu& host, const DevGlu& slot);
 
+// Makes the copies (host memory to host memory) with `threads` threads, each a contiguous share
+// of the bytes: one thread's memcpy out of the page cache is several times slower than the link.
+void parallel_copy(const std::vector<CopyPiece>& pieces, int threads);
+// Threads the host copies into pinned memory use (the spine ring's fills, mapped experts).
+inline constexpr int kHostCopyThreads = 4;
+
 // What one route did, added to the caller's counters.
 struct RouteCounts {
   uint64_t hits = 0, misses = 0, hit_bytes = 0, miss_bytes = 0;

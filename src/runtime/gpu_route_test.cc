@@ -378,6 +378,30 @@ TEST(GpuRoute, SpineRingFillsAheadAndNeverOverwritesACopyInFlight) {
   }
 }
 
+TEST(GpuRoute, ParallelCopyCopiesEveryByteOnce) {
+  for (uint64_t total :
+       {uint64_t{0}, uint64_t{1000}, uint64_t{5} << 20, (uint64_t{9} << 20) + 77}) {
+    std::vector<uint8_t> src(total), dst(total + 64, 0xAB);
+    for (uint64_t i = 0; i < total; ++i) src[i] = static_cast<uint8_t>(i * 7 + (i >> 9));
+    // Pieces of uneven sizes, written to dst in another order (reversed).
+    std::vector<CopyPiece> pieces;
+    uint64_t at = 0, size = 1;
+    while (at < total) {
+      const uint64_t n = std::min(size, total - at);
+      pieces.push_back({src.data() + at, dst.data() + (total - at - n), n});
+      at += n;
+      size = size * 3 + 1;
+    }
+    for (int threads : {1, 3, 4, 16}) {
+      std::fill(dst.begin(), dst.end(), 0xAB);
+      cuda::parallel_copy(pieces, threads);
+      for (const CopyPiece& p : pieces)
+        ASSERT_EQ(std::memcmp(p.dst, p.src, p.bytes), 0) << total << " bytes, " << threads;
+      for (uint64_t i = total; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xAB);
+    }
+  }
+}
+
 TEST(GpuRoute, SpineRingReportsAFailedFill) {
   std::vector<uint8_t> a(64), b(64);
   cuda::FillRing ring(
