@@ -322,8 +322,9 @@ std::unique_ptr<GpuBackend> load_gpu_backend(const EngineOptions& options, int64
     for (const experts::ExpertCatalog::Layer& l : catalog.layers)
       info.expert_span_bytes = std::max(info.expert_span_bytes, l.layout.span_bytes);
     misses = base::str_cat(" from a RAM tier of ", ram_slots, " experts (",
-                           base::format_bytes(ram_tier_bytes),
-                           ", pinned, LFU) that O_DIRECT reads of the shards fill");
+                           base::format_bytes(ram_tier_bytes), ", pinned, ",
+                           options.cache == ExpertCachePolicy::kLru ? "LRU" : "LFU",
+                           ") that O_DIRECT reads of the shards fill");
   } else if (cache) {
     misses = " (the mapping, through pinned staging)";
   }
