@@ -1,6 +1,7 @@
 // The VRAM tiers on the host: the plan (working set, resident spine layers, streamed ones, the
-// expert cache) counted by the same placement walk that allocates, and the expert cache's slot
-// decisions. No CUDA call, so both are tested without a GPU.
+// expert cache, the pinned host memory) counted by the same placement walk that allocates, the
+// expert cache's slot decisions and route order, the spine's host ring and the host copies. No
+// CUDA call, so all of it is tested without a GPU.
 #include "cuda/gpu_tiers.h"
 
 #include <algorithm>

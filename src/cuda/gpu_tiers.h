@@ -3,7 +3,9 @@
 // evicts (fewest requests since load, then least recently used: the CPU store's LFU rule).
 // Also the order a route's experts run in (run_route), with the host memory the misses come from
 // (ExpertSource: the mapping, or the RAM tier filled by O_DIRECT reads) and the device copies and
-// products behind interfaces. Plain C++17 with no CUDA call, so all of it is tested without a GPU.
+// products behind interfaces; and the streamed spine's host side (FillRing: pinned buffers a
+// worker fills ahead of the pass) and the host copies' threads (parallel_copy). Plain C++17 with
+// no CUDA call, so all of it is tested without a GPU.
 #pragma once
 
 #include <condition_variable>
