@@ -108,8 +108,6 @@ void place_globals(const GpuModelDesc& desc, Arena& g, GpuWeights* out);
 DevLayer place_layer(const GpuModelDesc& desc, int64_t l, Arena& a, Arena& g);
 // One routed expert (gate, up, down) in its slot layout.
 DevGlu place_expert(Arena& a, const GpuGlu& e);
-// Copies expert e into `dst` (host memory) in place_expert's layout.
-void stage_expert(const GpuGlu& e, uint8_t* dst);
 // Counts (null bases) or uploads every weight of desc: the spine (globals and layers) into
 // `spine`, the routed experts into `experts`.
 void place_weights(const GpuModelDesc& desc, Arena& spine, Arena& experts, GpuWeights* out);

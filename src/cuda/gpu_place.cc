@@ -143,13 +143,6 @@ DevLayer place_layer(const GpuModelDesc& desc, int64_t index, Arena& a, Arena& g
 
 DevGlu place_expert(Arena& a, const GpuGlu& e) { return put_glu(a, e); }
 
-void stage_expert(const GpuGlu& e, uint8_t* dst) {
-  Arena a;
-  a.base = dst;
-  a.fill = Arena::Fill::kHost;
-  put_glu(a, e);
-}
-
 void place_weights(const GpuModelDesc& desc, Arena& spine, Arena& experts, GpuWeights* out) {
   place_globals(desc, spine, out);
   out->layers.clear();
