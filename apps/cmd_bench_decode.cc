@@ -312,7 +312,8 @@ int run_bench(Args& args) {
     base::log_info("bench decode: device read ", gpu_costs.read_gbps, " GB/s over ",
                    base::format_bytes(gpu_costs.read_bytes), "; per operation: launch ",
                    gpu_costs.launch_seconds * 1e6, " us, copy ", gpu_costs.copy_seconds * 1e6,
-                   " us, host wait ", gpu_costs.sync_seconds * 1e6, " us");
+                   " us, host wait ", gpu_costs.sync_seconds * 1e6, " us; pinned host to device ",
+                   gpu_costs.pinned_h2d_gbps, " GB/s");
   } else {
     const size_t gemv_arena = std::min(kGemvArenaBytes, static_cast<size_t>(plan.budget_bytes / 2));
     gemv = measure_gemv(gemv_arena, 8, info.lossy);
@@ -403,6 +404,9 @@ int run_bench(Args& args) {
   const double spine_h2d_gbps = rate(vram.gpu_streamed_spine_bytes, vram.gpu_spine_h2d_seconds);
   const double expert_h2d_gbps = rate(vram.gpu_expert_miss_bytes, vram.gpu_expert_h2d_seconds);
 
+  const double h2d_per_token =
+      static_cast<double>(vram.gpu_streamed_spine_bytes + vram.gpu_expert_miss_bytes) / n;
+
   std::ostringstream o;
   o.precision(6);
   const std::string dir = json_escaped(options.model_dir);
@@ -460,13 +464,22 @@ int run_bench(Args& args) {
     << ",\"vram_spine_h2d_seconds_per_token\":" << vram.gpu_spine_h2d_seconds / n
     << ",\"vram_expert_h2d_seconds_per_token\":" << vram.gpu_expert_h2d_seconds / n
     << ",\"vram_spine_fill_wait_seconds_per_token\":" << vram.gpu_spine_fill_wait_seconds / n
-    << ",\"vram_expert_source_wait_seconds_per_token\":" << vram.gpu_expert_source_wait_seconds / n
+    << ",\"vram_expert_source_wait_seconds_per_token\":"
+    << vram.gpu_expert_source_wait_seconds / n
+    // What the tiers copied in over the link per token, over the wall time: when the pass waits
+    // on its copies, the stream rate to set beside the pinned copy rate measured in this run.
+    << ",\"vram_h2d_bytes_per_token\":" << h2d_per_token
+    << ",\"vram_h2d_gbps_over_wall\":" << (spt > 0 ? h2d_per_token / spt / 1e9 : 0)
+    << ",\"vram_h2d_share_of_pinned\":"
+    << (spt > 0 && gpu_costs.pinned_h2d_gbps > 0
+            ? h2d_per_token / spt / 1e9 / gpu_costs.pinned_h2d_gbps
+            : 0)
+    // Each tier's copies over the time they were busy (CUDA events): the link rate they got.
     << ",\"vram_spine_h2d_gbps\":" << spine_h2d_gbps
-    << ",\"vram_expert_h2d_gbps\":" << expert_h2d_gbps
-    << ",\"h2d_pinned_gbps\":" << gpu_costs.h2d_gbps << ",\"vram_expert_h2d_share_of_pinned\":"
-    << (gpu_costs.h2d_gbps > 0 ? expert_h2d_gbps / gpu_costs.h2d_gbps : 0)
+    << ",\"vram_expert_h2d_gbps\":" << expert_h2d_gbps << ",\"vram_expert_h2d_share_of_pinned\":"
+    << (gpu_costs.pinned_h2d_gbps > 0 ? expert_h2d_gbps / gpu_costs.pinned_h2d_gbps : 0)
     << ",\"vram_spine_h2d_share_of_pinned\":"
-    << (gpu_costs.h2d_gbps > 0 ? spine_h2d_gbps / gpu_costs.h2d_gbps : 0)
+    << (gpu_costs.pinned_h2d_gbps > 0 ? spine_h2d_gbps / gpu_costs.pinned_h2d_gbps : 0)
     << ",\"gpu_pinned_host_bytes\":" << plan.gpu_pinned_host_bytes
     << ",\"rss_peak_bytes\":" << rss_peak
     << ",\"rss_within_budget\":" << (within ? "true" : "false") << ",\"speculate\":\""
@@ -521,7 +534,7 @@ int run_bench(Args& args) {
           "VRAM tiers: host-to-device spine %.2f GB/s, experts %.2f GB/s (pinned copies %.2f "
           "GB/s); expert misses per token from RAM %.1f, from disk %.1f (%.1f MB); disk floor "
           "%.4f s/token (ratio %.3f)\n",
-          spine_h2d_gbps, expert_h2d_gbps, gpu_costs.h2d_gbps, vram.gpu_expert_ram_hits / n,
+          spine_h2d_gbps, expert_h2d_gbps, gpu_costs.pinned_h2d_gbps, vram.gpu_expert_ram_hits / n,
           vram.gpu_expert_disk_reads / n, vram.gpu_expert_disk_bytes / n / 1e6, floor_seconds,
           floor_seconds > 0 ? spt / floor_seconds : 0.0);
   } else {

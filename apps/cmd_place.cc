@@ -1,4 +1,5 @@
-// `deltafin place`: copies a full install's routed experts onto several drives, bytes in proportion
+// `deltafin place`: copies a model's routed experts (a full install's, or the cache files a
+// streaming install has fetched) onto several drives, bytes in proportion
 // to each drive's measured bandwidth: striped (every expert split over all the drives) or whole
 // (one span file per (layer, expert), hot experts replicated from a route trace); resumable,
 // every file checked against the source before it is published, and MODEL/placement.json written
@@ -31,7 +32,9 @@
 #include "io/direct_file.h"
 #include "io/drive.h"
 #include "io/huge_buffer.h"
+#include "setup/expert_source.h"
 #include "setup/install.h"
+#include "setup/streaming_experts.h"
 
 namespace deltafin::apps {
 namespace {
@@ -131,6 +134,41 @@ void place_drive(const std::vector<Copy>& copies, bool verify, size_t buffer_byt
   if (!copies.empty()) fsync_path(fs::path(copies.front().path).parent_path().string());
 }
 
+// The experts `place` lays out: every span of a full install's shards; for a streaming install,
+// the cache files already fetched (the rest stay remote, fetched on demand as before; placing
+// again after more fetches adds them). The ordinals are each expert's position in the model, so
+// a stripe cuts it the same whatever else is local.
+struct ExpertSources {
+  std::vector<format::ExpertSpan> spans;
+  std::vector<int64_t> ordinals;
+  uint64_t remote = 0;  // experts of a streaming install not fetched yet
+};
+
+ExpertSources expert_sources(const std::string& model, const format::ModelConfig& config) {
+  ExpertSources out;
+  if (!setup::is_streaming_install(model)) {
+    out.spans = format::locate_experts(format::Checkpoint::open(model), config);
+    for (size_t i = 0; i < out.spans.size(); ++i) out.ordinals.push_back(static_cast<int64_t>(i));
+    return out;
+  }
+  const setup::ExpertManifest manifest = setup::load_expert_manifest(model);
+  const experts::ExpertCatalog catalog = setup::catalog_from_manifest(manifest, config, model);
+  int64_t ordinal = 0;
+  for (const experts::ExpertCatalog::Layer& layer : catalog.layers) {
+    for (const format::ExpertSpan& span : layer.spans) {
+      std::error_code ec;  // cache files are published whole (rename), so present means complete
+      if (fs::file_size(span.file, ec) == span.nbytes && !ec) {
+        out.spans.push_back(span);
+        out.ordinals.push_back(ordinal);
+      } else {
+        ++out.remote;
+      }
+      ++ordinal;
+    }
+  }
+  return out;
+}
+
 int run_place(Args& args) {
   const std::string model = args.required("model");
   const std::vector<std::string> drives_arg = split_commas(args.required("drives"));
@@ -158,10 +196,6 @@ int run_place(Args& args) {
   } else if (!layout_arg.empty()) {
     base::fail("place: --layout ", layout_arg, ": expected stripe or whole");
   }
-  if (setup::is_streaming_install(model))
-    base::fail("place: ", model,
-               " is a streaming install (experts fetched on demand into cache files); place "
-               "lays out full installs (`deltafin setup --full`)");
   uint64_t budget_flag = 0;
   if (!budget_arg.empty()) {
     try {
@@ -171,9 +205,13 @@ int run_place(Args& args) {
     }
   }
 
-  const format::Checkpoint ckpt = format::Checkpoint::open(model);
   const format::ModelConfig config = format::load_config(model);
-  const std::vector<format::ExpertSpan> spans = format::locate_experts(ckpt, config);
+  const ExpertSources sources = expert_sources(model, config);
+  const std::vector<format::ExpertSpan>& spans = sources.spans;
+  if (spans.empty() && sources.remote > 0)
+    base::fail("place: ", model, " is a streaming install with none of its ", sources.remote,
+               " experts fetched yet; place lays out the fetched ones (`deltafin fetch-experts`, "
+               "`deltafin warm --from-trace FILE --fetch`, or a run, fetch them)");
   if (spans.empty()) base::fail("place: ", model, " has no routed experts to place");
   const std::string model_name = fs::canonical(model).filename().string();
 
@@ -186,8 +224,9 @@ int run_place(Args& args) {
     dirs.push_back((fs::absolute(d) / ("deltafin-" + model_name)).lexically_normal().string());
   }
   experts::PlanInput in;
-  for (const format::ExpertSpan& s : spans)
-    in.experts.push_back({static_cast<int>(s.layer), static_cast<int>(s.expert), s.nbytes});
+  for (size_t i = 0; i < spans.size(); ++i)
+    in.experts.push_back({static_cast<int>(spans[i].layer), static_cast<int>(spans[i].expert),
+                          spans[i].nbytes, sources.ordinals[i]});
   // Bandwidth per folder: folders on one device share its ceiling.
   std::vector<io::DriveIdentity> ids;
   for (const std::string& d : drives_arg) ids.push_back(io::identify_drive(d));
@@ -249,11 +288,10 @@ int run_place(Args& args) {
   }
   double total_gbps = 0;
   for (double g : in.gbps) total_gbps += g;
-  nlohmann::ordered_json summary = {{"model", model},
-                                    {"layout", experts::layout_name(layout)},
-                                    {"experts", spans.size()},
-                                    {"replicas", replicas},
-                                    {"dry_run", dry_run}};
+  nlohmann::ordered_json summary = {
+      {"model", model},          {"layout", experts::layout_name(layout)},
+      {"experts", spans.size()}, {"remote_not_placed", sources.remote},
+      {"replicas", replicas},    {"dry_run", dry_run}};
   nlohmann::ordered_json per_drive = nlohmann::ordered_json::array();
   uint64_t total_bytes = 0;
   for (size_t d = 0; d < dirs.size(); ++d)

@@ -99,8 +99,9 @@ std::string gpu_json(const std::vector<GpuPass>& decode, const GpuStats& prompt,
   o.precision(6);
   o << "{\"read_gbps\":" << costs.read_gbps << ",\"read_probe_bytes\":" << costs.read_bytes
     << ",\"launch_seconds\":" << costs.launch_seconds << ",\"copy_seconds\":" << costs.copy_seconds
-    << ",\"sync_seconds\":" << costs.sync_seconds << ",\"h2d_pinned_gbps\":" << costs.h2d_gbps
-    << ",\"decode\":{\"tokens\":" << f.tokens << ",";
+    << ",\"sync_seconds\":" << costs.sync_seconds
+    << ",\"pinned_h2d_gbps\":" << costs.pinned_h2d_gbps << ",\"decode\":{\"tokens\":" << f.tokens
+    << ",";
   put_spread(o, "seconds_per_token", f.seconds_per_token);
   o << ",";
   put_parts(o, f.total, f.tokens > 0 ? f.tokens : 1);

@@ -16,7 +16,7 @@ struct GpuCosts {
   uint64_t read_bytes = 0;                                        // the pure read's buffer
   double read_gbps = 0;                                           // its best repetition
   double launch_seconds = 0, copy_seconds = 0, sync_seconds = 0;  // per operation
-  double h2d_gbps = 0;  // pinned host → device copies, the rate the VRAM tiers' copies face
+  double pinned_h2d_gbps = 0;  // expert-sized copies from pinned host memory, best repetition
 };
 
 GpuStats stats_difference(const GpuStats& after, const GpuStats& before);

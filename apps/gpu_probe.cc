@@ -26,7 +26,7 @@ GpuCosts measure_gpu_costs(const std::string& device, uint64_t read_bytes, int r
   c.launch_seconds = p.launch_seconds;
   c.copy_seconds = p.copy_seconds;
   c.sync_seconds = p.sync_seconds;
-  c.h2d_gbps = p.h2d_gbps;
+  c.pinned_h2d_gbps = p.pinned_h2d_gbps;
   return c;
 #else
   (void)read_bytes;

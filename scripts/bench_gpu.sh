@@ -21,6 +21,9 @@
 # Sizes and counts come from the environment (defaults in brackets):
 #   LAYERS [6: the dense layer 0, KDA layers 1, 2, 4, MLA layers 3, 5]  EXPERTS [64 per MoE layer]
 #   TOKENS [24 decode tokens]  PROMPT_TOKENS [512]  ROUNDS [3]  BUDGET_S [560]
+#   HOST_SLOTS [0: off; N: each round also runs the GPU with an expert cache of N slots
+#     (--vram-expert-slots N), so most experts are copied in from host RAM every token: the
+#     summary sets the tiers' host-to-device stream against the pinned copy rate of the same run]
 #   WORK_ROOT [/tmp: the checkpoint goes to WORK_ROOT/deltafin-bench-gpu]
 #   CPU_PREFILL_S [0.014: the CPU's prefill seconds per token per GB of spine, for the estimate]
 #   CPU_DECODE_GBPS [60: the CPU's decode rate over a token's bytes, for the estimate]
@@ -36,7 +39,7 @@ while [[ $# -gt 0 ]]; do
     --out) out=$2; shift 2 ;;
     --model) model=$2; shift 2 ;;
     --dry-estimate) dry=1; shift ;;
-    -h|--help) sed -n 2,26p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,29p "$0"; exit 0 ;;
     *) echo "bench_gpu: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -50,6 +53,7 @@ EXPERTS=${EXPERTS:-64}
 TOKENS=${TOKENS:-24}
 PROMPT_TOKENS=${PROMPT_TOKENS:-512}
 ROUNDS=${ROUNDS:-3}
+HOST_SLOTS=${HOST_SLOTS:-0}
 BUDGET_S=${BUDGET_S:-560}
 WORK_ROOT=${WORK_ROOT:-/tmp}
 CPU_PREFILL_S=${CPU_PREFILL_S:-0.014}
@@ -73,7 +77,9 @@ read -r synth_s gpu_s cpu_s <<<"$(awk -v m="$model_gb" -v s="$spine_gb" -v t="$t
   -v P="$PROMPT_TOKENS" -v T="$TOKENS" -v ps="$CPU_PREFILL_S" -v dg="$CPU_DECODE_GBPS" 'BEGIN {
   printf "%.0f %.0f %.0f", m / 13.5 * 60, 12 + m / 3, 5 + P * ps * s + T * t / dg }')"
 [[ -n $model ]] && synth_s=0
-estimate=$((synth_s + ROUNDS * (gpu_s + cpu_s) + 5))
+host_s=0
+((HOST_SLOTS > 0)) && host_s=$((gpu_s + 10))
+estimate=$((synth_s + ROUNDS * (gpu_s + host_s + cpu_s) + 5))
 echo "bench_gpu: k3-scale, $LAYERS layers x $EXPERTS experts: ~${model_gb} GB (a decode token touches" \
   "~${token_gb} GB); $ROUNDS rounds of $PROMPT_TOKENS prompt + $TOKENS decode tokens, GPU then CPU"
 echo "bench_gpu: estimate ~${estimate} s: synth ~${synth_s} s, a GPU run ~${gpu_s} s, a CPU run" \
@@ -103,28 +109,30 @@ EOF
 
 # Kernels load at start, not inside the first pass's time.
 export CUDA_MODULE_LOADING=EAGER
-run() {  # backend round
-  local dev=$1 r=$2 extra=()
+run() {  # label round (cuda, cpu, or cuda-host: the experts from host RAM through a small cache)
+  local label=$1 r=$2 dev=$1 extra=()
   # The disk's ceiling measures nothing here (the checkpoint is in the page cache): keep it short.
-  [[ $dev == cpu ]] && extra=(--ceiling-reps 1 --ceiling-gb 0.1)
+  [[ $label == cpu ]] && extra=(--ceiling-reps 1 --ceiling-gb 0.1)
+  [[ $label == cuda-host ]] && dev=cuda && extra=(--vram-expert-slots "$HOST_SLOTS")
   local start=$SECONDS
   if "$deltafin" bench decode --model "$model" --device "$dev" --tokens "$TOKENS" \
     --prompt-tokens "$PROMPT_TOKENS" --speculate off --json --keep-page-cache "${extra[@]}" \
-    >"$out/$dev-$r.json" 2>"$out/$dev-$r.log"; then
-    echo "bench_gpu: round $r $dev: $((SECONDS - start)) s"
+    >"$out/$label-$r.json" 2>"$out/$label-$r.log"; then
+    echo "bench_gpu: round $r $label: $((SECONDS - start)) s"
   else
-    echo "bench_gpu: round $r $dev FAILED (exit $?): $(tail -3 "$out/$dev-$r.log")" >&2
-    rm -f "$out/$dev-$r.json"
+    echo "bench_gpu: round $r $label FAILED (exit $?): $(tail -3 "$out/$label-$r.log")" >&2
+    rm -f "$out/$label-$r.json"
   fi
   python3 "$script_dir/bench_gpu_summary.py" "$out" >/dev/null
 }
-round_s=$((gpu_s + cpu_s))
+round_s=$((gpu_s + host_s + cpu_s))
 for ((r = 1; r <= ROUNDS; ++r)); do
   if ((r > 1 && SECONDS + round_s > BUDGET_S)); then
     echo "bench_gpu: stopping after $((r - 1)) round(s): another (~${round_s} s) would end past BUDGET_S=$BUDGET_S"
     break
   fi
   run cuda "$r"
+  ((HOST_SLOTS > 0)) && run cuda-host "$r"
   run cpu "$r"
 done
 python3 "$script_dir/bench_gpu_summary.py" "$out"

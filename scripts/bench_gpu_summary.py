@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""scripts/bench_gpu.sh's summary: reads OUT/cuda-R.json and OUT/cpu-R.json (bench decode --json
-of round R), writes OUT/summary.json and OUT/summary.md (also printed): min/median/max over the
+"""scripts/bench_gpu.sh's summary: reads OUT/cuda-R.json, OUT/cpu-R.json and OUT/cuda-host-R.json
+(bench decode --json of round R; cuda-host: the experts from host RAM through a small cache), writes OUT/summary.json and OUT/summary.md (also printed): min/median/max over the
 rounds of each backend's decode s/token and prefill tokens/s, the GPU's floor, ratio, bytes and
 operations per token and measured costs, and the speed-ups GPU over CPU (per round, paired).
 Standard library only.
@@ -66,6 +66,11 @@ def backend_summary(rs):
             "launch_seconds": spread([g["launch_seconds"] for g in gpu]),
             "copy_seconds": spread([g["copy_seconds"] for g in gpu]),
             "sync_seconds": spread([g["sync_seconds"] for g in gpu]),
+            "pinned_h2d_gbps": spread([g.get("pinned_h2d_gbps") for g in gpu]),
+            "h2d_bytes_per_token": spread([r.get("vram_h2d_bytes_per_token") for r in rs]),
+            "h2d_gbps_over_wall": spread([r.get("vram_h2d_gbps_over_wall") for r in rs]),
+            "h2d_share_of_pinned": spread([r.get("vram_h2d_share_of_pinned") for r in rs]),
+            "expert_misses_per_token": spread([r.get("vram_expert_misses_per_token") for r in rs]),
             "prompt_ratio": spread([g["prompt"]["ratio"] for g in gpu]),
             "prompt_floor_seconds": spread([g["prompt"]["floor_seconds"] for g in gpu]),
             "prompt_bytes": spread([g["prompt"]["bytes"]["total"] for g in gpu]),
@@ -85,7 +90,7 @@ def fmt(s, scale=1.0, digits=4):
 
 def main():
     out = sys.argv[1]
-    gpu, cpu = runs(out, "cuda"), runs(out, "cpu")
+    gpu, cpu, host = runs(out, "cuda"), runs(out, "cpu"), runs(out, "cuda-host")
     config = {}
     if os.path.exists(os.path.join(out, "config.json")):
         with open(os.path.join(out, "config.json")) as f:
@@ -93,7 +98,8 @@ def main():
     paired = sorted(set(gpu) & set(cpu))
     summary = {"config": config, "rounds": {"cuda": len(gpu), "cpu": len(cpu), "paired": len(paired)},
                "cuda": backend_summary(gpu) if gpu else None,
-               "cpu": backend_summary(cpu) if cpu else None}
+               "cpu": backend_summary(cpu) if cpu else None,
+               "cuda_host": backend_summary(host) if host else None}
     if paired:
         dec = [cpu[r]["seconds_per_token"] / gpu[r]["seconds_per_token"] for r in paired]
         pre = [prefill_tps(gpu[r]) / prefill_tps(cpu[r]) for r in paired
@@ -136,6 +142,20 @@ def main():
                "| prefill: ratio prompt s / floor | %s |" % fmt(gg["prompt_ratio"], 1, 3),
                "| prefill: GB touched | %s |" % fmt(gg["prompt_bytes"], 1e-9, 1),
                "| prefill: device time / wall time | %s |" % fmt(gg["prompt_device_share_of_wall"], 1, 3)]
+    h = (summary["cuda_host"] or {}).get("gpu")
+    if h:
+        hp = sorted(set(host) & set(cpu))
+        md += ["", "Experts from host RAM (the GPU with --vram-expert-slots %s; %d rounds):" % (
+            host[min(host)].get("vram_expert_slots", "?"), len(host)), "",
+               "| figure | min / median / max |", "|---|---|",
+               "| decode ms/token | %s |" % fmt(summary["cuda_host"]["decode_seconds_per_token"], 1e3, 2),
+               "| expert misses per token | %s |" % fmt(h["expert_misses_per_token"], 1, 1),
+               "| GB copied in per token (streamed spine + misses) | %s |" % fmt(h["h2d_bytes_per_token"], 1e-9, 3),
+               "| host-to-device GB/s over the wall time | %s |" % fmt(h["h2d_gbps_over_wall"], 1, 1),
+               "| pinned copy GB/s (expert-sized, same run) | %s |" % fmt(h["pinned_h2d_gbps"], 1, 1),
+               "| stream / pinned copy rate (bar 0.85) | %s |" % fmt(h["h2d_share_of_pinned"], 1, 3),
+               "| speed-up over the CPU (paired rounds) | %s |" % fmt(spread(
+                   [cpu[r]["seconds_per_token"] / host[r]["seconds_per_token"] for r in hp]), 1, 2)]
     if "speedup_gpu_over_cpu" in summary:
         sp = summary["speedup_gpu_over_cpu"]
         md += ["", "Speed-up GPU over CPU (per round, paired): decode %s, prefill %s. Greedy ids equal "

@@ -1,6 +1,7 @@
 // The device probes of device_probe.h: a grid-stride read of 16-byte loads, four in flight per
 // thread, over a buffer much larger than L2; empty launches, small copies and waited-for launches
-// timed back to back on a stream of the GPU model's kind.
+// timed back to back on a stream of the GPU model's kind; expert-sized copies from pinned host
+// memory.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -53,7 +54,8 @@ struct Resources {
 };
 
 constexpr uint64_t kCopyBytes = 16 << 10;
-constexpr uint64_t kH2dChunk = 16 << 20;  // about one K3 expert
+constexpr uint64_t kExpertCopyBytes = 17'547'264;  // one K3 expert's span
+constexpr uint64_t kPinnedBytes = uint64_t{512} << 20;
 
 }  // namespace
 
@@ -110,26 +112,6 @@ DeviceProbe probe_device(int device, uint64_t read_bytes, int repetitions) {
                              "cudaMemcpyAsync");
                    }) /
                    kCopies;
-  // Pinned host → device copies of an expert's size back to back (the rate the VRAM tiers'
-  // copies are compared with), over at most 1 GiB of the read buffer.
-  const uint64_t h2d_bytes =
-      std::min<uint64_t>(r.read_bytes, uint64_t{1} << 30) / kH2dChunk * kH2dChunk;
-  if (h2d_bytes > 0) {
-    check(cudaHostAlloc(&res.pinned, h2d_bytes, cudaHostAllocDefault), "pinned host buffer");
-    std::fill_n(static_cast<uint8_t*>(res.pinned), h2d_bytes, uint8_t{1});
-    double best_h2d = 0;
-    for (int rep = 0; rep <= repetitions; ++rep) {
-      const double s = span([&] {
-        for (uint64_t off = 0; off < h2d_bytes; off += kH2dChunk)
-          check(cudaMemcpyAsync(bytes + off, static_cast<uint8_t*>(res.pinned) + off, kH2dChunk,
-                                cudaMemcpyHostToDevice, res.stream),
-                "pinned copy");
-      });
-      if (rep > 0 && (best_h2d == 0 || s < best_h2d)) best_h2d = s;
-    }
-    r.h2d_bytes = h2d_bytes;
-    r.h2d_gbps = static_cast<double>(h2d_bytes) / best_h2d / 1e9;
-  }
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < kSyncs; ++i) {
     empty_kernel<<<1, 32, 0, res.stream>>>();
@@ -137,6 +119,32 @@ DeviceProbe probe_device(int device, uint64_t read_bytes, int repetitions) {
   }
   r.sync_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kSyncs;
+
+  // Whole expert-sized pieces only, into the read buffer (at least one piece).
+  const uint64_t pieces =
+      std::max<uint64_t>(std::min(kPinnedBytes, r.read_bytes) / kExpertCopyBytes, 1);
+  r.pinned_h2d_bytes = pieces * kExpertCopyBytes;
+  if (r.pinned_h2d_bytes > r.read_bytes) {  // a small read buffer: room for the one piece
+    check(cudaFree(res.buffer), "cudaFree");
+    res.buffer = nullptr;
+    check(cudaMalloc(&res.buffer, r.pinned_h2d_bytes), "allocating the copy target");
+    bytes = static_cast<uint8_t*>(res.buffer);
+  }
+  check(cudaHostAlloc(&res.pinned, r.pinned_h2d_bytes, cudaHostAllocDefault),
+        "allocating pinned host memory");
+  std::fill_n(static_cast<uint8_t*>(res.pinned), r.pinned_h2d_bytes, uint8_t{0x5a});
+  const auto* host = static_cast<const uint8_t*>(res.pinned);
+  double best_copy = 0;
+  for (int rep = 0; rep <= repetitions; ++rep) {  // the first one warms up
+    const double s = span([&] {
+      for (uint64_t i = 0; i < pieces; ++i)
+        check(cudaMemcpyAsync(bytes + i * kExpertCopyBytes, host + i * kExpertCopyBytes,
+                              kExpertCopyBytes, cudaMemcpyHostToDevice, res.stream),
+              "cudaMemcpyAsync (host to device)");
+    });
+    if (rep > 0 && (best_copy == 0 || s < best_copy)) best_copy = s;
+  }
+  r.pinned_h2d_gbps = static_cast<double>(r.pinned_h2d_bytes) / best_copy / 1e9;
   return r;
 }
 

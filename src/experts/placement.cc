@@ -265,7 +265,8 @@ std::vector<std::vector<PlacedExpert>> plan_stripes(const PlanInput& in) {
       layers[e.layer].resize(e.expert + 1);
     PlacedExpert& pe = layers[e.layer][e.expert];
     pe.nbytes = e.nbytes;
-    pe.pieces = stripe_pieces(e.nbytes, in.gbps, i);
+    pe.pieces =
+        stripe_pieces(e.nbytes, in.gbps, e.ordinal >= 0 ? static_cast<size_t>(e.ordinal) : i);
     for (const StripePiece& p : pe.pieces) assigned[p.dir] += placed_bytes(p.nbytes);
   }
   for (size_t d = 0; d < n; ++d) {

@@ -77,6 +77,11 @@ struct PlanInput {
   struct Expert {
     int layer = 0, expert = 0;
     uint64_t nbytes = 0;
+    // The expert's position among all the model's experts, which rotates its stripe: a plan over
+    // a subset (a streaming install's local experts) then cuts each expert as the whole model's
+    // plan would, so a later plan over more of them keeps the pieces already written. -1: its
+    // position in `experts`.
+    int64_t ordinal = -1;
   };
   std::vector<Expert> experts;
   std::vector<double> gbps;            // per drive folder, > 0
@@ -100,10 +105,10 @@ std::vector<std::vector<PlacedExpert>> plan_placement(const PlanInput& in);
 // that the rounding (and the short last piece) falls on each folder in turn across experts.
 std::vector<StripePiece> stripe_pieces(uint64_t nbytes, const std::vector<double>& gbps,
                                        size_t rotate);
-// Every expert striped over all the folders (stripe_pieces, rotated by the expert's position in
-// `in.experts`). `in.uses` must be empty: replicas are a whole-layout feature. Throws base::Error
-// naming the folder when its pieces do not fit its budget (a stripe cannot move bytes elsewhere
-// without unbalancing every read).
+// Every expert striped over all the folders (stripe_pieces, rotated by the expert's ordinal).
+// `in.uses` must be empty: replicas are a whole-layout feature. Throws base::Error naming the
+// folder when its pieces do not fit its budget (a stripe cannot move bytes elsewhere without
+// unbalancing every read).
 std::vector<std::vector<PlacedExpert>> plan_stripes(const PlanInput& in);
 
 // Uses per (layer, expert) in a --trace-routes file. Throws base::Error naming the file and line.

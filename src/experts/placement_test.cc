@@ -161,6 +161,35 @@ TEST(PlanStripes, EveryFolderGetsItsShareWithinBudgetAndRotationEvensTheRounding
   }
 }
 
+TEST(PlanStripes, ASubsetWithOrdinalsCutsEachExpertAsTheWholePlanDoes) {
+  // A streaming install places only its local experts; each one's pieces must be the ones the
+  // plan over every expert gives it, so placing again after more fetches keeps what is written.
+  PlanInput all = uniform_input(2, 64, 26'112);
+  all.gbps = {1, 2, 3};
+  all.budget_bytes = {1 << 30, 1 << 30, 1 << 30};
+  const auto whole = plan_stripes(all);
+  PlanInput some = all;
+  some.experts.clear();
+  for (size_t i = 0; i < all.experts.size(); i += 3) {
+    some.experts.push_back(all.experts[i]);
+    some.experts.back().ordinal = static_cast<int64_t>(i);
+  }
+  const auto part = plan_stripes(some);
+  size_t checked = 0, rotated_apart = 0;
+  for (size_t i = 0; i < all.experts.size(); i += 3) {
+    const PlanInput::Expert& e = all.experts[i];
+    const PlacedExpert& got = part[e.layer][e.expert];
+    EXPECT_EQ(got.pieces, whole[e.layer][e.expert].pieces) << "expert " << i;
+    // Without the ordinal the subset's k-th expert would be cut as the whole plan's k-th.
+    rotated_apart += stripe_pieces(e.nbytes, all.gbps, i / 3) != got.pieces;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 43u);
+  EXPECT_GT(rotated_apart, 0u);
+  // Experts left out are not placed.
+  EXPECT_FALSE(part[all.experts[1].layer][all.experts[1].expert].placed());
+}
+
 TEST(PlacementManifest, RoundTripAndErrorsNameTheFile) {
   const std::string dir = scratch() + "/manifest";
   fs::remove_all(dir);

@@ -139,7 +139,6 @@ StreamingExpertStore::StreamingExpertStore(ExpertCatalog catalog,
       }
     }
   }
-  if (options_.placement && fetcher_) options_.placement = nullptr;
   if (options_.placement) {
     const Placement& p = *options_.placement;
     if (p.dirs.size() > 64)
@@ -265,21 +264,31 @@ void StreamingExpertStore::start_load(int s, int layer, int32_t expert, io::Read
   slot.speculative = priority == io::ReadPriority::kSpeculative;
   slot.last_use = ++tick_;
   where_[key(layer, expert)] = s;
-  if (fetcher_ && !fetcher_->is_local(layer, expert)) {
+  // A placed copy is read from the drives even when the pool lost its cache file.
+  if (fetcher_ && !fetcher_->is_local(layer, expert) && !placed_readable(layer, expert)) {
     DF_ASSERT(!slot.speculative);  // prefetch() never fetches
-    slot.state = SlotState::kFetching;
-    // The callback runs on a fetcher thread, never inside fetch(), so holding mu_ here is fine.
-    fetcher_->fetch(layer, expert, [guard = guard_, s](const std::string& error) {
-      std::lock_guard<std::mutex> g(guard->mu);
-      if (guard->store) {
-        guard->store->on_fetch_done(s, error);
-      } else {
-        ++guard->orphaned;
-      }
-    });
+    start_fetch(s);
     return;
   }
   submit_read(s);
+}
+
+void StreamingExpertStore::start_fetch(int s) {
+  Slot& slot = slots_[s];
+  slot.state = SlotState::kFetching;
+  // The callback runs on a fetcher thread, never inside fetch(), so holding mu_ here is fine.
+  fetcher_->fetch(slot.layer, slot.expert, [guard = guard_, s](const std::string& error) {
+    std::lock_guard<std::mutex> g(guard->mu);
+    if (guard->store) {
+      guard->store->on_fetch_done(s, error);
+    } else {
+      ++guard->orphaned;
+    }
+  });
+}
+
+bool StreamingExpertStore::placed_readable(int layer, int32_t expert) const {
+  return live_stripe(layer, expert) != nullptr || choose_holder(layer, expert, 0) >= 0;
 }
 
 int StreamingExpertStore::choose_holder(int layer, int32_t expert, uint64_t tried) const {
@@ -304,8 +313,10 @@ void StreamingExpertStore::fail_holder(int h, const std::string& why) {
   holder_failed_[h] = true;
   base::log_warn("drive folder ", options_.placement->dirs[h], " failed: ", why,
                  options_.placement->layout == Layout::kStripe
-                     ? "; the experts striped over it are read from the shards from now on"
-                     : "; its experts are read from another holder or the shards from now on");
+                     ? "; the experts striped over it are read from the model folder (shards or "
+                       "cache files) from now on"
+                     : "; its experts are read from another holder or the model folder (shards "
+                       "or cache files) from now on");
 }
 
 const PlacedExpert* StreamingExpertStore::live_stripe(int layer, int32_t expert) const {
@@ -442,6 +453,17 @@ void StreamingExpertStore::submit_read(int s) {
     file = &slot.file;
     drive = holder_drive_[h];
   } else if (fetcher_) {
+    if (!fetcher_->is_local(slot.layer, slot.expert)) {
+      // Its placed copies failed and the pool has no cache file: a demand fetches it again; a
+      // guess never goes to the network (prefetch()), so it is given back.
+      if (slot.speculative) {
+        fail_slot(s, base::str_cat("layer ", slot.layer, " expert ", slot.expert,
+                                   ": its placed copies failed and it is not local"));
+      } else {
+        start_fetch(s);
+      }
+      return;
+    }
     try {
       slot.file = io::DirectFile::open(span.file, options_.allow_direct);
     } catch (const base::Error& e) {
@@ -679,7 +701,7 @@ void StreamingExpertStore::prefetch(int layer, std::span<const int32_t> experts)
     // A guess never goes to the network: a wrong one would cost a whole expert's transfer (17.5 MB
     // for K3, seconds over a typical link) and a connection the demand fetches need, against
     // a local read that only uses the disk's idle time. Remote experts are fetched on demand.
-    if (fetcher_ && !fetcher_->is_local(layer, e)) continue;
+    if (fetcher_ && !fetcher_->is_local(layer, e) && !placed_readable(layer, e)) continue;
     if (speculative_slots_ >= options_.max_prefetch_slots) break;
     // A striped guess (planned drive -1) reads from every drive in proportion to its bandwidth,
     // the split the per-drive shares approximate: the overall allowance alone holds it.

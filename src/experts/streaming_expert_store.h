@@ -52,8 +52,10 @@ struct StreamingStoreOptions {
   // Copies placed over drives (`deltafin place`). Whole layout: each read goes to the live holder
   // expected to finish first. Stripe: one read per piece, each on its own drive, all into the
   // expert's slot. A folder that is missing or errs is reported once and skipped from then on
-  // (a striped expert with a piece there is read whole from the shard); the shards are the copy
-  // of last resort. Ignored with a fetcher.
+  // (a striped expert with a piece there is read whole from the shard); the model folder is the
+  // copy of last resort. With a fetcher (a placed streaming install), placed experts are read from
+  // the drives; the others, and those whose copies failed, come from the pool (its cache file, or
+  // a fetch on demand).
   std::shared_ptr<const Placement> placement;
 };
 
@@ -136,7 +138,12 @@ class StreamingExpertStore : public ExpertStore {
   // Puts (layer, expert) into slot s and starts its fetch (not local yet) or its read. Caller
   // holds mu_; a failure to start leaves the slot kFailed.
   void start_load(int s, int layer, int32_t expert, io::ReadPriority priority);
-  void submit_read(int s);  // caller holds mu_
+  // Reads slot s's expert: its placed pieces or copies, else the shard or cache file; a demand
+  // for an expert the pool lost (its copies failed) is fetched again. Caller holds mu_.
+  void submit_read(int s);
+  void start_fetch(int s);  // slot s's expert is fetched, then read; caller holds mu_
+  // Whether a read of the expert goes to its placed pieces or a live holder. Caller holds mu_.
+  bool placed_readable(int layer, int32_t expert) const;
   // Opens every piece file of a striped expert and submits one job per piece, each on its
   // folder's drive, into its offset of the slot. False (nothing submitted) when the expert is not
   // striped, or a folder has failed or fails now (reported): the caller reads another copy.

@@ -182,9 +182,9 @@ model::ModelStores Streaming::make_stores(const model::ModelPlan& plan,
   in.min_slots = 2 * plan.moe_shape.router.top_k;
   // A mapping needs every expert's file in place; a streaming install has them only once fetched.
   in.experts = options.expert_source.catalog ? ExpertMode::kStream : options.experts;
-  // Copies placed over drives are read by the streaming store (docs/DRIVES.md).
-  std::shared_ptr<const experts::Placement> placement =
-      options.expert_source.fetcher ? nullptr : experts::load_placement(options.model_dir);
+  // Copies placed over drives are read by the streaming store (docs/DRIVES.md), a streaming
+  // install's included.
+  std::shared_ptr<const experts::Placement> placement = experts::load_placement(options.model_dir);
   if (placement && in.experts == ExpertMode::kAuto) in.experts = ExpertMode::kStream;
   if (placement && in.experts == ExpertMode::kMapped)
     base::log_info("--experts mapped: the copies placed by ", placement->manifest_path,

@@ -20,14 +20,14 @@ namespace deltafin::setup {
 using base::fail;
 using base::str_cat;
 
-namespace {
-
-ExpertManifest load_manifest(const std::string& dir) {
+ExpertManifest load_expert_manifest(const std::string& dir) {
   const std::string path = join_path(dir, kExpertManifest);
   if (!file_size(path))
     fail(dir, ": streaming install without its expert manifest ", path, "; rerun deltafin setup");
   return ExpertManifest::parse(read_small_file(path), path);
 }
+
+namespace {
 
 // "E0017.bin" -> 17; -1 for anything else (temporary files included).
 int64_t cache_file_expert(const std::string& name) {
@@ -72,7 +72,7 @@ std::unique_ptr<RemoteExpertSource> RemoteExpertSource::open(const std::string& 
   const auto record = read_install(model_dir);
   if (!record || record->kind != InstallKind::kStream)
     fail(model_dir, " is not a streaming install (no .deltafin/install.json of kind stream)");
-  ExpertManifest manifest = load_manifest(model_dir);
+  ExpertManifest manifest = load_expert_manifest(model_dir);
   for (const ExpertLayer& l : manifest.layers) {
     scan_layer(parent_dir(join_path(model_dir, expert_cache_relpath(l.layer, 0))), /*clean=*/true);
   }
@@ -246,7 +246,7 @@ ExpertLocator ExpertLocator::open(const std::string& model_dir) {
   loc.dir_ = model_dir;
   loc.streaming_ = is_streaming_install(model_dir);
   if (loc.streaming_) {
-    loc.manifest_ = load_manifest(model_dir);
+    loc.manifest_ = load_expert_manifest(model_dir);
     return loc;
   }
   const format::Checkpoint ckpt = format::Checkpoint::open(model_dir);
@@ -274,7 +274,7 @@ ExpertPoolStatus expert_pool_status(const std::string& model_dir) {
   ExpertPoolStatus s;
   s.streaming = is_streaming_install(model_dir);
   if (!s.streaming) return s;
-  const ExpertManifest m = load_manifest(model_dir);
+  const ExpertManifest m = load_expert_manifest(model_dir);
   for (const ExpertLayer& l : m.layers) {
     const std::string rel = expert_cache_relpath(l.layer, 0);
     const std::vector<int64_t> present =

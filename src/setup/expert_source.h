@@ -41,6 +41,10 @@ struct ExpertSourceOptions {
   std::string endpoint;
 };
 
+// A streaming install's expert manifest (DIR/.deltafin/experts.json). Throws base::Error naming
+// the file when it is missing or invalid.
+ExpertManifest load_expert_manifest(const std::string& dir);
+
 class RemoteExpertSource {
  public:
   // Opens a streaming install (throws base::Error for anything else) and removes temporary files
