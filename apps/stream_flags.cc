@@ -154,6 +154,15 @@ PassFigures pass_figures(const StreamStats& a, const StreamStats& b, double wall
   f.gpu_expert_misses = b.gpu_expert_misses - a.gpu_expert_misses;
   f.gpu_expert_hit_bytes = b.gpu_expert_hit_bytes - a.gpu_expert_hit_bytes;
   f.gpu_expert_miss_bytes = b.gpu_expert_miss_bytes - a.gpu_expert_miss_bytes;
+  f.gpu_expert_ram_hits = b.gpu_expert_ram_hits - a.gpu_expert_ram_hits;
+  f.gpu_expert_ram_hit_bytes = b.gpu_expert_ram_hit_bytes - a.gpu_expert_ram_hit_bytes;
+  f.gpu_expert_disk_reads = b.gpu_expert_disk_reads - a.gpu_expert_disk_reads;
+  f.gpu_expert_disk_bytes = b.gpu_expert_disk_bytes - a.gpu_expert_disk_bytes;
+  f.gpu_spine_h2d_seconds = b.gpu_spine_h2d_seconds - a.gpu_spine_h2d_seconds;
+  f.gpu_expert_h2d_seconds = b.gpu_expert_h2d_seconds - a.gpu_expert_h2d_seconds;
+  f.gpu_spine_fill_wait_seconds = b.gpu_spine_fill_wait_seconds - a.gpu_spine_fill_wait_seconds;
+  f.gpu_expert_source_wait_seconds =
+      b.gpu_expert_source_wait_seconds - a.gpu_expert_source_wait_seconds;
   for (size_t d = 0; d < b.drives.size(); ++d) {
     DriveFigures x = b.drives[d];
     if (d < a.drives.size()) {
@@ -194,6 +203,19 @@ std::string describe_pass(const PassFigures& f) {
                   base::format_bytes(f.gpu_expert_hit_bytes).c_str(),
                   static_cast<unsigned long long>(f.gpu_expert_misses),
                   base::format_bytes(f.gpu_expert_miss_bytes).c_str());
+    out += line;
+    const auto gbps = [](uint64_t bytes, double s) { return s > 0 ? bytes / s / 1e9 : 0.0; };
+    std::snprintf(line, sizeof line,
+                  " (from RAM %llu (%s), from disk %llu (%s), waited %.1f ms); H2D busy: spine "
+                  "%.1f ms (%.2f GB/s, ring waits %.1f ms), experts %.1f ms (%.2f GB/s)",
+                  static_cast<unsigned long long>(f.gpu_expert_ram_hits),
+                  base::format_bytes(f.gpu_expert_ram_hit_bytes).c_str(),
+                  static_cast<unsigned long long>(f.gpu_expert_disk_reads),
+                  base::format_bytes(f.gpu_expert_disk_bytes).c_str(),
+                  1e3 * f.gpu_expert_source_wait_seconds, 1e3 * f.gpu_spine_h2d_seconds,
+                  gbps(f.gpu_streamed_spine_bytes, f.gpu_spine_h2d_seconds),
+                  1e3 * f.gpu_spine_fill_wait_seconds, 1e3 * f.gpu_expert_h2d_seconds,
+                  gbps(f.gpu_expert_miss_bytes, f.gpu_expert_h2d_seconds));
     out += line;
   }
   // Per drive only where there are several: bytes, achieved rate and its share of the ceiling,

@@ -40,6 +40,10 @@ struct PassFigures {
   uint64_t gpu_passes = 0, gpu_resident_spine_bytes = 0, gpu_streamed_spine_bytes = 0;
   uint64_t gpu_expert_hits = 0, gpu_expert_misses = 0, gpu_expert_hit_bytes = 0,
            gpu_expert_miss_bytes = 0;  // the GPU's VRAM tiers (StreamStats' gpu_* fields)
+  uint64_t gpu_expert_ram_hits = 0, gpu_expert_ram_hit_bytes = 0, gpu_expert_disk_reads = 0,
+           gpu_expert_disk_bytes = 0;
+  double gpu_spine_h2d_seconds = 0, gpu_expert_h2d_seconds = 0, gpu_spine_fill_wait_seconds = 0,
+         gpu_expert_source_wait_seconds = 0;
   uint64_t read_bytes() const { return expert_bytes + spine_bytes; }
 };
 PassFigures pass_figures(const StreamStats& before, const StreamStats& after, double wall_seconds);

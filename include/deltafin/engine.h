@@ -126,6 +126,9 @@ struct MemoryPlanInfo {
   uint64_t vram_resident_spine_bytes = 0, vram_streamed_spine_bytes = 0;
   int64_t vram_expert_slots = 0;
   uint64_t vram_expert_slot_bytes = 0;
+  // Host memory the GPU tiers pin: the streamed spine's ring, the mapped experts' staging, and
+  // the RAM tier of experts (read with O_DIRECT, `--experts stream`; `expert_slots` of them).
+  uint64_t gpu_pinned_host_bytes = 0;
   std::vector<std::string> drafters;  // model drafters loaded ("dspark", "qwen3-0.6b-base")
   uint64_t drafter_bytes = 0;         // their weights and one session's context each
 };
@@ -168,6 +171,15 @@ struct StreamStats {
   uint64_t gpu_expert_hits = 0, gpu_expert_misses = 0;
   uint64_t gpu_expert_hit_bytes = 0;   // read from the VRAM cache
   uint64_t gpu_expert_miss_bytes = 0;  // copied from host memory into the VRAM cache
+  // Where the VRAM cache's misses came from: host memory that held them already (the RAM tier,
+  // or the mapping when the experts are mapped) or the disk (O_DIRECT reads into the RAM tier).
+  uint64_t gpu_expert_ram_hits = 0, gpu_expert_ram_hit_bytes = 0;
+  uint64_t gpu_expert_disk_reads = 0, gpu_expert_disk_bytes = 0;
+  // Time the host-to-device copies were busy (streamed spine layers, expert misses): bytes over
+  // these seconds is the rate each got from the link.
+  double gpu_spine_h2d_seconds = 0, gpu_expert_h2d_seconds = 0;
+  double gpu_spine_fill_wait_seconds = 0;     // a pass waited for the host ring's fill of a layer
+  double gpu_expert_source_wait_seconds = 0;  // a pass waited for a miss's reads or host copy
 };
 
 // What the GPU backend's passes did since load (all zero on the CPU backend); take differences

@@ -6,9 +6,14 @@
 
 #include <cuda_runtime_api.h>
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cuda/gpu_meter.h"
@@ -29,6 +34,8 @@ struct Arena {
   uint8_t* base = nullptr;
   uint64_t used = 0;
   Fill fill = Fill::kDevice;
+  // kHost with a list: the copies are recorded here instead of made (parallel_copy makes them).
+  std::vector<CopyPiece>* pieces = nullptr;
   template <typename T>
   T* take(uint64_t count) {
     const uint64_t off = used;
@@ -101,8 +108,6 @@ void place_globals(const GpuModelDesc& desc, Arena& g, GpuWeights* out);
 DevLayer place_layer(const GpuModelDesc& desc, int64_t l, Arena& a, Arena& g);
 // One routed expert (gate, up, down) in its slot layout.
 DevGlu place_expert(Arena& a, const GpuGlu& e);
-// Copies expert e into `dst` (host memory) in place_expert's layout.
-void stage_expert(const GpuGlu& e, uint8_t* dst);
 // Counts (null bases) or uploads every weight of desc: the spine (globals and layers) into
 // `spine`, the routed experts into `experts`.
 void place_weights(const GpuModelDesc& desc, Arena& spine, Arena& experts, GpuWeights* out);
@@ -160,18 +165,44 @@ struct GpuSequenceState {
 void place_sequence(const GpuShape& shape, const std::vector<DevLayer>& layers,
                     const GpuLimits& limits, Arena& arena, GpuSequenceState* st);
 
-// The streamed spine layers [first, n_layers): each one's bytes in pinned host memory (an image
-// in its VRAM layout), copied every pass on a copy stream into one of two VRAM staging buffers
-// while the previous layer computes. Events order the buffers: a copy waits for the compute that
-// last read its buffer, the compute waits for its copy. Which buffer holds which layer is tracked,
-// so a cancelled pass leaves nothing stale, and the next pass's first layer is copied while the
-// head of this one runs.
+// Times a stream's copies with CUDA event pairs (a ring of them) and sums their durations once
+// they are done: a stream's copies run one at a time, so the sum is the time it was busy.
+class CopyTimer {
+ public:
+  explicit CopyTimer(int pairs = 8);
+  ~CopyTimer();
+  CopyTimer(const CopyTimer&) = delete;
+  CopyTimer& operator=(const CopyTimer&) = delete;
+  void begin(cudaStream_t s);  // before a copy (waits for the oldest pair when all are in use)
+  void end(cudaStream_t s);    // after it
+  // Waits for every timed copy but the last `keep` and returns their seconds since the last call.
+  double collect(int keep = 0);
+
+ private:
+  std::vector<cudaEvent_t> start_, stop_;
+  int next_ = 0, pending_ = 0;
+  double seconds_ = 0;
+  void collect_oldest();
+};
+
+// Pinned host memory (cudaHostAlloc); an error names `part`, its bytes and the flags that help.
+uint8_t* alloc_pinned(uint64_t bytes, const std::string& part);
+
+// The streamed spine layers [first, n_layers), copied every pass on a copy stream into one of two
+// VRAM staging buffers while the previous layer computes. Their bytes pass through a small ring
+// of pinned host buffers that a worker thread fills from the host views (the mapping) a layer or
+// two ahead of the pass, so no whole pinned image of the streamed spine exists. Events order the
+// buffers: a VRAM buffer's copy waits for the compute that last read it, the compute waits for its
+// copy, and a host buffer is refilled only after its copy out finished. Which buffer holds which
+// layer is tracked, so a cancelled pass leaves nothing stale, and the next pass's first layer is
+// copied while the head of this one runs.
 class SpineStream {
  public:
-  // Builds the images and views of desc's layers [first, n) and uploads their conv weights into
-  // `g`. staging: the VRAM for two buffers of `buffer_bytes` (the model frees it).
+  // Views of desc's layers [first, n) in both staging buffers; their conv weights uploaded into
+  // `g`. staging: the VRAM for two buffers of `buffer_bytes` (the model frees it); ring_buffers
+  // pinned host buffers of buffer_bytes each (owned). Starts the fill thread on `device`.
   SpineStream(const GpuModelDesc& desc, int64_t first, uint8_t* staging, uint64_t buffer_bytes,
-              Arena& g, std::vector<DevLayer>* layers);
+              Arena& g, std::vector<DevLayer>* layers, int device, int64_t ring_buffers);
   ~SpineStream();
   SpineStream(const SpineStream&) = delete;
   SpineStream& operator=(const SpineStream&) = delete;
@@ -182,56 +213,72 @@ class SpineStream {
   // The compute of layer l is issued: its buffer is free once that is done; the next streamed
   // layer (the first one after the last) is copied into the other buffer meanwhile.
   void release(int64_t l, cudaStream_t compute, uint64_t* copied_bytes);
+  // After the pass's sync: the copies' busy seconds and the host's waits for the ring's fills
+  // since the last call.
+  void finish_pass(double* h2d_seconds, double* fill_wait_seconds);
 
  private:
   int issue(int64_t j, int buffer);  // copy of streamed layer j into `buffer`
+
+  GpuModelDesc desc_;  // the host views (routed experts dropped)
+  int device_;
   int64_t first_, n_;
-  uint8_t* host_ = nullptr;  // pinned images, owned
-  std::vector<uint64_t> offset_, bytes_;
+  std::vector<uint64_t> bytes_;
   uint8_t* staging_[2] = {nullptr, nullptr};
   std::vector<DevLayer> views_[2];  // per streamed layer, in each buffer
   int64_t holds_[2] = {-1, -1};     // the streamed layer each buffer holds (copy issued)
   int current_ = 0;                 // the buffer of the layer last acquired
   cudaStream_t copy_ = nullptr;
   cudaEvent_t copied_[2] = {nullptr, nullptr}, consumed_[2] = {nullptr, nullptr};
+  CopyTimer timer_;
+  double fill_wait_seconds_ = 0;
+  std::vector<uint8_t*> ring_memory_;     // pinned, owned
+  std::vector<cudaEvent_t> ring_copied_;  // per ring buffer: its last copy out finished
+  std::unique_ptr<FillRing> ring_;        // last: its worker stops before the rest goes
 };
 
-// A layer's routed experts in VRAM slots (ExpertSlotIndex decides), filled from host memory
-// through a ring of pinned staging buffers by copies on their own stream. Per slot: `ready`
-// (its copy done) and `freed` (the last products reading it done), so a hit computes while the
-// misses land and a copy never overwrites an expert still being read.
-class DevExpertCache {
+// A layer's routed experts in VRAM slots (ExpertSlotIndex decides, run_route orders), filled from
+// an ExpertSource (the mapping through pinned staging, or the RAM tier that O_DIRECT reads fill)
+// by copies on their own stream. Per slot: `ready` (its copy done) and `freed` (the last products
+// reading it done), so a hit computes while the misses land and a copy never overwrites an
+// expert still being read.
+class DevExpertCache : public ExpertDevice {
  public:
-  // Fills `dst` (pinned, slot_bytes) with expert (layer, expert), whose host views are `views`,
-  // in place_expert's layout: from the mapped checkpoint today (stage_expert); an O_DIRECT reader
-  // of the shards can take its place. Runs on the thread that runs the pass.
-  using Fill =
-      std::function<void(int64_t layer, int64_t expert, const GpuGlu& views, uint8_t* dst)>;
   DevExpertCache(const GpuModelDesc& desc, int64_t n_slots, uint64_t slot_bytes, uint8_t* slab,
-                 Fill fill);
-  ~DevExpertCache();
+                 std::unique_ptr<ExpertSource> source);
+  ~DevExpertCache() override;
   DevExpertCache(const DevExpertCache&) = delete;
   DevExpertCache& operator=(const DevExpertCache&) = delete;
-  // Runs compute(expert weights, i) for each distinct expert i of layer's route on `compute`:
-  // hits and misses decided first, the misses' copies issued, the hits computed, then each miss
-  // once its copy landed; waves when the misses outnumber the free slots.
+  // Runs run_expert(expert weights, i) for each distinct expert i of layer's route on `compute`
+  // (run_route); adds its hits, misses, bytes and copy time to *stats.
   void run(int64_t layer, const std::vector<int32_t>& experts, cudaStream_t compute,
            const std::function<void(const DevGlu&, size_t)>& run_expert, GpuTierStats* stats);
+  ExpertSourceStats source_stats() const { return source_->stats(); }
+
+  uint64_t copy(int64_t slot, const GpuGlu& host) override;
+  void wait_copied(uint64_t ticket) override;
+  void compute(int64_t slot, size_t i, bool copied) override;
 
  private:
-  void copy_in(int64_t layer, int32_t expert, int64_t slot);
-  std::vector<std::vector<GpuGlu>> experts_;  // by layer and id: the host views
   ExpertSlotIndex index_;
+  std::vector<std::vector<uint64_t>> expert_bytes_;  // by layer and id: VRAM bytes
   uint64_t slot_bytes_;
   uint8_t* slab_;  // n_slots · slot_bytes of VRAM (the model frees it)
-  Fill fill_;
+  std::unique_ptr<ExpertSource> source_;
   std::vector<DevGlu> views_;  // per slot: the expert it holds
   std::vector<cudaEvent_t> ready_, freed_;
-  std::vector<uint8_t*> staging_;  // pinned, owned
-  std::vector<cudaEvent_t> staged_;
-  uint64_t next_staging_ = 0;
+  std::vector<cudaEvent_t> done_;  // per ticket (mod size): a copy finished reading host memory
+  uint64_t tickets_ = 0;
   cudaStream_t copy_ = nullptr;
+  CopyTimer timer_;
+  // The route in run(): where compute() issues.
+  cudaStream_t compute_ = nullptr;
+  const std::function<void(const DevGlu&, size_t)>* run_expert_ = nullptr;
 };
+
+// The mapped experts (desc's views) as an ExpertSource: each miss copied by the host into one of
+// kExpertStagingBuffers pinned buffers in place_expert's layout.
+std::unique_ptr<ExpertSource> mapped_expert_source(const GpuModelDesc& desc, uint64_t slot_bytes);
 
 // What a block needs besides its weights.
 struct PassContext {

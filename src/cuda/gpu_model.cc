@@ -35,7 +35,7 @@ void* allocate(uint64_t bytes, const std::string& part) {
 GpuSequence::~GpuSequence() = default;
 
 GpuModel::GpuModel(const GpuModelDesc& desc, int device, const GpuLimits& limits,
-                   const TierPlan& tiers)
+                   const TierPlan& tiers, std::unique_ptr<ExpertSource> source)
     : shape_(desc.shape), limits_(limits), tiers_(tiers), device_(device) {
   check_gpu_shapes(desc);
   if (limits.max_positions < 1) throw std::invalid_argument("CUDA backend: max_positions < 1");
@@ -70,15 +70,17 @@ GpuModel::GpuModel(const GpuModelDesc& desc, int device, const GpuLimits& limits
     if (resident < tiers.n_layers) {
       uint8_t* staging = spine.base + tiers.global_bytes + tiers.resident_spine_bytes;
       spine_ = std::make_unique<SpineStream>(desc, resident, staging, tiers.staging_bytes / 2,
-                                             spine, &w_->layers);
+                                             spine, &w_->layers, device,
+                                             std::max<int64_t>(tiers.spine_ring_buffers, 1));
       w_->layer_bytes.resize(tiers.n_layers, 0);
     }
     if (spine.used != tiers.global_bytes + tiers.resident_spine_bytes)
       throw std::logic_error("CUDA backend: spine layout differs from its plan");
-    if (tiers.expert_slots > 0)
-      cache_ = std::make_unique<DevExpertCache>(
-          desc, tiers.expert_slots, tiers.expert_slot_bytes, experts.base,
-          [](int64_t, int64_t, const GpuGlu& views, uint8_t* dst) { stage_expert(views, dst); });
+    if (tiers.expert_slots > 0) {
+      if (!source) source = mapped_expert_source(desc, tiers.expert_slot_bytes);
+      cache_ = std::make_unique<DevExpertCache>(desc, tiers.expert_slots, tiers.expert_slot_bytes,
+                                                experts.base, std::move(source));
+    }
   }
   place_workspace(desc, limits, work, ws_.get());
   ws_->meter.set_model(pass_byte_model(desc, tiers_));
@@ -262,7 +264,12 @@ void GpuModel::pass(GpuSequence& seq, const int32_t* ids, int64_t n, int64_t fir
   count_sync();
   check_cuda(cudaStreamSynchronize(stream_), "pass");
   ws.meter.finish(n, rows, seq.n_positions_);
+  if (spine_) spine_->finish_pass(&moved.spine_h2d_seconds, &moved.spine_fill_wait_seconds);
   std::lock_guard<std::mutex> lock(tier_stats_mu_);
+  tier_stats_.spine_h2d_seconds += moved.spine_h2d_seconds;
+  tier_stats_.spine_fill_wait_seconds += moved.spine_fill_wait_seconds;
+  tier_stats_.expert_h2d_seconds += moved.expert_h2d_seconds;
+  if (cache_) tier_stats_.source = cache_->source_stats();
   ++tier_stats_.passes;
   tier_stats_.resident_spine_bytes += moved.resident_spine_bytes;
   tier_stats_.streamed_spine_bytes += moved.streamed_spine_bytes;

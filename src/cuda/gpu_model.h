@@ -144,17 +144,27 @@ struct TierPlan {
   uint64_t resident_spine_bytes = 0;  // their bytes
   uint64_t streamed_spine_bytes = 0;  // the others': pinned host memory, copied in every pass
   uint64_t staging_bytes = 0;         // two VRAM buffers of the largest streamed layer
-  int64_t n_experts = 0;              // routed experts in the model
-  int64_t expert_slots = 0;           // whole: n_experts; else the cache's slots
-  int64_t min_expert_slots = 0;       // the fewest a plan from the budget takes: one row's route
-  uint64_t expert_slot_bytes = 0;     // the largest expert
-  uint64_t expert_bytes = 0;          // whole: every expert; else slots · slot bytes
+  // Pinned host memory: the ring the streamed layers pass through (spine_ring_buffers of the
+  // largest streamed layer; none without streamed layers) and the staging buffers mapped experts
+  // are copied through (kExpertStagingBuffers slots; none when every expert is resident).
+  int64_t spine_ring_buffers = 0;
+  uint64_t spine_ring_bytes = 0, expert_staging_bytes = 0;
+  int64_t n_experts = 0;           // routed experts in the model
+  int64_t expert_slots = 0;        // whole: n_experts; else the cache's slots
+  int64_t min_expert_slots = 0;    // the fewest a plan from the budget takes: one row's route
+  uint64_t expert_slot_bytes = 0;  // the largest expert
+  uint64_t expert_bytes = 0;       // whole: every expert; else slots · slot bytes
   uint64_t working_bytes() const { return global_bytes + workspace_bytes + sequence_bytes; }
   int64_t streamed_layers() const { return n_layers - resident_layers; }
   uint64_t total() const {
     return working_bytes() + resident_spine_bytes + staging_bytes + expert_bytes;
   }
+  uint64_t pinned_host_bytes() const { return spine_ring_bytes + expert_staging_bytes; }
 };
+// Pinned buffers in the streamed spine's host ring (a layer copied out, one filled, one filling)
+// and in the mapped experts' staging.
+inline constexpr int64_t kSpineRingBuffers = 3;
+inline constexpr int64_t kExpertStagingBuffers = 4;
 // The tiers under `budget_bytes` of VRAM: the whole model when it fits (and no tier is forced);
 // else the working set, the minimum expert cache and the spine staging, then as many spine layers
 // as fit in layer order, then as many expert slots as fit (at most one per expert). Throws
@@ -162,6 +172,17 @@ struct TierPlan {
 TierPlan plan_tiers(const GpuModelDesc& desc, const GpuLimits& limits, uint64_t budget_bytes);
 // One line per tier for the startup log.
 std::string describe_tiers(const TierPlan& plan);
+// Checks the plan's pinned host memory against `host_budget_bytes` (the RAM budget less what the
+// process holds); throws std::runtime_error naming the part that does not fit and the flags.
+void check_host_tiers(const TierPlan& plan, uint64_t host_budget_bytes);
+
+// What an ExpertSource did since load: misses served from host memory it held (the RAM tier, or
+// the mapping) and those read from the disk first.
+struct ExpertSourceStats {
+  uint64_t ram_hits = 0, ram_hit_bytes = 0;
+  uint64_t disk_reads = 0, disk_bytes = 0;
+  double wait_seconds = 0;  // the pass's thread blocked on the source (reads, host copies)
+};
 
 // What the passes moved per tier since load. Hits and misses count a (pass, layer, expert) once
 // however many rows chose it; bytes are the experts' VRAM layout.
@@ -171,6 +192,12 @@ struct GpuTierStats {
   uint64_t streamed_spine_bytes = 0;  // streamed spine layers copied host → VRAM
   uint64_t expert_hits = 0, expert_misses = 0;
   uint64_t expert_hit_bytes = 0, expert_miss_bytes = 0;  // miss bytes: copied host → VRAM
+  // Time the device's host-to-device copies were busy (CUDA events around each copy; a stream's
+  // copies run one at a time, so the sum is its busy time): bytes / seconds is the link rate the
+  // tier got, to compare with the pinned copy rate.
+  double spine_h2d_seconds = 0, expert_h2d_seconds = 0;
+  double spine_fill_wait_seconds = 0;  // the pass waited for the host ring's fill of a layer
+  ExpertSourceStats source;            // where the misses came from (RAM tier, disk)
 };
 // Checks that the shapes are ones the kernels take; throws std::invalid_argument naming the field.
 void check_gpu_shapes(const GpuModelDesc& desc);
@@ -198,15 +225,19 @@ struct GpuWeights;     // device views of the uploaded weights
 struct GpuWorkspace;   // one pass's device intermediates
 class SpineStream;     // the streamed spine layers' copies
 class DevExpertCache;  // the routed experts' VRAM cache
+class ExpertSource;    // gpu_tiers.h: where the cache's misses come from
 struct GpuCounters;    // gpu_counters.h
 
 class GpuModel {
  public:
   // Places desc on device `device` by `tiers` (plan_tiers of the same desc and limits). The
-  // views must outlive the model when tiers stream (the experts, unless whole). Throws
-  // std::runtime_error naming the part that did not fit (or the CUDA error),
+  // views must outlive the model when tiers stream (the experts, unless whole). `experts`: where
+  // the expert cache's misses come from (its memory pinned by the caller, e.g. the RAM tier that
+  // O_DIRECT reads fill); null: copied from desc's views (the mapping) through pinned staging.
+  // Throws std::runtime_error naming the part that did not fit (or the CUDA error),
   // std::invalid_argument for a shape the kernels do not take.
-  GpuModel(const GpuModelDesc& desc, int device, const GpuLimits& limits, const TierPlan& tiers);
+  GpuModel(const GpuModelDesc& desc, int device, const GpuLimits& limits, const TierPlan& tiers,
+           std::unique_ptr<ExpertSource> experts = nullptr);
   ~GpuModel();
   GpuModel(const GpuModel&) = delete;
   GpuModel& operator=(const GpuModel&) = delete;

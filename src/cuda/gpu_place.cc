@@ -43,6 +43,9 @@ T* put(Arena& arena, const void* host, uint64_t count) {
   if (dev != nullptr && count > 0) {
     if (arena.fill == Arena::Fill::kDevice) {
       check_cuda(cudaMemcpy(dev, host, count * sizeof(T), cudaMemcpyHostToDevice), "upload");
+    } else if (arena.fill == Arena::Fill::kHost && arena.pieces != nullptr) {
+      arena.pieces->push_back(
+          {static_cast<const uint8_t*>(host), reinterpret_cast<uint8_t*>(dev), count * sizeof(T)});
     } else if (arena.fill == Arena::Fill::kHost) {
       std::memcpy(dev, host, count * sizeof(T));
     }
@@ -139,13 +142,6 @@ DevLayer place_layer(const GpuModelDesc& desc, int64_t index, Arena& a, Arena& g
 }
 
 DevGlu place_expert(Arena& a, const GpuGlu& e) { return put_glu(a, e); }
-
-void stage_expert(const GpuGlu& e, uint8_t* dst) {
-  Arena a;
-  a.base = dst;
-  a.fill = Arena::Fill::kHost;
-  put_glu(a, e);
-}
 
 void place_weights(const GpuModelDesc& desc, Arena& spine, Arena& experts, GpuWeights* out) {
   place_globals(desc, spine, out);

@@ -1,7 +1,8 @@
-// The tiers' copies into VRAM: streamed spine layers (pinned host images, two staging buffers)
-// and the routed experts' cache (pinned staging ring, slots), each on its own copy stream and
-// ordered against the compute stream by events, never by a device-wide sync. Their copies and
-// host waits count in the pass's operations (op_count.h) like the compute stream's.
+// The streamed spine layers' copies into VRAM: a worker thread fills a small ring of pinned host
+// buffers from the mapping a layer or two ahead, each pass copies each layer from the ring into
+// one of two VRAM staging buffers on a copy stream of its own, ordered against the compute stream
+// by events, never by a device-wide sync. Also the copies' timer and pinned allocations. Copies
+// and host waits count in the pass's operations (op_count.h) like the compute stream's.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -12,39 +13,82 @@
 namespace deltafin::cuda {
 namespace {
 
-// Pinned host memory; an error names the tier and what fixes it.
-uint8_t* pinned(uint64_t bytes, const char* part) {
-  void* p = nullptr;
-  const cudaError_t err = cudaHostAlloc(&p, std::max<uint64_t>(bytes, 1), cudaHostAllocDefault);
-  if (err != cudaSuccess) {
-    cudaGetLastError();
-    throw std::runtime_error(std::string("CUDA backend: ") + part + " (" + std::to_string(bytes) +
-                             " bytes of pinned host memory): " + cudaGetErrorString(err) +
-                             "; raise --vram-budget so fewer layers stream, or use --device cpu");
-  }
-  return static_cast<uint8_t*>(p);
-}
-
-cudaEvent_t new_event() {
+cudaEvent_t new_event(bool timing = false) {
   cudaEvent_t e = nullptr;
-  check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+  check_cuda(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming),
+             "cudaEventCreate");
   return e;
 }
 
 }  // namespace
 
+uint8_t* alloc_pinned(uint64_t bytes, const std::string& part) {
+  void* p = nullptr;
+  const cudaError_t err = cudaHostAlloc(&p, std::max<uint64_t>(bytes, 1), cudaHostAllocDefault);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    throw std::runtime_error("CUDA backend: " + part + " (" + std::to_string(bytes) +
+                             " bytes of pinned host memory): " + cudaGetErrorString(err) +
+                             "; lower --memory-budget's other uses, raise --vram-budget so fewer "
+                             "layers stream, or use --device cpu");
+  }
+  return static_cast<uint8_t*>(p);
+}
+
+CopyTimer::CopyTimer(int pairs) {
+  for (int i = 0; i < pairs; ++i) {
+    start_.push_back(new_event(true));
+    stop_.push_back(new_event(true));
+  }
+}
+
+CopyTimer::~CopyTimer() {
+  for (cudaEvent_t e : start_) cudaEventDestroy(e);
+  for (cudaEvent_t e : stop_) cudaEventDestroy(e);
+}
+
+void CopyTimer::collect_oldest() {
+  const int n = static_cast<int>(start_.size());
+  const int k = (next_ - pending_ + n) % n;
+  check_cuda(cudaEventSynchronize(stop_[k]), "copy timer");
+  float ms = 0;
+  check_cuda(cudaEventElapsedTime(&ms, start_[k], stop_[k]), "copy timer");
+  seconds_ += ms * 1e-3;
+  --pending_;
+}
+
+void CopyTimer::begin(cudaStream_t s) {
+  if (pending_ == static_cast<int>(start_.size())) collect_oldest();
+  check_cuda(cudaEventRecord(start_[next_], s), "copy timer");
+}
+
+void CopyTimer::end(cudaStream_t s) {
+  check_cuda(cudaEventRecord(stop_[next_], s), "copy timer");
+  next_ = (next_ + 1) % static_cast<int>(start_.size());
+  ++pending_;
+}
+
+double CopyTimer::collect(int keep) {
+  while (pending_ > keep) collect_oldest();
+  const double s = seconds_;
+  seconds_ = 0;
+  return s;
+}
+
 SpineStream::SpineStream(const GpuModelDesc& desc, int64_t first, uint8_t* staging,
-                         uint64_t buffer_bytes, Arena& g, std::vector<DevLayer>* layers)
-    : first_(first), n_(static_cast<int64_t>(desc.layers.size()) - first) {
-  uint64_t total = 0;
+                         uint64_t buffer_bytes, Arena& g, std::vector<DevLayer>* layers, int device,
+                         int64_t ring_buffers)
+    : desc_(desc),
+      device_(device),
+      first_(first),
+      n_(static_cast<int64_t>(desc.layers.size()) - first) {
+  for (GpuLayer& l : desc_.layers) l.moe_w.experts.clear();  // place_layer never reads them
   for (int64_t j = 0; j < n_; ++j) {
     Arena count, conv;
-    place_layer(desc, first_ + j, count, conv);
-    offset_.push_back(total);
+    place_layer(desc_, first_ + j, count, conv);
+    if (count.used > buffer_bytes) throw std::logic_error("CUDA backend: spine staging too small");
     bytes_.push_back(count.used);
-    total += count.used;
   }
-  host_ = pinned(total, "the streamed spine layers");
   staging_[0] = staging;
   staging_[1] = staging + buffer_bytes;
   check_cuda(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -54,10 +98,6 @@ SpineStream::SpineStream(const GpuModelDesc& desc, int64_t first, uint8_t* stagi
   }
   for (int64_t j = 0; j < n_; ++j) {
     const int64_t l = first_ + j;
-    Arena image, conv_count;
-    image.base = host_ + offset_[j];
-    image.fill = Arena::Fill::kHost;
-    place_layer(desc, l, image, conv_count);
     // Both buffers' views share one upload of the conv weights: the second walk replays the
     // globals arena from the same offset without copying.
     Arena conv_again = g;
@@ -66,13 +106,35 @@ SpineStream::SpineStream(const GpuModelDesc& desc, int64_t first, uint8_t* stagi
       Arena view;
       view.base = staging_[b];
       view.fill = Arena::Fill::kNone;
-      views_[b].push_back(place_layer(desc, l, view, b == 0 ? g : conv_again));
+      views_[b].push_back(place_layer(desc_, l, view, b == 0 ? g : conv_again));
     }
     layers->push_back(views_[0].back());
   }
+  for (int64_t h = 0; h < std::max<int64_t>(ring_buffers, 1); ++h) {
+    ring_memory_.push_back(alloc_pinned(
+        buffer_bytes, "the streamed spine's host ring (" + std::to_string(ring_buffers) +
+                          " buffers of the largest streamed layer)"));
+    ring_copied_.push_back(new_event());
+  }
+  ring_ = std::make_unique<FillRing>(
+      ring_memory_, n_,
+      [this](int64_t j, uint8_t* dst) {
+        std::vector<CopyPiece> pieces;
+        Arena image, conv;
+        image.base = dst;
+        image.fill = Arena::Fill::kHost;
+        image.pieces = &pieces;
+        place_layer(desc_, first_ + j, image, conv);  // conv: counted only
+        parallel_copy(pieces, kHostCopyThreads);
+      },
+      [this](int h) {
+        check_cuda(cudaSetDevice(device_), "cudaSetDevice (spine ring)");
+        check_cuda(cudaEventSynchronize(ring_copied_[h]), "spine ring copy");
+      });
 }
 
 SpineStream::~SpineStream() {
+  ring_.reset();  // the worker stops first
   if (copy_) {
     cudaStreamSynchronize(copy_);
     cudaStreamDestroy(copy_);
@@ -81,17 +143,23 @@ SpineStream::~SpineStream() {
     if (copied_[b]) cudaEventDestroy(copied_[b]);
     if (consumed_[b]) cudaEventDestroy(consumed_[b]);
   }
-  if (host_) cudaFreeHost(host_);
+  for (cudaEvent_t e : ring_copied_) cudaEventDestroy(e);
+  for (uint8_t* p : ring_memory_) cudaFreeHost(p);
 }
 
 int SpineStream::issue(int64_t j, int b) {
+  const int h = ring_->acquire(j, &fill_wait_seconds_);
   // The buffer's last reader first; the copy then overlaps whatever computes meanwhile.
   check_cuda(cudaStreamWaitEvent(copy_, consumed_[b], 0), "spine copy wait");
   count_copy();
+  timer_.begin(copy_);
   check_cuda(
-      cudaMemcpyAsync(staging_[b], host_ + offset_[j], bytes_[j], cudaMemcpyHostToDevice, copy_),
+      cudaMemcpyAsync(staging_[b], ring_->buffer(h), bytes_[j], cudaMemcpyHostToDevice, copy_),
       "spine copy");
+  timer_.end(copy_);
   check_cuda(cudaEventRecord(copied_[b], copy_), "spine copy event");
+  check_cuda(cudaEventRecord(ring_copied_[h], copy_), "spine ring event");
+  ring_->copying(h, j);
   holds_[b] = j;
   return b;
 }
@@ -121,109 +189,12 @@ void SpineStream::release(int64_t l, cudaStream_t compute, uint64_t* copied_byte
   }
 }
 
-DevExpertCache::DevExpertCache(const GpuModelDesc& desc, int64_t n_slots, uint64_t slot_bytes,
-                               uint8_t* slab, Fill fill)
-    : index_(n_slots, static_cast<int64_t>(desc.layers.size()), desc.shape.router.n_experts),
-      slot_bytes_(slot_bytes),
-      slab_(slab),
-      fill_(std::move(fill)),
-      views_(static_cast<size_t>(n_slots)) {
-  for (const GpuLayer& l : desc.layers) experts_.push_back(l.moe_w.experts);
-  check_cuda(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking), "cudaStreamCreate");
-  for (int64_t s = 0; s < n_slots; ++s) {
-    ready_.push_back(new_event());
-    freed_.push_back(new_event());
-  }
-  // Enough staging for the host to fill the next expert while the previous ones cross the bus.
-  constexpr int kStaging = 4;
-  for (int i = 0; i < kStaging; ++i) {
-    staging_.push_back(pinned(slot_bytes_, "the expert cache's staging buffers"));
-    staged_.push_back(new_event());
-  }
-}
-
-DevExpertCache::~DevExpertCache() {
-  if (copy_) {
-    cudaStreamSynchronize(copy_);
-    cudaStreamDestroy(copy_);
-  }
-  for (cudaEvent_t e : ready_) cudaEventDestroy(e);
-  for (cudaEvent_t e : freed_) cudaEventDestroy(e);
-  for (cudaEvent_t e : staged_) cudaEventDestroy(e);
-  for (uint8_t* p : staging_) cudaFreeHost(p);
-}
-
-void DevExpertCache::copy_in(int64_t layer, int32_t expert, int64_t slot) {
-  const size_t k = next_staging_++ % staging_.size();
-  // The staging buffer's previous copy must have left it before the host refills it.
-  count_sync();
-  check_cuda(cudaEventSynchronize(staged_[k]), "expert staging");
-  fill_(layer, expert, experts_[layer][expert], staging_[k]);
-  uint8_t* dst = slab_ + static_cast<uint64_t>(slot) * slot_bytes_;
-  Arena view;
-  view.base = dst;
-  view.fill = Arena::Fill::kNone;
-  views_[slot] = place_expert(view, experts_[layer][expert]);
-  check_cuda(cudaStreamWaitEvent(copy_, freed_[slot], 0), "expert copy wait");
-  count_copy();
-  check_cuda(cudaMemcpyAsync(dst, staging_[k], view.used, cudaMemcpyHostToDevice, copy_),
-             "expert copy");
-  check_cuda(cudaEventRecord(staged_[k], copy_), "expert staged event");
-  check_cuda(cudaEventRecord(ready_[slot], copy_), "expert ready event");
-}
-
-void DevExpertCache::run(int64_t layer, const std::vector<int32_t>& experts, cudaStream_t compute,
-                         const std::function<void(const DevGlu&, size_t)>& run_expert,
-                         GpuTierStats* stats) {
-  // The whole route's hits and misses, before any copy.
-  const std::vector<int64_t> found = index_.lookup(layer, experts);
-  std::vector<int64_t> slot = found;
-  std::vector<size_t> misses;
-  for (size_t i = 0; i < experts.size(); ++i) {
-    if (found[i] < 0) {
-      misses.push_back(i);
-      continue;
-    }
-    ++stats->expert_hits;
-    Arena count;
-    place_expert(count, experts_[layer][experts[i]]);
-    stats->expert_hit_bytes += count.used;
-  }
-  const size_t lookahead = staging_.size();
-  size_t copied = 0, done = 0;
-  const auto issue = [&] {
-    const size_t i = misses[copied++];
-    slot[i] = index_.take(layer, experts[i]);
-    if (slot[i] < 0) throw std::logic_error("CUDA backend: expert cache without a free slot");
-    copy_in(layer, experts[i], slot[i]);
-    ++stats->expert_misses;
-    Arena count;
-    place_expert(count, experts_[layer][experts[i]]);
-    stats->expert_miss_bytes += count.used;
-  };
-  const auto finish = [&](size_t i) {
-    check_cuda(cudaEventRecord(freed_[slot[i]], compute), "expert freed event");
-    index_.release(slot[i]);
-  };
-  // The first misses start crossing the bus, then the hits compute while they land.
-  while (copied < misses.size() && copied < lookahead && index_.has_free()) issue();
-  for (size_t i = 0; i < experts.size(); ++i) {
-    if (found[i] < 0) continue;
-    run_expert(views_[slot[i]], i);
-    finish(i);
-  }
-  // Each miss once its copy is done; a slot freed by a computed expert takes a later miss (the
-  // copy waits for that compute), so a route larger than the cache runs in waves.
-  while (done < misses.size()) {
-    if (copied < misses.size() && copied - done < lookahead && index_.has_free()) {
-      issue();
-      continue;
-    }
-    const size_t i = misses[done++];
-    check_cuda(cudaStreamWaitEvent(compute, ready_[slot[i]], 0), "expert wait");
-    run_expert(views_[slot[i]], i);
-    finish(i);
-  }
+void SpineStream::finish_pass(double* h2d_seconds, double* fill_wait_seconds) {
+  // With more than two streamed layers the last copy issued is the next pass's first layer,
+  // still in flight: it is timed with the next pass.
+  *h2d_seconds += timer_.collect(n_ > 2 ? 1 : 0);
+  *fill_wait_seconds += fill_wait_seconds_;
+  fill_wait_seconds_ = 0;
 }
 
 }  // namespace deltafin::cuda

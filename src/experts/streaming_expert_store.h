@@ -80,6 +80,10 @@ class StreamingExpertStore : public ExpertStore {
   // The bytes one slot takes: the largest aligned read of any expert (4 KiB granularity).
   static uint64_t slot_bytes(const ExpertCatalog& catalog);
   int n_slots() const { return static_cast<int>(slots_.size()); }
+  // The slots' memory (every expert handed out lies in it), e.g. for a GPU to pin it so its
+  // copies out of the slots run at the pinned rate.
+  uint8_t* pool_data() { return pool_.data(); }
+  size_t pool_bytes() const { return pool_.size(); }
   // Whether prefetches for `layer` are being issued now (its lookahead recall is high enough).
   bool prefetch_enabled(int layer) const;
   // Counts the fetch callbacks that came after this store was destroyed (and so touched nothing);

@@ -11,7 +11,12 @@
 #if DELTAFIN_WITH_CUDA
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+
 #include "cuda/gpu_counters.h"
+#include "cuda/gpu_tiers.h"
+#include "experts/streaming_expert_store.h"
+#include "io/read_scheduler.h"
 #include "runtime/gpu_bind.h"
 #include "runtime/speculator.h"
 #endif
@@ -72,8 +77,13 @@ class CudaSession : public GpuSession {
 class CudaBackend : public GpuBackend {
  public:
   CudaBackend(std::unique_ptr<model::Model> host, std::unique_ptr<cuda::GpuModel> gpu,
-              MemoryPlanInfo info)
-      : host_(std::move(host)), gpu_(std::move(gpu)), info_(std::move(info)) {}
+              MemoryPlanInfo info, std::shared_ptr<io::ReadScheduler> scheduler,
+              const experts::StreamingExpertStore* store)
+      : host_(std::move(host)),
+        scheduler_(std::move(scheduler)),
+        gpu_(std::move(gpu)),
+        info_(std::move(info)),
+        store_(store) {}
   model::Model& model() override { return *host_; }
   std::unique_ptr<GpuSession> new_session() override {
     return std::make_unique<CudaSession>(*gpu_);
@@ -91,6 +101,26 @@ class CudaBackend : public GpuBackend {
     s.gpu_expert_misses = t.expert_misses;
     s.gpu_expert_hit_bytes = t.expert_hit_bytes;
     s.gpu_expert_miss_bytes = t.expert_miss_bytes;
+    s.gpu_expert_ram_hits = t.source.ram_hits;
+    s.gpu_expert_ram_hit_bytes = t.source.ram_hit_bytes;
+    s.gpu_expert_disk_reads = t.source.disk_reads;
+    s.gpu_expert_disk_bytes = t.source.disk_bytes;
+    s.gpu_spine_h2d_seconds = t.spine_h2d_seconds;
+    s.gpu_expert_h2d_seconds = t.expert_h2d_seconds;
+    s.gpu_spine_fill_wait_seconds = t.spine_fill_wait_seconds;
+    s.gpu_expert_source_wait_seconds = t.source.wait_seconds;
+    if (store_ != nullptr) {  // the disk's figures, as the CPU backend reports them
+      const experts::ExpertStoreStats e = store_->stats();
+      s.expert_bytes_read = e.bytes_read;
+      s.needed_bytes = e.needed_bytes;
+      s.demand_reads = e.demand_reads;
+      s.expert_wait_seconds = e.wait_seconds;
+    }
+    if (scheduler_) {
+      s.disk_busy_seconds = scheduler_->stats().busy_seconds;
+      for (const io::DriveStats& d : scheduler_->drives().stats())
+        s.drives.push_back({d.name, d.bytes, d.busy_seconds, d.ceiling_gbps});
+    }
     return s;
   }
   GpuStats pass_counters() const override {
@@ -114,9 +144,14 @@ class CudaBackend : public GpuBackend {
 
  private:
   std::unique_ptr<model::Model> host_;
-  std::unique_ptr<cuda::GpuModel> gpu_;
+  std::shared_ptr<io::ReadScheduler> scheduler_;  // --experts stream: the disk's reads
+  std::unique_ptr<cuda::GpuModel> gpu_;           // before the scheduler goes
   MemoryPlanInfo info_;
+  const experts::StreamingExpertStore* store_;  // owned by gpu_'s expert source, or null
 };
+
+// Held back from --memory-budget for the host side of the passes (logits, ids, sessions).
+constexpr uint64_t kHostReserveBytes = uint64_t{512} << 20;
 
 void check_err(cudaError_t err) {
   if (err != cudaSuccess) base::fail("CUDA: ", cudaGetErrorString(err));
@@ -142,10 +177,17 @@ std::unique_ptr<GpuBackend> load_gpu_backend(const EngineOptions& options, int64
   // CPU rather than ignoring them; cuda refuses them, with or without a GPU).
   if (options.spine == SpineMode::kStream)
     return refuse("--spine stream streams the spine through RAM on the CPU backend");
-  if (options.experts != ExpertMode::kAuto)
-    return refuse("--experts mapped|stream chooses how the CPU backend holds the experts");
-  if (options.expert_slots > 0)
-    return refuse("--expert-slots sizes the CPU backend's expert cache");
+  // --experts stream|mapped and --expert-slots (the RAM tier) say where auto runs: the CPU, as
+  // always; `--device cuda` takes them for its expert cache's misses.
+  if (options.experts != ExpertMode::kAuto && !must)
+    return refuse(
+        "--experts mapped|stream chooses how the CPU backend holds the experts (with "
+        "--device cuda it chooses where the GPU's expert cache's misses come from)");
+  const bool stream_experts = options.experts == ExpertMode::kStream;
+  if (options.expert_slots > 0 && !stream_experts)
+    return refuse(
+        "--expert-slots sizes the CPU backend's expert cache (on the GPU: the RAM tier of "
+        "--experts stream)");
   if (!options.trace_routes.empty())
     return refuse("--trace-routes records the CPU backend's routes");
   int count = 0;
@@ -197,9 +239,64 @@ std::unique_ptr<GpuBackend> load_gpu_backend(const EngineOptions& options, int64
     return refuse(
         base::str_cat(e.what(), " (the budget: ", budget_text, "; --device cpu runs on the CPU)"));
   }
+  // Host memory: the pinned buffers the tiers need, then (--experts stream) the RAM tier of
+  // experts, all within --memory-budget less what the process holds now.
+  const base::MemoryBudget ram = base::memory_budget(options.memory_budget);
+  const uint64_t rss = base::current_rss_bytes() + kHostReserveBytes;
+  const uint64_t host_left = ram.budget_bytes > rss ? ram.budget_bytes - rss : 0;
+  const bool cache = !tiers.whole && tiers.expert_slots > 0;
+  if (cache && stream_experts) tiers.expert_staging_bytes = 0;  // copied out of the RAM tier
+  try {
+    cuda::check_host_tiers(tiers, host_left);
+  } catch (const std::exception& e) {
+    return refuse(base::str_cat(e.what(), " (the budget: ", base::format_bytes(ram.budget_bytes),
+                                ", ", ram.source, "; the process holds ",
+                                base::format_bytes(rss - kHostReserveBytes), ")"));
+  }
+  std::unique_ptr<cuda::ExpertSource> source;
+  std::shared_ptr<io::ReadScheduler> scheduler;
+  const experts::StreamingExpertStore* store = nullptr;
+  int ram_slots = 0;
+  uint64_t ram_tier_bytes = 0;
+  const experts::ExpertCatalog& catalog = host->expert_catalog();
+  if (cache && stream_experts) {
+    const uint64_t slot = experts::StreamingExpertStore::slot_bytes(catalog);
+    const int64_t min_slots = 2 * desc.shape.router.top_k;
+    const uint64_t left = host_left - tiers.pinned_host_bytes();
+    int64_t slots = options.expert_slots > 0
+                        ? options.expert_slots
+                        : std::min<int64_t>(tiers.n_experts, static_cast<int64_t>(left / slot));
+    if (options.expert_slots <= 0 && slots < min_slots)
+      return refuse(base::str_cat("the RAM tier of experts (--experts stream) needs at least ",
+                                  min_slots, " slots of ", base::format_bytes(slot),
+                                  " (two routes), ", base::format_bytes(min_slots * slot),
+                                  "; --memory-budget leaves ", base::format_bytes(left),
+                                  " after the pinned buffers: raise --memory-budget"));
+    if (options.expert_slots > 0 && static_cast<uint64_t>(slots) * slot > left)
+      return refuse(base::str_cat(
+          "the RAM tier of experts (--expert-slots ", slots, ", ", base::format_bytes(slots * slot),
+          ") does not fit the ", base::format_bytes(left),
+          " --memory-budget leaves after the pinned buffers: lower --expert-slots or raise "
+          "--memory-budget"));
+    slots = std::max<int64_t>(slots, 2);
+    ram_slots = static_cast<int>(slots);
+    scheduler = std::make_shared<io::ReadScheduler>(std::max(1, options.read_depth));
+    experts::StreamingStoreOptions so;
+    so.n_slots = ram_slots;
+    so.max_prefetch_slots = static_cast<int>(desc.shape.router.top_k);
+    so.read_piece_bytes = static_cast<size_t>(options.read_piece_bytes);
+    so.policy = options.cache == ExpertCachePolicy::kLru ? experts::CachePolicy::kLru
+                                                         : experts::CachePolicy::kLfu;
+    try {
+      source = streaming_expert_source(*host, so, scheduler, &store);
+    } catch (const base::Error& e) {
+      return refuse(e.what());
+    }
+    ram_tier_bytes = store->pool_bytes();
+  }
   std::unique_ptr<cuda::GpuModel> gpu;
   try {
-    gpu = std::make_unique<cuda::GpuModel>(desc, device, limits, tiers);
+    gpu = std::make_unique<cuda::GpuModel>(desc, device, limits, tiers, std::move(source));
   } catch (const std::exception& e) {
     return refuse(e.what());
   }
@@ -213,10 +310,31 @@ std::unique_ptr<GpuBackend> load_gpu_backend(const EngineOptions& options, int64
   info.vram_streamed_spine_bytes = tiers.streamed_spine_bytes;
   info.vram_expert_slots = tiers.whole ? 0 : tiers.expert_slots;
   info.vram_expert_slot_bytes = tiers.expert_slot_bytes;
+  info.gpu_pinned_host_bytes = tiers.pinned_host_bytes() + ram_tier_bytes;
+  info.budget_bytes = ram.budget_bytes;
+  info.read_depth = options.read_depth;
+  info.read_piece_bytes = options.read_piece_bytes;
+  std::string misses;
+  if (cache && store != nullptr) {
+    info.streaming = true;
+    info.expert_slots = ram_slots;
+    info.expert_slot_bytes = experts::StreamingExpertStore::slot_bytes(catalog);
+    for (const experts::ExpertCatalog::Layer& l : catalog.layers)
+      info.expert_span_bytes = std::max(info.expert_span_bytes, l.layout.span_bytes);
+    misses = base::str_cat(" from a RAM tier of ", ram_slots, " experts (",
+                           base::format_bytes(ram_tier_bytes), ", pinned, ",
+                           options.cache == ExpertCachePolicy::kLru ? "LRU" : "LFU",
+                           ") that O_DIRECT reads of the shards fill");
+  } else if (cache) {
+    misses = " (the mapping, through pinned staging)";
+  }
   info.summary = base::str_cat("device cuda:", device, " (", prop.name, "): VRAM ",
-                               cuda::describe_tiers(tiers), ", of ", budget_text, "; context ",
-                               max_context, " positions");
-  return std::make_unique<CudaBackend>(std::move(host), std::move(gpu), std::move(info));
+                               cuda::describe_tiers(tiers), misses, ", of ", budget_text,
+                               "; context ", max_context, " positions; pinned host memory ",
+                               base::format_bytes(info.gpu_pinned_host_bytes),
+                               " of --memory-budget ", base::format_bytes(ram.budget_bytes));
+  return std::make_unique<CudaBackend>(std::move(host), std::move(gpu), std::move(info),
+                                       std::move(scheduler), store);
 }
 
 #else

@@ -98,7 +98,6 @@ TEST(GpuBackend, AutoFallsBackAndCudaRefusesWithoutAGpu) {
 TEST(GpuBackend, CpuOnlyOptionsKeepAutoOnTheCpuAndCudaRefusesThem) {
   const std::vector<std::pair<std::function<void(EngineOptions&)>, std::string>> cases = {
       {[](EngineOptions& o) { o.spine = SpineMode::kStream; }, "--spine stream"},
-      {[](EngineOptions& o) { o.experts = ExpertMode::kStream; }, "--experts mapped|stream"},
       {[](EngineOptions& o) { o.expert_slots = 8; }, "--expert-slots"},
       {[](EngineOptions& o) { o.trace_routes = "/tmp/routes.jsonl"; }, "--trace-routes"},
   };
@@ -117,6 +116,24 @@ TEST(GpuBackend, CpuOnlyOptionsKeepAutoOnTheCpuAndCudaRefusesThem) {
       EXPECT_NE(std::string(e.what()).find("--device cuda: " + flag), std::string::npos)
           << e.what();
     }
+  }
+}
+// --experts stream (and --expert-slots with it, the RAM tier) keep auto on the CPU; cuda takes
+// them: its expert cache's misses are read from the disk.
+TEST(GpuBackend, CudaTakesStreamedExperts) {
+  EngineOptions o;
+  o.model_dir = kK3;
+  o.experts = ExpertMode::kStream;
+  o.expert_slots = 40;
+  std::string why;
+  EXPECT_EQ(load_gpu_backend(o, 64, &why), nullptr);
+  EXPECT_NE(why.find("--experts mapped|stream"), std::string::npos) << why;
+  o.device = "cuda";
+  try {
+    load_gpu_backend(o, 64, &why);  // loads where a GPU is present
+  } catch (const base::Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("--experts"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("--expert-slots"), std::string::npos) << e.what();
   }
 }
 #else

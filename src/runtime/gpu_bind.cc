@@ -3,7 +3,12 @@
 #include "runtime/gpu_bind.h"
 
 #if DELTAFIN_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+
 #include "base/error.h"
+#include "base/memory_budget.h"
 #include "experts/expert_store.h"
 
 namespace deltafin::runtime {
@@ -142,6 +147,80 @@ cuda::GpuModelDesc bind_gpu_model(const model::Model& m) {
     desc.layers.push_back(std::move(g));
   }
   return desc;
+}
+
+namespace {
+
+class StoreSource : public cuda::ExpertSource {
+ public:
+  StoreSource(std::unique_ptr<experts::StreamingExpertStore> store, uint64_t span_bytes, bool pin)
+      : store_(std::move(store)), span_bytes_(span_bytes), pinned_(pin) {
+    if (!pin) return;
+    const cudaError_t err =
+        cudaHostRegister(store_->pool_data(), store_->pool_bytes(), cudaHostRegisterDefault);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      base::fail("--device cuda: pinning the RAM tier of experts (",
+                 base::format_bytes(store_->pool_bytes()),
+                 ", cudaHostRegister): ", cudaGetErrorString(err),
+                 "; lower --memory-budget or --expert-slots");
+    }
+  }
+  ~StoreSource() override {
+    batch_.reset();
+    if (pinned_) cudaHostUnregister(store_->pool_data());
+  }
+  void request(int64_t layer, const std::vector<int32_t>& experts) override {
+    batch_.reset();  // the previous route's: every copy out of it finished (run_route)
+    batch_ = store_->request(static_cast<int>(layer), experts);
+    layer_ = layer;
+  }
+  cuda::HostExpert next() override {
+    const experts::ReadyExpert r = batch_->acquire_next();
+    return {r.index,
+            {host(r.weights.gate, layer_, "expert w1"), host(r.weights.up, layer_, "expert w3"),
+             host(r.weights.down, layer_, "expert w2")}};
+  }
+  void release(size_t index) override { batch_->release(index); }
+  // Held experts keep their slots pinned; the rest of the pool keeps reads going.
+  int max_held() const override { return std::max(1, std::min(8, store_->n_slots() - 1)); }
+  cuda::ExpertSourceStats stats() const override {
+    const experts::ExpertStoreStats e = store_->stats();
+    cuda::ExpertSourceStats s;
+    s.ram_hits = e.cache_hits;
+    s.ram_hit_bytes = e.cache_hits * span_bytes_;
+    s.disk_reads = e.demand_reads + e.prefetch_reads;
+    s.disk_bytes = e.bytes_read;
+    s.wait_seconds = e.wait_seconds;
+    return s;
+  }
+
+ private:
+  std::unique_ptr<experts::StreamingExpertStore> store_;
+  uint64_t span_bytes_;
+  bool pinned_;
+  std::unique_ptr<experts::ExpertBatch> batch_;
+  int64_t layer_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<cuda::ExpertSource> store_expert_source(
+    std::unique_ptr<experts::StreamingExpertStore> store, uint64_t span_bytes, bool pin) {
+  return std::make_unique<StoreSource>(std::move(store), span_bytes, pin);
+}
+
+std::unique_ptr<cuda::ExpertSource> streaming_expert_source(
+    const model::Model& m, const experts::StreamingStoreOptions& options,
+    std::shared_ptr<io::ReadScheduler> scheduler, const experts::StreamingExpertStore** store) {
+  const experts::ExpertCatalog& catalog = m.expert_catalog();
+  uint64_t span = 0;
+  for (const experts::ExpertCatalog::Layer& l : catalog.layers)
+    span = std::max(span, l.layout.span_bytes);
+  auto owned =
+      std::make_unique<experts::StreamingExpertStore>(catalog, std::move(scheduler), options);
+  *store = owned.get();
+  return store_expert_source(std::move(owned), span, true);
 }
 
 }  // namespace deltafin::runtime

@@ -125,6 +125,41 @@ TEST(GpuTiers, K3PlansUnderA24GBCard) {
             plan_tiers(d, l, 2000 * kGiB).resident_spine_bytes);
 }
 
+// The host side of the same plan on a 128 GiB host: the streamed spine passes through a pinned
+// ring of three layers (not a ~93 GB image of all 84), so the pinned buffers take a few GB and
+// most of the RAM budget is left for the RAM tier of experts (--experts stream).
+TEST(GpuTiers, K3PinnedHostMemoryFitsA128GiBHost) {
+  const GpuModelDesc d = k3_desc();
+  const TierPlan t = plan_tiers(d, limits(32768), 22 * kGiB);
+  std::printf("pinned: spine ring %.1f MiB (%lld buffers), expert staging %.1f MiB\n",
+              t.spine_ring_bytes / 1048576.0, static_cast<long long>(t.spine_ring_buffers),
+              t.expert_staging_bytes / 1048576.0);
+  EXPECT_EQ(t.spine_ring_buffers, kSpineRingBuffers);
+  EXPECT_EQ(t.spine_ring_bytes, kSpineRingBuffers * (t.staging_bytes / 2));
+  EXPECT_EQ(t.expert_staging_bytes, kExpertStagingBuffers * t.expert_slot_bytes);
+  EXPECT_LT(t.pinned_host_bytes(), 4 * kGiB);
+  EXPECT_LT(t.pinned_host_bytes(), t.streamed_spine_bytes / 20);
+  // The engine's budget on a 128 GiB host (90% of it, less a few GB the process holds).
+  const uint64_t host_budget = 128 * kGiB * 9 / 10 - 4 * kGiB;
+  EXPECT_NO_THROW(check_host_tiers(t, host_budget));
+  const uint64_t ram_tier = host_budget - t.pinned_host_bytes();
+  EXPECT_GT(ram_tier / t.expert_slot_bytes, 5500u) << "experts the RAM tier holds";
+  // A budget that cannot hold the ring is refused, naming it and the flags.
+  try {
+    check_host_tiers(t, 2 * kGiB);
+    ADD_FAILURE() << "a 2 GiB host budget accepted";
+  } catch (const std::runtime_error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("the streamed spine's ring"), std::string::npos) << m;
+    EXPECT_NE(m.find("--memory-budget"), std::string::npos) << m;
+    EXPECT_NE(m.find("--vram-budget"), std::string::npos) << m;
+  }
+  // Without streamed layers there is no ring.
+  const TierPlan resident = plan_tiers(d, limits(4096), 140 * kGiB);
+  EXPECT_EQ(resident.streamed_layers(), 0);
+  EXPECT_EQ(resident.spine_ring_bytes, 0u);
+}
+
 TEST(GpuTiers, WholeModelWhenItFits) {
   const GpuModelDesc d = k3_desc();
   const GpuLimits l = limits(4096);

@@ -6,7 +6,8 @@
 // counters bench decode's floor uses (Engine::gpu_stats) sane for one decode pass, with every
 // weight resident and with the VRAM tiers; and the VRAM tiers: logits bit-identical whether the
 // weights were resident, streamed spine layers or a 1-3 slot expert cache (prompts, decode steps,
-// the state verify passes leave).
+// the state verify passes leave), the misses from the mapping or, with --experts stream, read
+// from the disk with O_DIRECT into a RAM tier of 2-3 experts or of all of them.
 // Own main, no gtest: exit 77 (skipped) without a GPU, 1 on a failure.
 //   deltafin_gpu_model_tests [FIXTURES]   (default: the source tree's tests/fixtures)
 #include <cuda_runtime_api.h>
@@ -48,14 +49,20 @@ std::vector<int32_t> ids_of(const std::vector<double>& v) {
   return std::vector<int32_t>(v.begin(), v.end());
 }
 
+// ram_slots != 0: --experts stream, the cache's misses read from the disk with O_DIRECT into a
+// RAM tier of that many experts (-1: as many as --memory-budget holds, every one here).
 std::unique_ptr<Engine> load(const std::string& dir, const char* device, int spine_layers = -1,
-                             int expert_slots = 0) {
+                             int expert_slots = 0, int ram_slots = 0) {
   EngineOptions o;
   o.model_dir = dir;
   o.device = device;
   o.drafters = deltafin::DrafterLoad::kOff;
   o.vram_spine_layers = spine_layers;
   o.vram_expert_slots = expert_slots;
+  if (ram_slots != 0) {
+    o.experts = deltafin::ExpertMode::kStream;
+    o.expert_slots = std::max(ram_slots, 0);
+  }
   return Engine::load(o);
 }
 
@@ -289,13 +296,20 @@ void run_tiers(const std::string& dir) {
   const int64_t n_layers = resident->info().n_layers;
   struct Tiers {
     int spine_layers, expert_slots;
+    int ram_slots = 0;  // != 0: --experts stream, the misses read from the disk (-1: all fit)
   };
+  // The disk path: a RAM tier of 2 or 3 experts (most misses read from the disk, waves in the
+  // RAM tier too) and one that holds every expert (the disk once, then RAM hits).
   for (const Tiers t : {Tiers{0, 2}, Tiers{5, 3}, Tiers{static_cast<int>(n_layers), 2}, Tiers{3, 1},
-                        Tiers{0, 1000000}}) {
-    const std::string what = name + " with " + std::to_string(t.spine_layers) +
-                             " resident spine layers and " + std::to_string(t.expert_slots) +
-                             " expert slots";
-    std::unique_ptr<Engine> e = load(dir, "cuda", t.spine_layers, t.expert_slots);
+                        Tiers{0, 1000000}, Tiers{0, 2, 3}, Tiers{3, 1, 2}, Tiers{5, 3, -1}}) {
+    const std::string what =
+        name + " with " + std::to_string(t.spine_layers) + " resident spine layers and " +
+        std::to_string(t.expert_slots) + " expert slots" +
+        (t.ram_slots != 0
+             ? ", --experts stream with " +
+                   (t.ram_slots > 0 ? std::to_string(t.ram_slots) : "all") + " RAM slots"
+             : std::string());
+    std::unique_ptr<Engine> e = load(dir, "cuda", t.spine_layers, t.expert_slots, t.ram_slots);
     const deltafin::MemoryPlanInfo plan = e->memory_plan();
     expect(plan.vram_resident_layers == t.spine_layers &&
                plan.vram_streamed_layers == n_layers - t.spine_layers && plan.vram_expert_slots > 0,
@@ -310,7 +324,27 @@ void run_tiers(const std::string& dir) {
            what + ": expert misses counted");
     // Fewer than 3 streamed layers stay in the two staging buffers; more are copied every pass.
     if (n_layers - t.spine_layers > 2)
-      expect(st.gpu_streamed_spine_bytes > 0, what + ": streamed spine bytes counted");
+      expect(st.gpu_streamed_spine_bytes > 0 && st.gpu_spine_h2d_seconds > 0,
+             what + ": streamed spine bytes and copy time counted");
+    expect(st.gpu_expert_h2d_seconds > 0, what + ": expert copy time counted");
+    // Every VRAM miss came from host memory that held it (RAM tier, mapping) or the disk.
+    expect(st.gpu_expert_ram_hits + st.gpu_expert_disk_reads == st.gpu_expert_misses,
+           what + ": VRAM misses = RAM hits + disk reads (" +
+               std::to_string(st.gpu_expert_ram_hits) + " + " +
+               std::to_string(st.gpu_expert_disk_reads) + " vs " +
+               std::to_string(st.gpu_expert_misses) + ")");
+    if (t.ram_slots != 0) {
+      expect(plan.streaming && st.gpu_expert_disk_reads > 0 && st.gpu_expert_disk_bytes > 0 &&
+                 st.expert_bytes_read == st.gpu_expert_disk_bytes,
+             what + ": misses read from the disk");
+      if (t.ram_slots > 0)
+        expect(st.gpu_expert_disk_reads > st.gpu_expert_ram_hits,
+               what + ": a tiny RAM tier reads most misses");
+      else
+        expect(st.gpu_expert_ram_hits > 0, what + ": a RAM tier that holds them all hits");
+    } else {
+      expect(st.gpu_expert_disk_reads == 0, what + ": mapped experts read nothing explicitly");
+    }
     // The pass counters (bench decode's floor): the same bytes touched in VRAM whatever the
     // tiers, and the tiers' copies (the cache's misses at least) and staging waits on top.
     const Counted tiered = counted(*e, prompt);
@@ -327,14 +361,20 @@ void run_tiers(const std::string& dir) {
                pc.syncs >= rc.syncs,
            what + ": the tiers' copies and waits not counted");
     std::printf(
-        "%s: %llu passes, expert hits %llu, misses %llu (%llu bytes), spine streamed %llu "
-        "bytes, resident %llu bytes: bit-identical\n",
+        "%s: %llu passes, expert hits %llu, misses %llu (%llu bytes; from RAM %llu, disk %llu "
+        "reads %llu bytes), spine streamed %llu bytes (H2D %.3f ms), resident %llu bytes, "
+        "expert H2D %.3f ms: bit-identical\n",
         what.c_str(), static_cast<unsigned long long>(st.gpu_passes),
         static_cast<unsigned long long>(st.gpu_expert_hits),
         static_cast<unsigned long long>(st.gpu_expert_misses),
         static_cast<unsigned long long>(st.gpu_expert_miss_bytes),
+        static_cast<unsigned long long>(st.gpu_expert_ram_hits),
+        static_cast<unsigned long long>(st.gpu_expert_disk_reads),
+        static_cast<unsigned long long>(st.gpu_expert_disk_bytes),
         static_cast<unsigned long long>(st.gpu_streamed_spine_bytes),
-        static_cast<unsigned long long>(st.gpu_resident_spine_bytes));
+        1e3 * st.gpu_spine_h2d_seconds,
+        static_cast<unsigned long long>(st.gpu_resident_spine_bytes),
+        1e3 * st.gpu_expert_h2d_seconds);
   }
   // A budget smaller than the working set is refused naming the tier and the flag.
   EngineOptions o;
