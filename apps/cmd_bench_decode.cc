@@ -72,7 +72,9 @@ std::string drives_json(const std::vector<PassFigures>& passes, double n_tokens)
     all_known = all_known && t.ceiling_gbps > 0;
   }
   o << "],\"io_floor_sum_of_ceilings_seconds_per_token\":"
-    << (all_known && n_tokens > 0 ? needed / n_tokens / (sum_ceiling * 1e9) : 0);
+    // sum_ceiling is 0 when no drive was read (a GPU decode served from its RAM tier): no floor,
+    // not 0/0, which JSON cannot hold.
+    << (all_known && n_tokens > 0 && sum_ceiling > 0 ? needed / n_tokens / (sum_ceiling * 1e9) : 0);
   return o.str();
 }
 

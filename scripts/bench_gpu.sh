@@ -21,9 +21,10 @@
 # Sizes and counts come from the environment (defaults in brackets):
 #   LAYERS [6: the dense layer 0, KDA layers 1, 2, 4, MLA layers 3, 5]  EXPERTS [64 per MoE layer]
 #   TOKENS [24 decode tokens]  PROMPT_TOKENS [512]  ROUNDS [3]  BUDGET_S [560]
-#   HOST_SLOTS [0: off; N: each round also runs the GPU with an expert cache of N slots
-#     (--vram-expert-slots N), so most experts are copied in from host RAM every token: the
-#     summary sets the tiers' host-to-device stream against the pinned copy rate of the same run]
+#   HOST_SLOTS [0: off; N: each round also runs the GPU with --experts stream and an expert
+#     cache of N slots (--vram-expert-slots N), so most experts are copied in every token from
+#     the RAM tier's pinned slots: the summary sets the tiers' host-to-device stream against the
+#     pinned copy rate of the same run]
 #   WORK_ROOT [/tmp: the checkpoint goes to WORK_ROOT/deltafin-bench-gpu]
 #   CPU_PREFILL_S [0.014: the CPU's prefill seconds per token per GB of spine, for the estimate]
 #   CPU_DECODE_GBPS [60: the CPU's decode rate over a token's bytes, for the estimate]
@@ -113,7 +114,9 @@ run() {  # label round (cuda, cpu, or cuda-host: the experts from host RAM throu
   local label=$1 r=$2 dev=$1 extra=()
   # The disk's ceiling measures nothing here (the checkpoint is in the page cache): keep it short.
   [[ $label == cpu ]] && extra=(--ceiling-reps 1 --ceiling-gb 0.1)
-  [[ $label == cuda-host ]] && dev=cuda && extra=(--vram-expert-slots "$HOST_SLOTS")
+  # Experts through the RAM tier (the streaming store's pinned slots; the prompt fills it) into
+  # a VRAM cache of HOST_SLOTS: the decode's misses are copied from pinned host memory.
+  [[ $label == cuda-host ]] && dev=cuda && extra=(--experts stream --vram-expert-slots "$HOST_SLOTS")
   local start=$SECONDS
   if "$deltafin" bench decode --model "$model" --device "$dev" --tokens "$TOKENS" \
     --prompt-tokens "$PROMPT_TOKENS" --speculate off --json --keep-page-cache "${extra[@]}" \

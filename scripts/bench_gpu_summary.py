@@ -71,6 +71,11 @@ def backend_summary(rs):
             "h2d_gbps_over_wall": spread([r.get("vram_h2d_gbps_over_wall") for r in rs]),
             "h2d_share_of_pinned": spread([r.get("vram_h2d_share_of_pinned") for r in rs]),
             "expert_misses_per_token": spread([r.get("vram_expert_misses_per_token") for r in rs]),
+            "expert_ram_hits_per_token": spread([r.get("vram_expert_ram_hits_per_token") for r in rs]),
+            "expert_disk_reads_per_token": spread([r.get("vram_expert_disk_reads_per_token") for r in rs]),
+            "expert_h2d_busy_gbps": spread([r.get("vram_expert_h2d_gbps") for r in rs]),
+            "expert_h2d_busy_share_of_pinned": spread(
+                [r.get("vram_expert_h2d_share_of_pinned") for r in rs]),
             "prompt_ratio": spread([g["prompt"]["ratio"] for g in gpu]),
             "prompt_floor_seconds": spread([g["prompt"]["floor_seconds"] for g in gpu]),
             "prompt_bytes": spread([g["prompt"]["bytes"]["total"] for g in gpu]),
@@ -149,11 +154,15 @@ def main():
             host[min(host)].get("vram_expert_slots", "?"), len(host)), "",
                "| figure | min / median / max |", "|---|---|",
                "| decode ms/token | %s |" % fmt(summary["cuda_host"]["decode_seconds_per_token"], 1e3, 2),
-               "| expert misses per token | %s |" % fmt(h["expert_misses_per_token"], 1, 1),
+               "| expert misses per token (VRAM cache) | %s |" % fmt(h["expert_misses_per_token"], 1, 1),
+               "| - from the RAM tier / from disk | %s; %s |" % (
+                   fmt(h["expert_ram_hits_per_token"], 1, 1), fmt(h["expert_disk_reads_per_token"], 1, 1)),
+               "| expert copies GB/s while busy (CUDA events) | %s |" % fmt(h["expert_h2d_busy_gbps"], 1, 1),
+               "| - over the pinned copy rate (bar 0.85) | %s |" % fmt(h["expert_h2d_busy_share_of_pinned"], 1, 3),
                "| GB copied in per token (streamed spine + misses) | %s |" % fmt(h["h2d_bytes_per_token"], 1e-9, 3),
                "| host-to-device GB/s over the wall time | %s |" % fmt(h["h2d_gbps_over_wall"], 1, 1),
                "| pinned copy GB/s (expert-sized, same run) | %s |" % fmt(h["pinned_h2d_gbps"], 1, 1),
-               "| stream / pinned copy rate (bar 0.85) | %s |" % fmt(h["h2d_share_of_pinned"], 1, 3),
+               "| - over the pinned copy rate (wall) | %s |" % fmt(h["h2d_share_of_pinned"], 1, 3),
                "| speed-up over the CPU (paired rounds) | %s |" % fmt(spread(
                    [cpu[r]["seconds_per_token"] / host[r]["seconds_per_token"] for r in hp]), 1, 2)]
     if "speedup_gpu_over_cpu" in summary:
