@@ -9,11 +9,8 @@ DF=$1
 TESTS=$2
 source "$TESTS/../tools/hfserver/testlib.sh"
 
-make_repo "$WORK/repo"
-hf_start "test/model=$WORK/repo"
 S="$WORK/stream"
-"$DF" setup --stream --repo test/model --revision main --endpoint "$HF_URL" --dir "$S" \
-  >/dev/null 2>"$WORK/err" || fail "setup --stream: $(tail -5 "$WORK/err")"
+stream_install "$S"
 ids="5,17,42,7,99,3,64,200"
 "$DF" logits --model "$WORK/repo" --ids "$ids" --out "$WORK/ref.st" 2>"$WORK/err" ||
   fail "logits on the original: $(tail -3 "$WORK/err")"

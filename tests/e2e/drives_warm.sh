@@ -7,11 +7,8 @@ DF=$1
 TESTS=$2
 source "$TESTS/../tools/hfserver/testlib.sh"
 
-make_repo "$WORK/repo"
-hf_start "test/model=$WORK/repo"
 S="$WORK/stream"
-"$DF" setup --stream --repo test/model --revision main --endpoint "$HF_URL" --dir "$S" \
-  >/dev/null 2>"$WORK/err" || fail "setup --stream: $(tail -5 "$WORK/err")"
+stream_install "$S"
 read -r l1 l2 <<<"$(python3 -c "
 import json; m = json.load(open('$S/.deltafin/experts.json'))
 print(m['layers'][0]['layer'], m['layers'][1]['layer'])")"

@@ -7,13 +7,10 @@ DF=$1
 TESTS=$2
 source "$TESTS/../tools/hfserver/testlib.sh"
 
-make_repo "$WORK/repo"
-hf_start "test/model=$WORK/repo"
 S="$WORK/stream"
 
 # 1. The streaming install: spine shards, their index, the manifest, an empty cache.
-"$DF" setup --stream --repo test/model --revision main --endpoint "$HF_URL" --dir "$S" \
-  >/dev/null 2>"$WORK/err" || fail "setup --stream: $(tail -5 "$WORK/err")"
+stream_install "$S"
 grep -q '"kind": "stream"' "$S/.deltafin/install.json" || fail "install.json is not kind stream"
 ls "$S" | grep -q '^model-' && fail "a streaming install must not hold remote shards"
 spine_out=$(check_spine "$S" "$WORK/repo") || fail "spine check"

@@ -98,6 +98,15 @@ make_repo() {
   fi
 }
 
+# stream_install DIR: the test repository (make_repo) served (hf_start) and installed with
+# `deltafin setup --stream` into DIR: spine shards, the expert manifest, an empty pool.
+stream_install() {
+  make_repo "$WORK/repo"
+  hf_start "test/model=$WORK/repo"
+  "$DF" setup --stream --repo test/model --revision main --endpoint "$HF_URL" --dir "$1" \
+    >/dev/null 2>"$WORK/err" || fail "setup --stream: $(tail -5 "$WORK/err")"
+}
+
 # same_files A B FILE...: byte-identical copies.
 same_files() {
   local a=$1 b=$2
