@@ -153,11 +153,11 @@ ExpertSources expert_sources(const std::string& model, const format::ModelConfig
   }
   const setup::ExpertManifest manifest = setup::load_expert_manifest(model);
   const experts::ExpertCatalog catalog = setup::catalog_from_manifest(manifest, config, model);
+  const setup::ExpertLocator local = setup::ExpertLocator::open(model);
   int64_t ordinal = 0;
   for (const experts::ExpertCatalog::Layer& layer : catalog.layers) {
     for (const format::ExpertSpan& span : layer.spans) {
-      std::error_code ec;  // cache files are published whole (rename), so present means complete
-      if (fs::file_size(span.file, ec) == span.nbytes && !ec) {
+      if (local.find(span.layer, span.expert)) {
         out.spans.push_back(span);
         out.ordinals.push_back(ordinal);
       } else {
