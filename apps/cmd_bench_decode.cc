@@ -408,6 +408,10 @@ int run_bench(Args& args) {
 
   const double h2d_per_token =
       static_cast<double>(vram.gpu_streamed_spine_bytes + vram.gpu_expert_miss_bytes) / n;
+  const double h2d_over_wall_gbps = spt > 0 ? h2d_per_token / spt / 1e9 : 0;
+  const auto share_of_pinned = [&](double gbps) {
+    return gpu_costs.pinned_h2d_gbps > 0 ? gbps / gpu_costs.pinned_h2d_gbps : 0.0;
+  };
 
   std::ostringstream o;
   o.precision(6);
@@ -471,17 +475,13 @@ int run_bench(Args& args) {
     // What the tiers copied in over the link per token, over the wall time: when the pass waits
     // on its copies, the stream rate to set beside the pinned copy rate measured in this run.
     << ",\"vram_h2d_bytes_per_token\":" << h2d_per_token
-    << ",\"vram_h2d_gbps_over_wall\":" << (spt > 0 ? h2d_per_token / spt / 1e9 : 0)
-    << ",\"vram_h2d_share_of_pinned\":"
-    << (spt > 0 && gpu_costs.pinned_h2d_gbps > 0
-            ? h2d_per_token / spt / 1e9 / gpu_costs.pinned_h2d_gbps
-            : 0)
+    << ",\"vram_h2d_gbps_over_wall\":" << h2d_over_wall_gbps << ",\"vram_h2d_share_of_pinned\":"
+    << share_of_pinned(h2d_over_wall_gbps)
     // Each tier's copies over the time they were busy (CUDA events): the link rate they got.
     << ",\"vram_spine_h2d_gbps\":" << spine_h2d_gbps
-    << ",\"vram_expert_h2d_gbps\":" << expert_h2d_gbps << ",\"vram_expert_h2d_share_of_pinned\":"
-    << (gpu_costs.pinned_h2d_gbps > 0 ? expert_h2d_gbps / gpu_costs.pinned_h2d_gbps : 0)
-    << ",\"vram_spine_h2d_share_of_pinned\":"
-    << (gpu_costs.pinned_h2d_gbps > 0 ? spine_h2d_gbps / gpu_costs.pinned_h2d_gbps : 0)
+    << ",\"vram_expert_h2d_gbps\":" << expert_h2d_gbps
+    << ",\"vram_expert_h2d_share_of_pinned\":" << share_of_pinned(expert_h2d_gbps)
+    << ",\"vram_spine_h2d_share_of_pinned\":" << share_of_pinned(spine_h2d_gbps)
     << ",\"gpu_pinned_host_bytes\":" << plan.gpu_pinned_host_bytes
     << ",\"rss_peak_bytes\":" << rss_peak
     << ",\"rss_within_budget\":" << (within ? "true" : "false") << ",\"speculate\":\""
