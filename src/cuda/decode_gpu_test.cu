@@ -493,13 +493,28 @@ void test_sums(std::mt19937& rng, bool gpu) {
   moe_combine(d_c.ptr, d_w.ptr, n, k, width, d_sum.ptr);
   expect(same_bits(d_sum.download(n * width).data(), sum.data(), n * width),
          "moe_combine: 16 rows == the CPU loop (memcmp)");
+  // The grouped MoE's order: contrib rows shuffled (expert-major), read back through the table.
+  std::vector<int32_t> at(n * k);
+  for (int64_t i = 0; i < n * k; ++i) at[i] = static_cast<int32_t>(i);
+  std::shuffle(at.begin(), at.end(), rng);
+  std::vector<float> shuffled(n * k * width);
+  for (int64_t sl = 0; sl < n * k; ++sl)
+    std::copy_n(contrib.begin() + sl * width, width, shuffled.begin() + at[sl] * width);
+  DeviceBuffer<float> d_shuffled(shuffled), d_gathered(n * k * width);
+  DeviceBuffer<int32_t> d_at(at);
+  moe_combine_rows(d_shuffled.ptr, d_at.ptr, d_w.ptr, n, k, width, d_sum.ptr);
+  expect(same_bits(d_sum.download(n * width).data(), sum.data(), n * width),
+         "moe_combine_rows: shuffled rows through the table == the CPU loop (memcmp)");
+  gather_rows(d_shuffled.ptr, d_at.ptr, n * k, width, d_gathered.ptr);
+  expect(same_bits(d_gathered.download(n * k * width).data(), contrib.data(), n * k * width),
+         "gather_rows undoes the shuffle (memcmp)");
   add(d_a.ptr, n * hidden, d_b.ptr);
   expect(same_bits(d_b.download(n * hidden).data(), added.data(), n * hidden),
          "add == kernels::add (memcmp)");
   embed_rows(d_table.ptr, hidden, d_ids.ptr, n, d_emb.ptr);
   expect(same_bits(d_emb.download(n * hidden).data(), emb.data(), n * hidden),
          "embed_rows == bf16_to_f32 of the rows (memcmp, NaN payloads aside)");
-  std::printf("ok   moe_combine, add, embed_rows: bit-identical to the CPU\n");
+  std::printf("ok   moe_combine(_rows), gather_rows, add, embed_rows: bit-identical to the CPU\n");
 }
 
 // ---- MLA --------------------------------------------------------------------------------------

@@ -368,15 +368,28 @@ __global__ void add_kernel(const float* x, int64_t n, float* y) {
     y[i] = __fadd_rn(y[i], x[i]);
 }
 
-__global__ void moe_combine_kernel(const float* contrib, const float* weights, int64_t n, int k,
-                                   int64_t width, float* sum) {
+// rows: null for contrib in slot order, else the contrib row of each (row, rank) slot.
+__global__ void moe_combine_kernel(const float* contrib, const int32_t* rows, const float* weights,
+                                   int64_t n, int k, int64_t width, float* sum) {
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n * width;
        e += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = e / width, j = e % width;
     float acc = 0.0f;
-    for (int rank = 0; rank < k; ++rank)
-      acc = __fadd_rn(acc, __fmul_rn(weights[r * k + rank], contrib[(r * k + rank) * width + j]));
+    for (int rank = 0; rank < k; ++rank) {
+      const int64_t slot = r * k + rank;
+      const int64_t row = rows == nullptr ? slot : rows[slot];
+      acc = __fadd_rn(acc, __fmul_rn(weights[slot], contrib[row * width + j]));
+    }
     sum[e] = acc;
+  }
+}
+
+__global__ void gather_rows_kernel(const float* src, const int32_t* rows, int64_t m, int64_t width,
+                                   float* dst) {
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < m * width;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t p = e / width, j = e % width;
+    dst[e] = src[rows[p] * width + j];
   }
 }
 
@@ -776,8 +789,31 @@ void moe_combine(const float* contrib, const float* weights, int64_t n, int64_t 
   if (k < 1 || k > 1024) bad(what, "k", k, "1..1024");
   if (width < 1) bad(what, "width", width, ">= 1");
   if (n == 0) return;
-  moe_combine_kernel<<<grid_for(n * width), 256, 0, stream>>>(contrib, weights, n,
+  moe_combine_kernel<<<grid_for(n * width), 256, 0, stream>>>(contrib, nullptr, weights, n,
                                                               static_cast<int>(k), width, sum);
+  check_launch(what);
+}
+
+void moe_combine_rows(const float* contrib, const int32_t* rows, const float* weights, int64_t n,
+                      int64_t k, int64_t width, float* sum, cudaStream_t stream) {
+  const char* what = "cuda::moe_combine_rows";
+  if (n < 0) bad(what, "n", n, ">= 0");
+  if (k < 1 || k > 1024) bad(what, "k", k, "1..1024");
+  if (width < 1) bad(what, "width", width, ">= 1");
+  if (rows == nullptr) throw std::invalid_argument(std::string(what) + ": rows is null");
+  if (n == 0) return;
+  moe_combine_kernel<<<grid_for(n * width), 256, 0, stream>>>(contrib, rows, weights, n,
+                                                              static_cast<int>(k), width, sum);
+  check_launch(what);
+}
+
+void gather_rows(const float* src, const int32_t* rows, int64_t m, int64_t width, float* dst,
+                 cudaStream_t stream) {
+  const char* what = "cuda::gather_rows";
+  if (m < 0) bad(what, "m", m, ">= 0");
+  if (width < 1) bad(what, "width", width, ">= 1");
+  if (m == 0) return;
+  gather_rows_kernel<<<grid_for(m * width), 256, 0, stream>>>(src, rows, m, width, dst);
   check_launch(what);
 }
 

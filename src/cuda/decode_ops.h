@@ -75,6 +75,14 @@ void mul_sigmoid(const float* gate, int64_t n, float* y, cudaStream_t stream = 0
 void add(const float* x, int64_t n, float* y, cudaStream_t stream = 0);
 void moe_combine(const float* contrib, const float* weights, int64_t n, int64_t k, int64_t width,
                  float* sum, cudaStream_t stream = 0);
+// The MoE's grouped products (gpu_blocks.cc) read their inputs gathered expert by expert and
+// leave their outputs in that order: gather_rows copies dst[p] = src[rows[p]] (width floats a
+// row, p < m), and moe_combine_rows is moe_combine reading slot (r, rank) at row rows[r·k + rank]
+// of contrib, the same arithmetic, so bit-identical to moe_combine over the rows in slot order.
+void gather_rows(const float* src, const int32_t* rows, int64_t m, int64_t width, float* dst,
+                 cudaStream_t stream = 0);
+void moe_combine_rows(const float* contrib, const int32_t* rows, const float* weights, int64_t n,
+                      int64_t k, int64_t width, float* sum, cudaStream_t stream = 0);
 void embed_rows(const uint16_t* table, int64_t width, const int32_t* ids, int64_t n, float* out,
                 cudaStream_t stream = 0);
 
