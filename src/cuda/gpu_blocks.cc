@@ -1,5 +1,6 @@
 // The GPU model's layer blocks over device rows, each the CPU block's steps in its order
 // (model/kda.cc, mla.cc, mlp.cc, moe.cc) with the decode numerics: recurrent KDA, absorbed MLA.
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -15,6 +16,72 @@ void copy_d2d(float* dst, const float* src, int64_t count, cudaStream_t stream, 
   count_copy();
   check_cuda(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, stream),
              what);
+}
+
+// Whether the route's experts can run as grouped launches: all MXFP4, of one shape.
+bool groupable(const DevMoe& w, const std::vector<int32_t>& experts) {
+  if (experts.empty() || w.experts.empty()) return false;
+  const DevGlu& a = w.experts[experts[0]];
+  const auto same = [](const DevMatrix& x, const DevMatrix& y) {
+    return x.mxfp4 && y.mxfp4 && x.mx.rows == y.mx.rows && x.mx.cols == y.mx.cols;
+  };
+  for (int32_t e : experts) {
+    const DevGlu& b = w.experts[e];
+    if (!same(a.gate, b.gate) || !same(a.up, b.up) || !same(a.down, b.down)) return false;
+  }
+  return a.up.mx.rows == a.gate.mx.rows && a.down.mx.cols == a.gate.mx.rows;
+}
+
+// The route's resident experts in five launches and one upload, where one expert at a time
+// takes six: the slots' inputs gathered expert by expert, every gate and up in one grouped
+// launch, SiTU over all of them, every down in one more, and the combine reading each slot's
+// output where its expert left it. Each grouped product is bit-identical to its single launch
+// (gemv.h) and the combine's arithmetic is moe_combine's, so the sum in ws.sum is the per-expert
+// path's, bit for bit. slots[i]: the (row, rank) slots that chose experts[i].
+void run_grouped(const PassContext& c, const DevMoe& w, const std::vector<int32_t>& experts,
+                 const std::vector<std::vector<int32_t>>& slots, int64_t n) {
+  GpuWorkspace& ws = c.ws;
+  const GpuShape& sh = c.shape;
+  const cudaStream_t s = c.stream;
+  const int64_t k = sh.router.top_k, width = sh.moe_width, m_all = n * k;
+  const int64_t count = static_cast<int64_t>(experts.size());
+  const int64_t inter = w.experts[experts[0]].gate.mx.rows;
+  // The table: tasks (gates and ups interleaved, then downs), the gather's rows, the slots' rows.
+  const uint64_t task_bytes = 3 * static_cast<uint64_t>(m_all) * sizeof(DeviceMxfp4Task);
+  ws.host_moe_table.assign(moe_table_bytes(m_all), 0);
+  auto* tasks = reinterpret_cast<DeviceMxfp4Task*>(ws.host_moe_table.data());
+  auto* gather_from = reinterpret_cast<int32_t*>(ws.host_moe_table.data() + task_bytes);
+  int32_t* output_row = gather_from + m_all;
+  int64_t p = 0, max_m = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const DevGlu& e = w.experts[experts[i]];
+    const int m = static_cast<int>(slots[i].size());
+    float *xin = ws.zin + p * width, *g = ws.glu_g + p * inter, *u = ws.glu_u + p * inter;
+    tasks[2 * i] = DeviceMxfp4Task{e.gate.mx.packed, e.gate.mx.scales, xin, g, m};
+    tasks[2 * i + 1] = DeviceMxfp4Task{e.up.mx.packed, e.up.mx.scales, xin, u, m};
+    tasks[2 * count + i] =
+        DeviceMxfp4Task{e.down.mx.packed, e.down.mx.scales, g, ws.ey + p * width, m};
+    for (int32_t sl : slots[i]) {
+      gather_from[p] = static_cast<int32_t>(sl / k);
+      output_row[sl] = static_cast<int32_t>(p);
+      ++p;
+    }
+    max_m = std::max<int64_t>(max_m, m);
+    ++c.stats->expert_hits;
+    c.stats->expert_hit_bytes += w.expert_bytes;
+  }
+  const auto* d_tasks = reinterpret_cast<const DeviceMxfp4Task*>(ws.moe_table);
+  const auto* d_gather_from = reinterpret_cast<const int32_t*>(ws.moe_table + task_bytes);
+  // From pageable memory: the call returns once the bytes are staged, so the table is free again.
+  count_copy();
+  check_cuda(cudaMemcpyAsync(ws.moe_table, ws.host_moe_table.data(), ws.host_moe_table.size(),
+                             cudaMemcpyHostToDevice, s),
+             "MoE table");
+  gather_rows(ws.z, d_gather_from, m_all, width, ws.zin, s);
+  matmul_grouped(d_tasks, 2 * count, inter, width, max_m, s);
+  situ_glu(ws.glu_g, ws.glu_u, m_all * inter, sh.situ_beta, sh.situ_linear_beta, ws.glu_g, s);
+  matmul_grouped(d_tasks + 2 * count, count, width, inter, max_m, s);
+  moe_combine_rows(ws.ey, d_gather_from + m_all, ws.route_w, n, k, width, ws.sum, s);
 }
 
 }  // namespace
@@ -178,18 +245,23 @@ void moe_block(const PassContext& c, const DevMoe& w, int64_t layer, const float
   };
   if (c.cache != nullptr) {
     c.cache->run(layer, experts, s, run_expert, c.stats);
+    moe_combine(ws.contrib, ws.route_w, n, k, width, ws.sum, s);
   } else {
     if (w.experts.size() != static_cast<size_t>(sh.router.n_experts))
       throw std::logic_error("CUDA backend: layer " + std::to_string(layer) +
                              " has no resident experts and no cache");
-    for (size_t i = 0; i < experts.size(); ++i) {
-      const DevGlu& ew = w.experts[experts[i]];
-      run_expert(ew, i);
-      ++c.stats->expert_hits;
-      c.stats->expert_hit_bytes += w.expert_bytes;
+    if (groupable(w, experts)) {
+      run_grouped(c, w, experts, slots, n);
+    } else {
+      for (size_t i = 0; i < experts.size(); ++i) {
+        const DevGlu& ew = w.experts[experts[i]];
+        run_expert(ew, i);
+        ++c.stats->expert_hits;
+        c.stats->expert_hit_bytes += w.expert_bytes;
+      }
+      moe_combine(ws.contrib, ws.route_w, n, k, width, ws.sum, s);
     }
   }
-  moe_combine(ws.contrib, ws.route_w, n, k, width, ws.sum, s);
   if (!w.latent_up.empty()) {
     if (w.latent_norm != nullptr)
       rmsnorm_rows(ws.sum, w.latent_norm, n, width, sh.moe_norm_eps, ws.sum, s);

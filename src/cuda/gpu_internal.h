@@ -136,6 +136,9 @@ struct GpuWorkspace {
   float *glu_g = nullptr, *glu_u = nullptr, *router = nullptr, *route_w = nullptr, *z = nullptr,
         *zin = nullptr, *contrib = nullptr, *ey = nullptr, *sum = nullptr, *shared = nullptr;
   int32_t* route_e = nullptr;
+  // The grouped MoE's table, uploaded once per MoE layer (gpu_blocks.cc, moe_table_bytes).
+  uint8_t* moe_table = nullptr;
+  std::vector<uint8_t> host_moe_table;
   float* logits = nullptr;
   // The residual stream's bookkeeping (model/attn_res.h) for the pass in flight.
   int64_t n = 0, n_blocks = 0;
@@ -145,6 +148,10 @@ struct GpuWorkspace {
 };
 void place_workspace(const GpuModelDesc& desc, const GpuLimits& limits, Arena& arena,
                      GpuWorkspace* ws);
+// The grouped MoE's table for a pass of `slots` (row, rank) slots: at most `slots` distinct
+// experts, 3 products each (gate, up, down), then two int32 per slot (its gathered input's row
+// and its output's row).
+uint64_t moe_table_bytes(int64_t slots);
 
 struct DevKdaState {
   float *s = nullptr, *conv = nullptr;              // the state

@@ -179,6 +179,10 @@ WorkspaceDims workspace_dims(const GpuModelDesc& desc) {
   return dims;
 }
 
+uint64_t moe_table_bytes(int64_t slots) {
+  return static_cast<uint64_t>(slots) * (3 * sizeof(DeviceMxfp4Task) + 2 * sizeof(int32_t));
+}
+
 void place_workspace(const GpuModelDesc& desc, const GpuLimits& limits, Arena& a,
                      GpuWorkspace* ws) {
   const GpuShape& sh = desc.shape;
@@ -215,17 +219,20 @@ void place_workspace(const GpuModelDesc& desc, const GpuLimits& limits, Arena& a
     ws->attend = a.take<float>(
         mla_absorbed_gpu_scratch_floats(ms, r, std::max<int64_t>(limits.max_positions, r)));
   }
-  ws->glu_g = a.take<float>(r * dims.glu_inter);
-  ws->glu_u = a.take<float>(r * dims.glu_inter);
+  // The grouped MoE computes all of a pass's (row, rank) slots at once, r·top_k rows.
+  const int64_t glu_rows = any_moe ? r * sh.router.top_k : r;
+  ws->glu_g = a.take<float>(glu_rows * dims.glu_inter);
+  ws->glu_u = a.take<float>(glu_rows * dims.glu_inter);
   if (any_moe) {
     const int64_t k = sh.router.top_k, width = sh.moe_width;
     ws->router = a.take<float>(r * sh.router.n_experts);
     ws->route_e = a.take<int32_t>(r * k);
     ws->route_w = a.take<float>(r * k);
     ws->z = a.take<float>(r * width);
-    ws->zin = a.take<float>(r * width);
+    ws->zin = a.take<float>(r * k * width);
     ws->contrib = a.take<float>(r * k * width);
-    ws->ey = a.take<float>(r * width);
+    ws->ey = a.take<float>(r * k * width);
+    ws->moe_table = a.take<uint8_t>(moe_table_bytes(r * k));
     ws->sum = a.take<float>(r * width);
     ws->shared = a.take<float>(r * d);
   }
