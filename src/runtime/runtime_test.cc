@@ -2,6 +2,11 @@
 // would, prefix sync, stop rules, sampling determinism.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <limits>
+#include <random>
+#include <vector>
+
 #include "base/error.h"
 #include "deltafin/engine.h"
 #include "runtime/sampler.h"
@@ -22,6 +27,22 @@ TEST(Sampler, GreedyTakesTheLowestIdOnTies) {
   opt.top_k = 1;
   runtime::Sampler top1(opt);
   EXPECT_EQ(top1.next(logits), 1);
+}
+
+// NaN never wins, and a NaN first stays (the running maximum compares, never reads back).
+TEST(Sampler, GreedySkipsNaNAndMatchesAPlainScan) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(runtime::argmax(std::vector<float>{-1.0f, nan, 3.0f, nan, 3.0f}), 2);
+  EXPECT_EQ(runtime::argmax(std::vector<float>{nan, 5.0f, 7.0f}), 0);
+  EXPECT_EQ(runtime::argmax(std::vector<float>{-0.0f, 0.0f}), 0);
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> few(-8, 8);  // many ties
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<float> v(1000);
+    for (float& x : v) x = static_cast<float>(few(rng));
+    const auto first_max = std::max_element(v.begin(), v.end()) - v.begin();
+    EXPECT_EQ(runtime::argmax(v), first_max);
+  }
 }
 
 TEST(Sampler, SameSeedSameDraws) {
