@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/memory_budget.h"
 #include "base/stopwatch.h"
+#include "base/timeline.h"
 #include "deltafin/engine.h"
 #include "model/model.h"
 #include "runtime/gpu_backend.h"
@@ -415,7 +416,10 @@ GenerateResult SessionImpl::generate(std::span<const int32_t> prompt,
     int64_t used = 0;  // rows drawn from
     std::optional<StopReason> stop;
     for (;;) {
-      const int32_t id = sampler.next(std::span<const float>(rows).subspan(used * vocab, vocab));
+      const int32_t id = [&] {
+        base::timeline::Phase phase("sample");
+        return sampler.next(std::span<const float>(rows).subspan(used * vocab, vocab));
+      }();
       ++used;
       ++generated;
       result.ids.push_back(id);
@@ -465,7 +469,10 @@ GenerateResult SessionImpl::generate(std::span<const int32_t> prompt,
     draft_ms = plan.draft_ms;
     stats_.draft_ms += plan.draft_ms;
     const base::Stopwatch pass_time;
-    rows = step(drafts);
+    {
+      base::timeline::Phase phase("step");
+      rows = step(drafts);
+    }
     ran_pass = true;
     pass_ms = pass_time.elapsed_ms();
     speculator_.record_pass(static_cast<int>(drafts.size()) + 1, pass_ms / 1000.0);
