@@ -6,14 +6,16 @@
 #   2. a memory cgroup of MEM_LIMIT (the engine's --memory-budget too), so most of the spine
 #      streams from the disk; with READ_LIMIT_MBPS set, the cgroup's reads from that disk are
 #      capped with io.max below the disk's slowest rate, so a drifting disk reads at one rate;
-#   3. RUNS runs of `bench decode --device cpu --speculate off --tokens TOKENS --json`, page cache
-#      dropped before each, the ceiling probed before and after the decode with CEILING_GB per
-#      depth (long enough to outlast blk-throttle's burst allowance);
+#   3. RUNS runs of `bench decode --device DEVICE --speculate off --tokens TOKENS --json`, page
+#      cache dropped before each, the ceiling probed before and after the decode with CEILING_GB
+#      per depth (long enough to outlast blk-throttle's burst allowance). DEVICE=cuda is the GPU's
+#      disk tier: `--experts stream`, an expert cache of VRAM_SLOTS slots in VRAM and a RAM tier
+#      of RAM_SLOTS (both small, so most of a token's experts are read from the disk);
 #   4. OUT/summary.md: per run s/token, the I/O floor, s/token over it (bar 1.10) and the reads
 #      while busy over the ceiling (bar 0.93), then min/median/max; OUT/run-N.json and .err.
 # usage: scripts/bench_one_drive.sh --out DIR [--deltafin PATH] [--work DIR]
 # env (defaults): LAYERS [5] EXPERTS [64] MEM_LIMIT [9G] READ_LIMIT_MBPS [unset] RUNS [3]
-#   TOKENS [12] CEILING_GB [6]
+#   TOKENS [12] CEILING_GB [6] DEVICE [cpu] VRAM_SLOTS [16] RAM_SLOTS [32]
 set -euo pipefail
 
 deltafin=build/release/deltafin
@@ -33,7 +35,11 @@ done
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 [[ $deltafin == /* ]] || deltafin=$PWD/$deltafin
 layers=${LAYERS:-5} experts=${EXPERTS:-64} mem=${MEM_LIMIT:-9G}
-runs=${RUNS:-3} tokens=${TOKENS:-12} ceiling_gb=${CEILING_GB:-6}
+runs=${RUNS:-3} tokens=${TOKENS:-12} ceiling_gb=${CEILING_GB:-6} device=${DEVICE:-cpu}
+device_args=(--device "$device")
+[[ $device == cuda* ]] &&
+  device_args+=(--experts stream --vram-expert-slots "${VRAM_SLOTS:-16}"
+    --expert-slots "${RAM_SLOTS:-32}")
 mkdir -p "$out" "$work"
 # shellcheck disable=SC2034  # capped() (memory_cgroup.sh) writes its runs there
 raw=$out
@@ -47,13 +53,13 @@ source "$here/lib/memory_cgroup.sh"
 make_memory_cgroup deltafin-one-drive "$mem"
 [[ -n ${READ_LIMIT_MBPS:-} ]] && limit_read_rate "$model" "$READ_LIMIT_MBPS"
 for r in $(seq 1 "$runs"); do
-  capped "run-$r" "$deltafin" bench decode --device cpu --model "$model" --tokens "$tokens" \
+  capped "run-$r" "$deltafin" bench decode "${device_args[@]}" --model "$model" --tokens "$tokens" \
     --memory-budget "$mem" --speculate off --ceiling-reps 1 --ceiling-gb "$ceiling_gb" --json
 done
 
-python3 - "$out" "${READ_LIMIT_MBPS:-none}" "$mem" <<'PY'
+python3 - "$out" "${READ_LIMIT_MBPS:-none}" "$mem" "$device" <<'PY'
 import glob, json, os, sys
-out, cap, mem = sys.argv[1:4]
+out, cap, mem, device = sys.argv[1:5]
 rows = []
 for f in sorted(glob.glob(os.path.join(out, "run-*.json"))):
     try:
@@ -68,7 +74,8 @@ def mmm(i):
     v = sorted(r[i] for r in rows)
     return f"{v[0]:.3f} / {v[len(v) // 2]:.3f} / {v[-1]:.3f}" if v else "-"
 with open(os.path.join(out, "summary.md"), "w") as s:
-    s.write(f"# One drive, spine streamed: {mem} cgroup, reads capped at {cap} MB/s\n\n")
+    what = "spine streamed" if device == "cpu" else f"{device}, experts from the disk"
+    s.write(f"# One drive, {what}: {mem} cgroup, reads capped at {cap} MB/s\n\n")
     s.write("| run | s/token | I/O floor | over the floor | reads while busy GB/s | ceiling GB/s | busy / ceiling | GB/token |\n")
     s.write("|---|---|---|---|---|---|---|---|\n")
     for r in rows:
