@@ -517,6 +517,46 @@ void test_sums(std::mt19937& rng, bool gpu) {
   std::printf("ok   moe_combine(_rows), gather_rows, add, embed_rows: bit-identical to the CPU\n");
 }
 
+// The device-side task table of one decode row: each rank's gate, up and down point at its
+// expert's weights and at that rank's rows; an id outside the experts gets no products and a NaN
+// output row. (The products themselves are matmul_grouped's, tested in gemv_gpu_test.cu; the GPU
+// model test memcmps this path against the host-routed one.)
+void test_expert_tasks(bool gpu) {
+  if (!gpu) return;
+  const int64_t n_experts = 5, k = 3, inter = 64, width = 32;
+  std::vector<DeviceMxfp4Task> table(3 * n_experts);
+  std::vector<uint8_t> fake(1);
+  for (int64_t e = 0; e < 3 * n_experts; ++e)  // recognizable addresses, never dereferenced
+    table[e] =
+        DeviceMxfp4Task{fake.data() + 1000 * e, fake.data() + 1000 * e + 7, nullptr, nullptr, 0};
+  const std::vector<int32_t> route = {4, 0, 9};  // 9: not an expert
+  DeviceBuffer<DeviceMxfp4Task> d_table(table), d_tasks(3 * k);
+  DeviceBuffer<int32_t> d_route(route);
+  DeviceBuffer<float> x(width), g(k * inter), u(k * inter), ey(k * width);
+  expert_tasks_one_row(d_table.ptr, n_experts, d_route.ptr, k, x.ptr, g.ptr, u.ptr, inter, ey.ptr,
+                       width, d_tasks.ptr);
+  const std::vector<DeviceMxfp4Task> t = d_tasks.download(3 * k);
+  bool ok = true;
+  for (int64_t i = 0; i < 2; ++i) {
+    const int64_t e = route[i];
+    const DeviceMxfp4Task &gate = t[2 * i], &up = t[2 * i + 1], &down = t[2 * k + i];
+    ok &= gate.packed == table[3 * e].packed && gate.scales == table[3 * e].scales &&
+          up.packed == table[3 * e + 1].packed && down.packed == table[3 * e + 2].packed &&
+          down.scales == table[3 * e + 2].scales;
+    ok &= gate.x == x.ptr && up.x == x.ptr && gate.y == g.ptr + i * inter &&
+          up.y == u.ptr + i * inter && down.x == g.ptr + i * inter &&
+          down.y == ey.ptr + i * width && gate.n == 1 && up.n == 1 && down.n == 1;
+  }
+  expect(ok, "expert_tasks_one_row: each rank's products point at its expert and rows");
+  const DeviceMxfp4Task &bg = t[4], &bu = t[5], &bd = t[2 * k + 2];
+  const std::vector<float> out = ey.download(k * width);
+  bool nan_row = true;
+  for (int64_t j = 0; j < width; ++j) nan_row &= std::isnan(out[2 * width + j]);
+  expect(bg.n == 0 && bu.n == 0 && bd.n == 0 && nan_row,
+         "expert_tasks_one_row: an id past the experts gets no products and a NaN row");
+  std::printf("ok   expert_tasks_one_row: the table of a decode row\n");
+}
+
 // ---- MLA --------------------------------------------------------------------------------------
 
 // The fp64 definition (expanded form): per position K = W_UK·latent, V = W_UV·latent; softmax of
@@ -779,6 +819,7 @@ void run_decode_tests(bool gpu) {
   test_kda_elementwise(rng, 96, 16, gpu);
   test_kda_elementwise(rng, 4, 16, gpu, 16);
   test_sums(rng, gpu);
+  test_expert_tasks(gpu);
   test_mla(rng, 4, 270, 16, gpu);  // rows see 255..270 positions: one chunk, then two
   test_mla(rng, 96, 40, 2, gpu);   // K3's head count
   test_mla_small(rng, MlaGpuShape{4, 32, 16, 8, 16}, 270, 16, gpu);  // the k3-tiny-a oracle's

@@ -384,6 +384,31 @@ __global__ void moe_combine_kernel(const float* contrib, const int32_t* rows, co
   }
 }
 
+__global__ void expert_tasks_kernel(const DeviceMxfp4Task* table, int64_t n_experts,
+                                    const int32_t* route, int k, const float* x, float* g, float* u,
+                                    int64_t inter, float* ey, int64_t width,
+                                    DeviceMxfp4Task* tasks) {
+  const int i = blockIdx.x;
+  const int32_t e = route[i];
+  if (e < 0 || e >= n_experts) {
+    for (int64_t j = threadIdx.x; j < width; j += blockDim.x)
+      ey[i * width + j] = __int_as_float(0x7fc00000);
+    if (threadIdx.x == 0) tasks[2 * i] = tasks[2 * i + 1] = tasks[2 * k + i] = DeviceMxfp4Task{};
+    return;
+  }
+  if (threadIdx.x != 0) return;
+  DeviceMxfp4Task gate = table[3 * e], up = table[3 * e + 1], down = table[3 * e + 2];
+  gate.x = up.x = x;
+  gate.y = g + i * inter;
+  up.y = u + i * inter;
+  down.x = g + i * inter;
+  down.y = ey + i * width;
+  gate.n = up.n = down.n = 1;
+  tasks[2 * i] = gate;
+  tasks[2 * i + 1] = up;
+  tasks[2 * k + i] = down;
+}
+
 __global__ void gather_rows_kernel(const float* src, const int32_t* rows, int64_t m, int64_t width,
                                    float* dst) {
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < m * width;
@@ -804,6 +829,18 @@ void moe_combine_rows(const float* contrib, const int32_t* rows, const float* we
   if (n == 0) return;
   moe_combine_kernel<<<grid_for(n * width), 256, 0, stream>>>(contrib, rows, weights, n,
                                                               static_cast<int>(k), width, sum);
+  check_launch(what);
+}
+
+void expert_tasks_one_row(const DeviceMxfp4Task* table, int64_t n_experts, const int32_t* route,
+                          int64_t k, const float* x, float* g, float* u, int64_t inter, float* ey,
+                          int64_t width, DeviceMxfp4Task* tasks, cudaStream_t stream) {
+  const char* what = "cuda::expert_tasks_one_row";
+  if (k < 1 || k > 1024) bad(what, "k", k, "1..1024");
+  if (n_experts < 1) bad(what, "n_experts", n_experts, ">= 1");
+  if (inter < 1 || width < 1) bad(what, "inter", inter, ">= 1 with width >= 1");
+  expert_tasks_kernel<<<static_cast<unsigned>(k), 128, 0, stream>>>(
+      table, n_experts, route, static_cast<int>(k), x, g, u, inter, ey, width, tasks);
   check_launch(what);
 }
 

@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "cuda/gemv.h"
+
 namespace deltafin::cuda {
 
 // y[i] = SiTU(g[i], u[i]) = [beta·tanh(g/beta)·sigmoid(g)] · [linear_beta·tanh(u/linear_beta)]
@@ -85,6 +87,16 @@ void moe_combine_rows(const float* contrib, const int32_t* rows, const float* we
                       int64_t k, int64_t width, float* sum, cudaStream_t stream = 0);
 void embed_rows(const uint16_t* table, int64_t width, const int32_t* ids, int64_t n, float* out,
                 cudaStream_t stream = 0);
+
+// One row's grouped expert products, decided on the device (no route copied back to the host):
+// for rank i < k with expert e = route[i] (table: n_experts × {gate, up, down} of resident MXFP4
+// experts, their x, y and n unset), tasks[2i] = gate(e) of x into g + i·inter, tasks[2i + 1] =
+// up(e) of x into u + i·inter, tasks[2k + i] = down(e) of g + i·inter into ey + i·width, each n =
+// 1. An id outside [0, n_experts) (a route from non-finite logits) gets no products and its ey
+// row is set to NaN, so the result shows it. k <= 1024.
+void expert_tasks_one_row(const DeviceMxfp4Task* table, int64_t n_experts, const int32_t* route,
+                          int64_t k, const float* x, float* g, float* u, int64_t inter, float* ey,
+                          int64_t width, DeviceMxfp4Task* tasks, cudaStream_t stream = 0);
 
 // Absorbed MLA attention (kernels::mla_attend_absorbed): per head, q̂ = W_UKᵀ q_nope, scores
 // (q̂·latent_s + q_pe·k_pe_s)/sqrt(nope + rope), softmax, ō = Σ p_s latent_s (in chunks of 256
