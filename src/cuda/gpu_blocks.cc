@@ -183,7 +183,7 @@ void glu_block(const PassContext& c, const DevGlu& w, const float* x, int64_t n,
   mm(w.down, c.ws.glu_g, n, out, c.stream);
 }
 
-void moe_block(const PassContext& c, const DevMoe& w, int64_t layer, const float* x, int64_t n,
+bool moe_block(const PassContext& c, const DevMoe& w, int64_t layer, const float* x, int64_t n,
                float* out) {
   const GpuShape& sh = c.shape;
   GpuWorkspace& ws = c.ws;
@@ -192,6 +192,41 @@ void moe_block(const PassContext& c, const DevMoe& w, int64_t layer, const float
   const int64_t width = sh.moe_width, d = sh.hidden;
   mm(w.router, x, n, ws.router, s);
   route(sh.router, ws.router, w.score_bias, n, ws.route_e, ws.route_w, s);
+  const bool has_shared = !w.shared.gate.empty();
+  const auto finish = [&] {  // after the routed experts left their sum in ws.sum
+    if (!w.latent_up.empty()) {
+      if (w.latent_norm != nullptr)
+        rmsnorm_rows(ws.sum, w.latent_norm, n, width, sh.moe_norm_eps, ws.sum, s);
+      mm(w.latent_up, ws.sum, n, out, s);
+    } else {
+      copy_d2d(out, ws.sum, n * d, s, "MoE output");
+    }
+    if (has_shared) add(ws.shared, n * d, out, s);
+  };
+  if (n == 1 && c.cache == nullptr && w.expert_table != nullptr) {
+    // A decode row: its k experts are distinct and resident, so the table of products is set up
+    // on the device from the route, and nothing waits for the host. The same grouped products
+    // and combine as run_grouped's with one row each, in rank order: the same bits.
+    if (has_shared) glu_block(c, w.shared, x, n, ws.shared);
+    if (!w.latent_down.empty()) {
+      mm(w.latent_down, x, n, ws.z, s);
+    } else {
+      copy_d2d(ws.z, x, width, s, "MoE input");
+    }
+    const DevGlu& any = w.experts.front();
+    const int64_t inter = any.gate.mx.rows;
+    auto* tasks = reinterpret_cast<DeviceMxfp4Task*>(ws.moe_table);
+    expert_tasks_one_row(w.expert_table, sh.router.n_experts, ws.route_e, k, ws.z, ws.glu_g,
+                         ws.glu_u, inter, ws.ey, width, tasks, s);
+    matmul_grouped(tasks, 2 * k, inter, width, 1, s);
+    situ_glu(ws.glu_g, ws.glu_u, k * inter, sh.situ_beta, sh.situ_linear_beta, ws.glu_g, s);
+    matmul_grouped(tasks + 2 * k, k, width, inter, 1, s);
+    moe_combine(ws.ey, ws.route_w, 1, k, width, ws.sum, s);
+    c.stats->expert_hits += k;
+    c.stats->expert_hit_bytes += k * w.expert_bytes;
+    finish();
+    return false;
+  }
   // The route decides which weights the next products read: bring it back to the host.
   ws.host_route.resize(n * k);
   count_copy();
@@ -199,7 +234,6 @@ void moe_block(const PassContext& c, const DevMoe& w, int64_t layer, const float
                              cudaMemcpyDeviceToHost, s),
              "route");
   // The shared experts and the latent projection do not wait for the route.
-  const bool has_shared = !w.shared.gate.empty();
   if (has_shared) glu_block(c, w.shared, x, n, ws.shared);
   if (!w.latent_down.empty()) {
     mm(w.latent_down, x, n, ws.z, s);
@@ -262,14 +296,8 @@ void moe_block(const PassContext& c, const DevMoe& w, int64_t layer, const float
       moe_combine(ws.contrib, ws.route_w, n, k, width, ws.sum, s);
     }
   }
-  if (!w.latent_up.empty()) {
-    if (w.latent_norm != nullptr)
-      rmsnorm_rows(ws.sum, w.latent_norm, n, width, sh.moe_norm_eps, ws.sum, s);
-    mm(w.latent_up, ws.sum, n, out, s);
-  } else {
-    copy_d2d(out, ws.sum, n * d, s, "MoE output");
-  }
-  if (has_shared) add(ws.shared, n * d, out, s);
+  finish();
+  return true;
 }
 
 }  // namespace deltafin::cuda

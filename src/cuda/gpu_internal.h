@@ -73,6 +73,9 @@ struct DevMoe {
   DevGlu shared;
   std::vector<DevGlu> experts;  // by id when every expert is resident, else empty (the cache)
   uint64_t expert_bytes = 0;    // one resident expert's VRAM bytes
+  // With the experts resident and all MXFP4 of one shape: n_experts × {gate, up, down} tasks (x,
+  // y, n unset) in VRAM, from which a decode row's products are set up on the device.
+  const DeviceMxfp4Task* expert_table = nullptr;
 };
 struct DevLayer {
   bool kda = true, moe = true;
@@ -108,6 +111,11 @@ void place_globals(const GpuModelDesc& desc, Arena& g, GpuWeights* out);
 DevLayer place_layer(const GpuModelDesc& desc, int64_t l, Arena& a, Arena& g);
 // One routed expert (gate, up, down) in its slot layout.
 DevGlu place_expert(Arena& a, const GpuGlu& e);
+// Whether a layer's routed experts are all MXFP4 of one shape: what grouped launches and the
+// device-side expert table (DevMoe::expert_table) take.
+bool experts_groupable(const std::vector<GpuGlu>& experts);
+// The VRAM bytes of that table for `count` experts (a whole-model plan counts it with them).
+uint64_t expert_table_bytes(int64_t count);
 // Counts (null bases) or uploads every weight of desc: the spine (globals and layers) into
 // `spine`, the routed experts into `experts`.
 void place_weights(const GpuModelDesc& desc, Arena& spine, Arena& experts, GpuWeights* out);
@@ -306,7 +314,9 @@ void mla_block(const PassContext& c, const DevMla& w, DevMlaState& st, int64_t f
                const float* x, int64_t n, float* out);
 void glu_block(const PassContext& c, const DevGlu& w, const float* x, int64_t n, float* out);
 // layer: the model's layer index (the expert cache's key).
-void moe_block(const PassContext& c, const DevMoe& w, int64_t layer, const float* x, int64_t n,
+// Returns whether the route came back to the host (ws.host_route holds it): a decode row whose
+// experts are all resident is routed on the device instead, with no wait.
+bool moe_block(const PassContext& c, const DevMoe& w, int64_t layer, const float* x, int64_t n,
                float* out);
 // Replays the first `keep` logged rows of a verify pass from the saved state (kda_commit).
 void kda_replay(const PassContext& c, const DevKda& w, DevKdaState& st, int64_t keep);

@@ -95,6 +95,11 @@ void PassMeter::count_experts(int64_t layer, const std::vector<int32_t>& route) 
   }
 }
 
+void PassMeter::count_distinct_experts(int64_t layer, int64_t distinct) {
+  counters_.expert_bytes += static_cast<uint64_t>(distinct) * model_.layer_expert_bytes[layer];
+  counters_.experts += static_cast<uint64_t>(distinct);
+}
+
 void PassMeter::stop(cudaStream_t stream) {
   check_cuda(cudaEventRecord(stop_, stream), "pass meter stop");
 }

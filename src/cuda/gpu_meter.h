@@ -26,6 +26,8 @@ class PassMeter {
   // MoE layer `layer`'s route (rows × top-k expert ids, in host memory): each distinct expert
   // once, with its bytes from the model's shapes (a cached expert is as big as a resident one).
   void count_experts(int64_t layer, const std::vector<int32_t>& route);
+  // The same for a route the host never saw, known to hold `distinct` distinct experts.
+  void count_distinct_experts(int64_t layer, int64_t distinct);
   // After the pass's last stream operation, before the host waits for it.
   void stop(cudaStream_t stream);
   // After that wait: the pass had n rows, head_rows of them through the lm_head, and left

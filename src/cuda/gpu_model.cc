@@ -241,8 +241,11 @@ void GpuModel::pass(GpuSequence& seq, const int32_t* ids, int64_t n, int64_t fir
     mix(L.mlp_res, 0, n, ws.x);
     rmsnorm_rows(ws.x, L.post_norm, n, d, sh.rms_eps, ws.x, stream_);
     if (L.moe) {
-      moe_block(c, L.moe_w, l, ws.x, n, ws.y);
-      ws.meter.count_experts(l, ws.host_route);
+      if (moe_block(c, L.moe_w, l, ws.x, n, ws.y)) {
+        ws.meter.count_experts(l, ws.host_route);
+      } else {
+        ws.meter.count_distinct_experts(l, sh.router.top_k);  // one row's: all distinct
+      }
     } else {
       glu_block(c, L.dense, ws.x, n, ws.y);
     }

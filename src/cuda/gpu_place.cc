@@ -143,6 +143,24 @@ DevLayer place_layer(const GpuModelDesc& desc, int64_t index, Arena& a, Arena& g
 
 DevGlu place_expert(Arena& a, const GpuGlu& e) { return put_glu(a, e); }
 
+bool experts_groupable(const std::vector<GpuGlu>& experts) {
+  if (experts.empty()) return false;
+  const GpuGlu& a = experts.front();
+  const auto same = [](const HostMatrix& x, const HostMatrix& y) {
+    return x.dtype == HostMatrix::DType::kMxfp4 && y.dtype == HostMatrix::DType::kMxfp4 &&
+           x.rows == y.rows && x.cols == y.cols;
+  };
+  for (const GpuGlu& b : experts)
+    if (!same(a.gate, b.gate) || !same(a.up, b.up) || !same(a.down, b.down)) return false;
+  return a.up.rows == a.gate.rows && a.down.cols == a.gate.rows && a.down.rows == a.gate.cols;
+}
+
+uint64_t expert_table_bytes(int64_t count) {
+  Arena a;
+  a.take<DeviceMxfp4Task>(3 * static_cast<uint64_t>(count));
+  return a.used;
+}
+
 void place_weights(const GpuModelDesc& desc, Arena& spine, Arena& experts, GpuWeights* out) {
   place_globals(desc, spine, out);
   out->layers.clear();
@@ -152,12 +170,21 @@ void place_weights(const GpuModelDesc& desc, Arena& spine, Arena& experts, GpuWe
     place_layer(desc, l, layer, conv);
     out->layer_bytes.push_back(layer.used);
     DevLayer dl = place_layer(desc, l, spine, spine);
-    if (desc.layers[l].moe)
-      for (const GpuGlu& e : desc.layers[l].moe_w.experts) {
+    if (desc.layers[l].moe) {
+      const std::vector<GpuGlu>& host = desc.layers[l].moe_w.experts;
+      for (const GpuGlu& e : host) {
         const uint64_t before = experts.used;
         dl.moe_w.experts.push_back(place_expert(experts, e));
         dl.moe_w.expert_bytes = experts.used - before;
       }
+      if (experts_groupable(host)) {
+        std::vector<DeviceMxfp4Task> table;
+        for (const DevGlu& e : dl.moe_w.experts)
+          for (const DevMatrix* m : {&e.gate, &e.up, &e.down})
+            table.push_back(DeviceMxfp4Task{m->mx.packed, m->mx.scales, nullptr, nullptr, 0});
+        dl.moe_w.expert_table = put<DeviceMxfp4Task>(experts, table.data(), table.size());
+      }
+    }
     out->layers.push_back(std::move(dl));
   }
 }

@@ -367,6 +367,10 @@ TierPlan plan_tiers(const GpuModelDesc& desc, const GpuLimits& limits, uint64_t 
       t.expert_bytes += x.used;
       ++t.n_experts;
     }
+    // The whole model's experts come with their table (place_weights); a cache replaces both.
+    if (experts_groupable(desc.layers[l].moe_w.experts))
+      t.expert_bytes +=
+          expert_table_bytes(static_cast<int64_t>(desc.layers[l].moe_w.experts.size()));
   }
   t.global_bytes = globals.used;
   GpuWorkspace ws;
