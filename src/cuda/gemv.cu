@@ -4,6 +4,7 @@
 // piece per row, and the next piece of work's weights are loaded before this one's math.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -250,15 +251,16 @@ __global__ void __launch_bounds__(kThreads)
   mxfp4_body<N, R, T, kResident>(tasks[blockIdx.y], rows, cols);
 }
 
+// Row block `block` of one BF16 product (every thread of the block calls it: it synchronizes).
 template <int N, int kRowsPerWarp>
-__global__ void __launch_bounds__(kThreads)
-    bf16_kernel(const uint16_t* __restrict__ wbits, int rows, int cols, const float* __restrict__ x,
-                int n, float* __restrict__ y) {
+__device__ __forceinline__ void bf16_body(const uint16_t* __restrict__ wbits, int rows, int cols,
+                                          const float* __restrict__ x, int n, float* __restrict__ y,
+                                          int block) {
   extern __shared__ float4 smem[];
   float* xs = reinterpret_cast<float*>(smem);  // [N][kBfTileChunks][kBfChunkStride]
 
   const int lane = threadIdx.x % 32;
-  const int row0 = blockIdx.x * (kWarps * kRowsPerWarp) + (threadIdx.x / 32) * kRowsPerWarp;
+  const int row0 = block * (kWarps * kRowsPerWarp) + (threadIdx.x / 32) * kRowsPerWarp;
   const int chunks = cols / 8;
   const int tiles = (chunks + kBfTileChunks - 1) / kBfTileChunks;
 
@@ -328,6 +330,29 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   store_rows<N, kRowsPerWarp>(acc, lane, n, rows, row0, y);
+}
+
+template <int N, int kRowsPerWarp>
+__global__ void __launch_bounds__(kThreads)
+    bf16_kernel(const uint16_t* __restrict__ wbits, int rows, int cols, const float* __restrict__ x,
+                int n, float* __restrict__ y) {
+  bf16_body<N, kRowsPerWarp>(wbits, rows, cols, x, n, y, blockIdx.x);
+}
+
+// Sibling products of one x (matmul_siblings), passed by value: blockIdx.y picks the matrix,
+// blocks past its rows return before any synchronization.
+struct Bf16Siblings {
+  const uint16_t* w[kMaxBf16Siblings];
+  float* y[kMaxBf16Siblings];
+  int rows[kMaxBf16Siblings];
+};
+
+template <int N, int kRowsPerWarp>
+__global__ void __launch_bounds__(kThreads)
+    bf16_siblings_kernel(Bf16Siblings s, int cols, const float* __restrict__ x, int n) {
+  const int t = blockIdx.y;
+  if (static_cast<int>(blockIdx.x) * kWarps * kRowsPerWarp >= s.rows[t]) return;
+  bf16_body<N, kRowsPerWarp>(s.w[t], s.rows[t], cols, x, n, s.y[t], blockIdx.x);
 }
 
 void check_launch(const char* what) {
@@ -499,6 +524,46 @@ void matmul_grouped(const DeviceMxfp4Task* tasks, int64_t count, int64_t rows, i
   check_launch(what);
 }
 
+// Rows per warp of the BF16 kernels at N activation rows: 4 at 4-8 rows (each staged activation
+// feeds 4 rows' FMAs), else 2.
+template <int N>
+constexpr int kBf16Rows = N >= 4 && N <= 8 ? 4 : 2;
+
+void matmul_siblings(const DeviceBf16Out* outs, int count, const float* x, int64_t n,
+                     cudaStream_t stream) {
+  const char* what = "cuda::matmul_siblings(BF16)";
+  if (count < 1 || count > kMaxBf16Siblings)
+    throw std::invalid_argument(std::string(what) + ": count is " + std::to_string(count) +
+                                ", expected 1.." + std::to_string(kMaxBf16Siblings));
+  const int64_t cols = outs[0].w.cols;
+  Bf16Siblings s{};
+  int64_t max_rows = 0;
+  for (int t = 0; t < count; ++t) {
+    if (outs[t].w.cols != cols)
+      throw std::invalid_argument(std::string(what) + ": matrix " + std::to_string(t) + " has " +
+                                  std::to_string(outs[t].w.cols) + " columns, the first " +
+                                  std::to_string(cols));
+    check_shape(what, outs[t].w.rows, cols, n, 8, outs[t].w.data, x, outs[t].y);
+    s.w[t] = outs[t].w.data;
+    s.rows[t] = static_cast<int>(outs[t].w.rows);
+    max_rows = std::max(max_rows, outs[t].w.rows);
+  }
+  for (int64_t i0 = 0; i0 < n; i0 += kGpuMaxBatch) {
+    const int nb = static_cast<int>(n - i0 < kGpuMaxBatch ? n - i0 : kGpuMaxBatch);
+    Bf16Siblings pass = s;
+    for (int t = 0; t < count; ++t) pass.y[t] = outs[t].y + i0 * outs[t].w.rows;
+    dispatch(nb, [&](auto tag) {
+      constexpr int N = decltype(tag)::value;
+      constexpr int R = kBf16Rows<N>;
+      const int blocks = static_cast<int>((max_rows + kWarps * R - 1) / (kWarps * R));
+      launch<bf16_siblings_kernel<N, R>>(N * kBfTileChunks * kBfChunkStride * 4,
+                                         dim3(blocks, count), stream, pass, static_cast<int>(cols),
+                                         x + i0 * cols, nb);
+    });
+  }
+  check_launch(what);
+}
+
 void matmul(const DeviceBf16& w, const float* x, int64_t n, float* y, cudaStream_t stream) {
   check_shape("cuda::matmul(BF16)", w.rows, w.cols, n, 8, w.data, x, y);
   const int rows = static_cast<int>(w.rows), cols = static_cast<int>(w.cols);
@@ -508,8 +573,7 @@ void matmul(const DeviceBf16& w, const float* x, int64_t n, float* y, cudaStream
     float* yb = y + i0 * w.rows;
     dispatch(nb, [&](auto tag) {
       constexpr int N = decltype(tag)::value;
-      // 4 rows per warp at 4-8 activation rows: each staged activation feeds 4 rows' FMAs.
-      constexpr int R = N >= 4 && N <= 8 ? 4 : 2;
+      constexpr int R = kBf16Rows<N>;
       const int blocks = static_cast<int>((rows + kWarps * R - 1) / (kWarps * R));
       launch<bf16_kernel<N, R>>(N * kBfTileChunks * kBfChunkStride * 4, dim3(blocks), stream,
                                 w.data, rows, cols, xb, nb, yb);

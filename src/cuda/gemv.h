@@ -39,6 +39,18 @@ inline constexpr int kGpuMaxBatch = 16;
 void matmul(const DeviceMxfp4& w, const float* x, int64_t n, float* y, cudaStream_t stream = 0);
 void matmul(const DeviceBf16& w, const float* x, int64_t n, float* y, cudaStream_t stream = 0);
 
+// Up to kMaxBf16Siblings BF16 products of one x in one launch (a layer's projections of its
+// input: KDA's q, k, v, f_a and b, a GLU's gate and up): outs[t].y[n, rows_t] = x[n, cols] ·
+// W_tᵀ, every matrix [rows_t, cols] with the same cols. Each output is bit-identical to matmul()
+// of that matrix alone; the launch fills the GPU where one small matrix cannot.
+inline constexpr int kMaxBf16Siblings = 8;
+struct DeviceBf16Out {
+  DeviceBf16 w;
+  float* y;
+};
+void matmul_siblings(const DeviceBf16Out* outs, int count, const float* x, int64_t n,
+                     cudaStream_t stream = 0);
+
 // One MXFP4 product of a grouped launch: y[n, rows] = x[n, cols] · Wᵀ for one matrix, layout as
 // DeviceMxfp4. The table lives in device memory (a cache can fill it); packed and x 16-byte
 // aligned, 0 <= n <= max_n (not checked: the host never reads the table).

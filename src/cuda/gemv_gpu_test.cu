@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -233,6 +234,40 @@ void test_bf16(std::mt19937& rng, int64_t rows, int64_t cols, int64_t max_n) {
               static_cast<long long>(max_n));
 }
 
+// Sibling BF16 products of one x in one launch: each output bit-identical to its single matmul,
+// for matrices of different row counts (one smaller than a block's rows) and n = 1..max_n.
+void test_bf16_siblings(std::mt19937& rng, const std::vector<int64_t>& rows, int64_t cols,
+                        int64_t max_n) {
+  const std::string name =
+      "bf16 siblings x" + std::to_string(rows.size()) + " of " + std::to_string(cols) + " columns";
+  const std::vector<float> x = random_x(rng, max_n * cols);
+  DeviceBuffer<float> d_x(x);
+  std::vector<std::unique_ptr<DeviceBuffer<uint16_t>>> d_w;
+  std::vector<std::unique_ptr<DeviceBuffer<float>>> d_y, d_single;
+  std::vector<DeviceBf16Out> outs;
+  for (const int64_t r : rows) {
+    std::vector<uint16_t> w(r * cols);
+    const std::vector<float> wf = random_x(rng, r * cols);
+    for (int64_t k = 0; k < r * cols; ++k) w[k] = quant::f32_to_bf16(wf[k]);
+    d_w.push_back(std::make_unique<DeviceBuffer<uint16_t>>(w));
+    d_y.push_back(std::make_unique<DeviceBuffer<float>>(max_n * r));
+    d_single.push_back(std::make_unique<DeviceBuffer<float>>(max_n * r));
+    outs.push_back({DeviceBf16{d_w.back()->ptr, r, cols}, d_y.back()->ptr});
+  }
+  bool same = true;
+  for (int64_t n = 1; n <= max_n; ++n) {
+    matmul_siblings(outs.data(), static_cast<int>(outs.size()), d_x.ptr, n);
+    for (size_t t = 0; t < rows.size(); ++t) {
+      matmul(outs[t].w, d_x.ptr, n, d_single[t]->ptr);
+      same &= same_bits(d_y[t]->download(n * rows[t]).data(),
+                        d_single[t]->download(n * rows[t]).data(), n * rows[t]);
+    }
+  }
+  expect(same,
+         name + ": every output == its single matmul (memcmp), n = 1.." + std::to_string(max_n));
+  std::printf("ok   %s: bit-identical to single launches\n", name.c_str());
+}
+
 // RMSNorm against the scalar reference of src/kernels: the same fp32 scale, then the same two
 // multiplies, so bit-identical unless the fp64 sum of squares sits on an fp32 rounding boundary.
 void test_rmsnorm(std::mt19937& rng, int64_t rows, int64_t n) {
@@ -313,6 +348,7 @@ int main() {
   test_mxfp4_grouped(rng, 100, 3072, 3, 1);
   test_bf16(rng, 45, 1000, 16);
   test_bf16(rng, 257, 7168, 19);
+  test_bf16_siblings(rng, {300, 5, 128, 97}, 1024, 17);
   test_rmsnorm(rng, 9, 7168);
   test_rmsnorm(rng, 33, 1000);
   test_bad_shapes();
