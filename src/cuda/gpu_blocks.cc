@@ -92,13 +92,15 @@ void kda_block(const PassContext& c, const DevKda& w, DevKdaState& st, const flo
   GpuWorkspace& ws = c.ws;
   const cudaStream_t s = c.stream;
   const int64_t nh = sh.kda_heads, dim = sh.kda_dim, p = nh * dim;
-  mm(w.q_proj, x, n, ws.q_in, s);
-  mm(w.k_proj, x, n, ws.k_in, s);
-  mm(w.v_proj, x, n, ws.v_in, s);
-  mm(w.f_a, x, n, ws.low, s);
+  // The six projections of x in one launch (K3: 3 x 12288 + 128 + 96 + 12288 rows).
+  mm_siblings({{&w.q_proj, ws.q_in},
+               {&w.k_proj, ws.k_in},
+               {&w.v_proj, ws.v_in},
+               {&w.f_a, ws.low},
+               {&w.b_proj, ws.beta},
+               {&w.g_proj, ws.gate}},
+              x, n, s);
   mm(w.f_b, ws.low, n, ws.g, s);
-  mm(w.b_proj, x, n, ws.beta, s);
-  mm(w.g_proj, x, n, ws.gate, s);
   if (tentative) {
     copy_d2d(st.q_in + log_offset * p, ws.q_in, n * p, s, "KDA log");
     copy_d2d(st.k_in + log_offset * p, ws.k_in, n * p, s, "KDA log");
@@ -146,11 +148,10 @@ void mla_block(const PassContext& c, const DevMla& w, DevMlaState& st, int64_t f
   GpuWorkspace& ws = c.ws;
   const cudaStream_t s = c.stream;
   const int64_t nh = sh.mla_heads, rank = sh.kv_rank, rope = sh.rope;
-  mm(w.q_a, x, n, ws.qa, s);
+  mm_siblings({{&w.q_a, ws.qa}, {&w.kv_a, ws.ckv}, {&w.g_proj, ws.mgate}}, x, n, s);
   rmsnorm_rows(ws.qa, w.q_a_norm, n, sh.q_lora, sh.mla_latent_eps, ws.qa, s);
   mm(w.q_b, ws.qa, n, ws.mq, s);
   const int64_t ckv_w = rank + rope;
-  mm(w.kv_a, x, n, ws.ckv, s);
   // The new positions: the latent part normalized in place in the cache, k_pe copied beside it.
   float* latent = st.latent + first * rank;
   count_copy();
@@ -167,17 +168,13 @@ void mla_block(const PassContext& c, const DevMla& w, DevMlaState& st, int64_t f
   }
   const MlaGpuShape ms{nh, rank, sh.nope, rope, sh.v_dim};
   mla_absorbed(ms, w.kv_b.bf16.data, st.latent, st.k_pe, first + n, ws.mq, n, ws.attend, ws.mo, s);
-  if (!w.g_proj.empty()) {
-    mm(w.g_proj, x, n, ws.mgate, s);
-    mul_sigmoid(ws.mgate, n * nh * sh.v_dim, ws.mo, s);
-  }
+  if (!w.g_proj.empty()) mul_sigmoid(ws.mgate, n * nh * sh.v_dim, ws.mo, s);
   mm(w.o_proj, ws.mo, n, out, s);
 }
 
 void glu_block(const PassContext& c, const DevGlu& w, const float* x, int64_t n, float* out) {
   const int64_t inter = w.gate.rows();
-  mm(w.gate, x, n, c.ws.glu_g, c.stream);
-  mm(w.up, x, n, c.ws.glu_u, c.stream);
+  mm_siblings({{&w.gate, c.ws.glu_g}, {&w.up, c.ws.glu_u}}, x, n, c.stream);
   situ_glu(c.ws.glu_g, c.ws.glu_u, n * inter, c.shape.situ_beta, c.shape.situ_linear_beta,
            c.ws.glu_g, c.stream);
   mm(w.down, c.ws.glu_g, n, out, c.stream);
@@ -190,7 +187,9 @@ bool moe_block(const PassContext& c, const DevMoe& w, int64_t layer, const float
   const cudaStream_t s = c.stream;
   const int k = sh.router.top_k;
   const int64_t width = sh.moe_width, d = sh.hidden;
-  mm(w.router, x, n, ws.router, s);
+  // The router and the latent projection read the same x: one launch (ws.z waits for the
+  // experts). Without a latent projection the experts read x itself, copied below.
+  mm_siblings({{&w.router, ws.router}, {&w.latent_down, ws.z}}, x, n, s);
   route(sh.router, ws.router, w.score_bias, n, ws.route_e, ws.route_w, s);
   const bool has_shared = !w.shared.gate.empty();
   const auto finish = [&] {  // after the routed experts left their sum in ws.sum
@@ -208,11 +207,7 @@ bool moe_block(const PassContext& c, const DevMoe& w, int64_t layer, const float
     // on the device from the route, and nothing waits for the host. The same grouped products
     // and combine as run_grouped's with one row each, in rank order: the same bits.
     if (has_shared) glu_block(c, w.shared, x, n, ws.shared);
-    if (!w.latent_down.empty()) {
-      mm(w.latent_down, x, n, ws.z, s);
-    } else {
-      copy_d2d(ws.z, x, width, s, "MoE input");
-    }
+    if (w.latent_down.empty()) copy_d2d(ws.z, x, width, s, "MoE input");
     const DevGlu& any = w.experts.front();
     const int64_t inter = any.gate.mx.rows;
     auto* tasks = reinterpret_cast<DeviceMxfp4Task*>(ws.moe_table);
@@ -235,11 +230,7 @@ bool moe_block(const PassContext& c, const DevMoe& w, int64_t layer, const float
              "route");
   // The shared experts and the latent projection do not wait for the route.
   if (has_shared) glu_block(c, w.shared, x, n, ws.shared);
-  if (!w.latent_down.empty()) {
-    mm(w.latent_down, x, n, ws.z, s);
-  } else {
-    copy_d2d(ws.z, x, n * width, s, "MoE input");
-  }
+  if (w.latent_down.empty()) copy_d2d(ws.z, x, n * width, s, "MoE input");
   count_sync();
   check_cuda(cudaStreamSynchronize(s), "route");
   // The distinct experts in order of first appearance, each with the (row, rank) slots that

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -54,6 +55,13 @@ struct DevMatrix {
 };
 // y[n, rows] = x[n, cols] · Wᵀ on `stream`.
 void mm(const DevMatrix& w, const float* x, int64_t n, float* y, cudaStream_t stream);
+// The products of one x by several matrices (empty ones skipped): one launch when they are all
+// BF16 of the same cols (matmul_siblings, the same bits as one mm each), else one mm each.
+struct MmOut {
+  const DevMatrix* w;
+  float* y;
+};
+void mm_siblings(std::initializer_list<MmOut> outs, const float* x, int64_t n, cudaStream_t stream);
 
 struct DevGlu {
   DevMatrix gate, up, down;

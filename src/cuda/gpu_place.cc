@@ -27,6 +27,23 @@ void mm(const DevMatrix& w, const float* x, int64_t n, float* y, cudaStream_t st
   }
 }
 
+void mm_siblings(std::initializer_list<MmOut> outs, const float* x, int64_t n,
+                 cudaStream_t stream) {
+  DeviceBf16Out group[kMaxBf16Siblings];
+  int count = 0;
+  bool together = true;
+  for (const MmOut& o : outs) {
+    if (o.w->empty()) continue;
+    together = together && !o.w->mxfp4 && count < kMaxBf16Siblings &&
+               (count == 0 || o.w->bf16.cols == group[0].w.cols);
+    if (together) group[count] = {o.w->bf16, o.y};
+    ++count;
+  }
+  if (together && count > 1) return matmul_siblings(group, count, x, n, stream);
+  for (const MmOut& o : outs)
+    if (!o.w->empty()) mm(*o.w, x, n, o.y, stream);
+}
+
 namespace {
 
 constexpr int64_t kRows = kGpuMaxBatch;
