@@ -387,8 +387,10 @@ int device_sms() {
   return sms;
 }
 
-// Blocks per task of a grouped launch: as many as the SMs hold at once in all, each looping over
-// row blocks, so a block stages its task's activations once for many rows.
+// Blocks per task of a grouped launch: twice as many as the SMs hold at once in all, each looping
+// over row blocks, so a block stages its task's activations once for many rows. The second wave
+// (a block starts where one ends) evens out blocks that finish at different times; it measured
+// faster than one wave on K3's layer shapes (docs/CUDA.md).
 template <auto kKernel>
 int grouped_blocks(int smem, int row_blocks, int count) {
   opt_in<kKernel>(smem);
@@ -396,18 +398,19 @@ int grouped_blocks(int smem, int row_blocks, int count) {
   if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, kThreads, smem) !=
       cudaSuccess)
     per_sm = 1;
-  const int64_t resident = static_cast<int64_t>(device_sms()) * (per_sm > 0 ? per_sm : 1);
+  const int64_t resident = 2 * static_cast<int64_t>(device_sms()) * (per_sm > 0 ? per_sm : 1);
   const int64_t per_task = (resident + count - 1) / count;
   return static_cast<int>(per_task < row_blocks ? per_task : row_blocks);
 }
 
 // MXFP4 shape for a pass of N rows: R weight rows per warp (4 where each staged activation then
-// feeds 4 rows' FMAs; 2 at N = 16, for registers), T groups per lane in a chunk. N <= 2: the
-// whole activation rows reside in shared memory when they fit in 48 KB (K3: 14 KB per row).
+// feeds 4 rows' FMAs; 2 at N = 16, for registers), T groups per lane in a chunk (2 at N = 4:
+// with 4 the 4x4 live weight words cost occupancy, measured slower). N <= 2: the whole
+// activation rows reside in shared memory when they fit in 48 KB (K3: 14 KB per row).
 template <int N>
 struct MxShape {
   static constexpr int R = (N == 4 || N == 8) ? 4 : 2;
-  static constexpr int T = N <= 2 ? 2 : N == 4 ? 4 : 1;
+  static constexpr int T = N <= 4 ? 2 : 1;
   static constexpr bool kMayReside = N <= 2;
   static int blocks(int64_t rows) {
     return static_cast<int>((rows + kWarps * R - 1) / (kWarps * R));
