@@ -34,24 +34,28 @@ constexpr int kBfChunkStride = 12;
 
 // The eight E2M1 codes of a word (code j in bits 4j..4j+3) as 2^-126 times their values: the 3
 // magnitude bits at float bits 22-24 read as that (0.5 is the subnormal 2^-127), the sign at
-// bit 31. Built as bf16 halves, 4 bytes at a time, paired by byte permutes: about 3 integer
-// instructions per weight, no table, no multiply (the 2^126 is folded into the activations and
-// the group sum, see mxfp4_body).
+// bit 31. Codes j and j+4 sit 16 bits apart, so one mask isolates the pair and one multiply by
+// 2^a + 2^b (a - b = 6, the sign's distance from the magnitude) places a copy of the code at
+// bits 22-25 and another at 28-31 without the copies overlapping (no carries); the high code of
+// the pair either overflows out of the word or lands below bit 16, and the mask 0x81c00000 keeps
+// the magnitude of one copy and the sign of the other. 21 instructions per 8 weights in SASS
+// (the byte-permute decode before it: 23), 8 of them integer multiplies, which issue to the FMA
+// pipe and leave the ALU pipe (half the issue rate) to the masks. No table. The 2^126 is folded
+// into the activations and the group sum (see mxfp4_body).
 __device__ __forceinline__ void e2m1x8_raw(uint32_t w, float (&f)[8]) {
-  const uint32_t le = (w << 6) & 0xc0c0c0c0u;  // even nibbles: exponent bit 0 and mantissa
-  const uint32_t lo = (w << 2) & 0xc0c0c0c0u;  // odd nibbles
-  const uint32_t he = ((w << 4) & 0x80808080u) | ((w >> 2) & 0x01010101u);  // sign, exponent bit 1
-  const uint32_t ho = (w & 0x80808080u) | ((w >> 6) & 0x01010101u);
-  const uint32_t y02 = __byte_perm(le, he, 0x5140), y46 = __byte_perm(le, he, 0x7362);
-  const uint32_t y13 = __byte_perm(lo, ho, 0x5140), y57 = __byte_perm(lo, ho, 0x7362);
-  f[0] = __uint_as_float(y02 << 16);
-  f[1] = __uint_as_float(y13 << 16);
-  f[2] = __uint_as_float(y02 & 0xffff0000u);
-  f[3] = __uint_as_float(y13 & 0xffff0000u);
-  f[4] = __uint_as_float(y46 << 16);
-  f[5] = __uint_as_float(y57 << 16);
-  f[6] = __uint_as_float(y46 & 0xffff0000u);
-  f[7] = __uint_as_float(y57 & 0xffff0000u);
+  constexpr uint32_t kFields = 0x81c00000u;  // sign and magnitude of a float's top code
+  const uint32_t w8 = w >> 8;
+  const uint32_t c04 = w & 0x000f000fu, c15 = w & 0x00f000f0u;  // codes 0 and 4, 1 and 5
+  const uint32_t c26 = w8 & 0x000f000fu, c37 = w8 & 0x00f000f0u;
+  // Low code of a pair at bit s (0 or 4): times 2^(22-s) + 2^(28-s); high code: 2^(6-s) + 2^(12-s).
+  f[0] = __uint_as_float((c04 * 0x10400000u) & kFields);
+  f[4] = __uint_as_float((c04 * 0x00001040u) & kFields);
+  f[1] = __uint_as_float((c15 * 0x01040000u) & kFields);
+  f[5] = __uint_as_float((c15 * 0x00000104u) & kFields);
+  f[2] = __uint_as_float((c26 * 0x10400000u) & kFields);
+  f[6] = __uint_as_float((c26 * 0x00001040u) & kFields);
+  f[3] = __uint_as_float((c37 * 0x01040000u) & kFields);
+  f[7] = __uint_as_float((c37 * 0x00000104u) & kFields);
 }
 
 __device__ __forceinline__ float e8m0_to_f32(uint32_t s) {
@@ -408,8 +412,10 @@ int device_sms() {
   return sms;
 }
 
-// Blocks per task of a grouped launch: as many as the SMs hold at once in all, each looping over
-// row blocks, so a block stages its task's activations once for many rows.
+// Blocks per task of a grouped launch: twice as many as the SMs hold at once in all, each looping
+// over row blocks, so a block stages its task's activations once for many rows. The second wave
+// (a block starts where one ends) evens out blocks that finish at different times; it measured
+// faster than one wave on K3's layer shapes (docs/CUDA.md).
 template <auto kKernel>
 int grouped_blocks(int smem, int row_blocks, int count) {
   opt_in<kKernel>(smem);
@@ -417,18 +423,19 @@ int grouped_blocks(int smem, int row_blocks, int count) {
   if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, kThreads, smem) !=
       cudaSuccess)
     per_sm = 1;
-  const int64_t resident = static_cast<int64_t>(device_sms()) * (per_sm > 0 ? per_sm : 1);
+  const int64_t resident = 2 * static_cast<int64_t>(device_sms()) * (per_sm > 0 ? per_sm : 1);
   const int64_t per_task = (resident + count - 1) / count;
   return static_cast<int>(per_task < row_blocks ? per_task : row_blocks);
 }
 
 // MXFP4 shape for a pass of N rows: R weight rows per warp (4 where each staged activation then
-// feeds 4 rows' FMAs; 2 at N = 16, for registers), T groups per lane in a chunk. N <= 2: the
-// whole activation rows reside in shared memory when they fit in 48 KB (K3: 14 KB per row).
+// feeds 4 rows' FMAs; 2 at N = 16, for registers), T groups per lane in a chunk (2 at N = 4:
+// with 4 the 4x4 live weight words cost occupancy, measured slower). N <= 2: the whole
+// activation rows reside in shared memory when they fit in 48 KB (K3: 14 KB per row).
 template <int N>
 struct MxShape {
   static constexpr int R = (N == 4 || N == 8) ? 4 : 2;
-  static constexpr int T = N <= 2 ? 2 : N == 4 ? 4 : 1;
+  static constexpr int T = N <= 4 ? 2 : 1;
   static constexpr bool kMayReside = N <= 2;
   static int blocks(int64_t rows) {
     return static_cast<int>((rows + kWarps * R - 1) / (kWarps * R));
