@@ -122,8 +122,7 @@ DevGlu place_expert(Arena& a, const GpuGlu& e);
 // Whether a layer's routed experts are all MXFP4 of one shape: what grouped launches and the
 // device-side expert table (DevMoe::expert_table) take.
 bool experts_groupable(const std::vector<GpuGlu>& experts);
-// The VRAM bytes of that table for `count` experts (a whole-model plan counts it with them).
-uint64_t expert_table_bytes(int64_t count);
+
 // Counts (null bases) or uploads every weight of desc: the spine (globals and layers) into
 // `spine`, the routed experts into `experts`.
 void place_weights(const GpuModelDesc& desc, Arena& spine, Arena& experts, GpuWeights* out);

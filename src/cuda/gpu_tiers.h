@@ -22,6 +22,11 @@
 
 namespace deltafin::cuda {
 
+// The VRAM bytes of a MoE layer's table of `count` resident experts (gate, up and down each), the
+// table from which a decode row's products are set up on the device; a whole-model plan counts
+// it with the experts, an expert cache has none.
+uint64_t expert_table_bytes(int64_t count);
+
 struct DevGlu;  // gpu_internal.h
 
 class ExpertSlotIndex {

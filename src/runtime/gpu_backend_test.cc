@@ -14,6 +14,7 @@
 #if DELTAFIN_WITH_CUDA
 #include <cuda_runtime_api.h>
 
+#include "cuda/gpu_tiers.h"
 #include "runtime/gpu_bind.h"
 #endif
 
@@ -67,8 +68,9 @@ TEST(GpuBackend, BindsTheK3OracleAndPlansItsVram) {
 
   const cuda::VramPlan a = cuda::plan_vram(desc, {1000, 17});
   const cuda::VramPlan b = cuda::plan_vram(desc, {2000, 17});
-  // Each expert matrix: 512 packed bytes and 32 scale bytes, each allocation 256-aligned.
-  EXPECT_EQ(a.expert_bytes, uint64_t{12} * 32 * 3 * (512 + 256));
+  // Each expert matrix: 512 packed bytes and 32 scale bytes, each allocation 256-aligned; and
+  // per layer the table of its 32 experts' 3 matrices for device-side routing.
+  EXPECT_EQ(a.expert_bytes, uint64_t{12} * (32 * 3 * (512 + 256) + cuda::expert_table_bytes(32)));
   EXPECT_EQ(a.spine_bytes, b.spine_bytes);
   // 1000 more positions in 4 MLA layers: (32 + 8) floats each, up to each piece's alignment.
   const uint64_t more = 4 * 1000 * (32 + 8) * sizeof(float);
