@@ -90,8 +90,9 @@ class SessionImpl : public Session {
                          const std::function<bool()>* cancel = nullptr, bool* cancelled = nullptr,
                          bool between_layers = false);
   // Runs the pending id, then `drafts` after it: a decode pass without drafts, else a verify pass
-  // whose rows stay tentative until keep(). Returns every row's logits, [1 + drafts, vocab].
-  std::vector<float> step(std::span<const int32_t> drafts);
+  // whose rows stay tentative until keep(). Leaves every row's logits, [1 + drafts, vocab], in
+  // `out`, whose memory is reused (a token's 655 KB of K3 logits is not allocated afresh).
+  void step(std::span<const int32_t> drafts, std::vector<float>& out);
   // Keeps the first `rows` rows of the verify pass that gave `logits` (the pending id and rows - 1
   // drafted ids); the last kept row's logits become the session's.
   void keep(int64_t rows, std::span<const float> logits);
@@ -290,14 +291,14 @@ std::vector<float> SessionImpl::run(std::vector<int32_t> ids, bool all_rows,
   return out;
 }
 
-std::vector<float> SessionImpl::step(std::span<const int32_t> drafts) {
+void SessionImpl::step(std::span<const int32_t> drafts, std::vector<float>& out) {
   DF_ASSERT(pending_ >= 0);
   std::vector<int32_t> ids{pending_};
   ids.insert(ids.end(), drafts.begin(), drafts.end());
   const int64_t vocab = model_->config().vocab_size, n = static_cast<int64_t>(ids.size());
   DF_ASSERT(positions() + n <= max_context_);
   for (const int32_t id : drafts) DF_ASSERT(id >= 0 && id < vocab);  // drafters propose ids
-  std::vector<float> out(n * vocab);
+  out.resize(n * vocab);
   std::lock_guard<std::mutex> lock(*mu_);
   const base::Stopwatch pass_time;
   model::ForwardOptions options;
@@ -319,12 +320,11 @@ std::vector<float> SessionImpl::step(std::span<const int32_t> drafts) {
   ++stats_.decode_passes;
   if (drafts.empty()) {
     ++stats_.decode_tokens;
-    last_logits_ = out;
+    if (&out != &last_logits_) last_logits_ = out;
   } else {
     ++stats_.verify_passes;
     stats_.drafted_tokens += n - 1;
   }
-  return out;
 }
 
 void SessionImpl::keep(int64_t rows, std::span<const float> logits) {
@@ -389,7 +389,7 @@ GenerateResult SessionImpl::generate(std::span<const int32_t> prompt,
       result.stop = StopReason::kContextFull;
       return result;
     }
-    step({});
+    step({}, last_logits_);
   } else if (last_logits_.empty()) {
     base::fail("generate: empty prompt on an empty session");
   }
@@ -471,7 +471,7 @@ GenerateResult SessionImpl::generate(std::span<const int32_t> prompt,
     const base::Stopwatch pass_time;
     {
       base::timeline::Phase phase("step");
-      rows = step(drafts);
+      step(drafts, rows);
     }
     ran_pass = true;
     pass_ms = pass_time.elapsed_ms();
