@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "deltafin/gpu_stats.h"
 #include "deltafin/session.h"
 #include "deltafin/text.h"
 
@@ -180,28 +181,6 @@ struct StreamStats {
   double gpu_spine_h2d_seconds = 0, gpu_expert_h2d_seconds = 0;
   double gpu_spine_fill_wait_seconds = 0;     // a pass waited for the host ring's fill of a layer
   double gpu_expert_source_wait_seconds = 0;  // a pass waited for a miss's reads or host copy
-};
-
-// What the GPU backend's passes did since load (all zero on the CPU backend); take differences
-// around a pass. These are the pass counters (Engine::gpu_stats); what the VRAM tiers moved is in
-// StreamStats' gpu_* fields (Engine::stream_stats). Bytes are those the passes touched in VRAM,
-// each part once per pass (its rows share every load); `bench decode` divides them by the device's
-// read rate.
-struct GpuStats {
-  uint64_t passes = 0, rows = 0;
-  uint64_t spine_bytes = 0;            // every layer's weights and norms
-  uint64_t expert_bytes = 0;           // routed experts, each distinct one once per pass and layer
-  uint64_t experts = 0;                // their number
-  uint64_t head_bytes = 0;             // the lm_head, in passes that computed logits
-  uint64_t embed_bytes = 0;            // the embedding rows of the passes' ids
-  uint64_t attention_cache_bytes = 0;  // the MLA latent and k_pe of every cached position
-  uint64_t kda_state_bytes = 0;        // the KDA recurrent and conv states, read and written
-  uint64_t launches = 0, copies = 0, syncs = 0;  // kernel launches, async copies, host waits
-  double device_seconds = 0;  // from an event before each pass's first operation to its last
-  uint64_t touched_bytes() const {
-    return spine_bytes + expert_bytes + head_bytes + embed_bytes + attention_cache_bytes +
-           kda_state_bytes;
-  }
 };
 
 struct ModelInfo {

@@ -1,6 +1,6 @@
-// What the GPU model's passes did, for `bench decode`'s floor: the bytes each pass touched in VRAM
-// by part, the stream operations it issued and the device's time over it (cumulative since the
-// model was made), and the per-pass byte arithmetic, which needs no device.
+// The per-pass byte arithmetic of the GPU model's counters (GpuCounters, the public
+// deltafin::GpuStats: the bytes each pass touched in VRAM by part, its stream operations and the
+// device's time, cumulative since the model was made), which needs no device.
 #pragma once
 
 #include <cstdint>
@@ -9,26 +9,6 @@
 #include "cuda/gpu_model.h"
 
 namespace deltafin::cuda {
-
-struct GpuCounters {
-  uint64_t passes = 0, rows = 0;
-  // Bytes read (KDA state: read and written) by the passes, each part once per pass: a pass's
-  // rows share every weight load.
-  uint64_t spine_bytes = 0;            // every layer's weights and norms, the head's norms
-  uint64_t expert_bytes = 0;           // routed experts, each distinct one once per pass and layer
-  uint64_t experts = 0;                // their number
-  uint64_t head_bytes = 0;             // the lm_head, in passes that computed logits
-  uint64_t embed_bytes = 0;            // the embedding rows of the pass's ids
-  uint64_t attention_cache_bytes = 0;  // every cached position's MLA latent and k_pe, per layer
-  uint64_t kda_state_bytes = 0;        // each KDA layer's recurrent and conv state, read + written
-  uint64_t launches = 0, copies = 0, syncs = 0;  // stream operations (op_count.h)
-  // From an event before the pass's first operation to one after its last (gaps included).
-  double device_seconds = 0;
-  uint64_t touched_bytes() const {
-    return spine_bytes + expert_bytes + head_bytes + embed_bytes + attention_cache_bytes +
-           kda_state_bytes;
-  }
-};
 
 // The bytes a pass touches apart from its routed experts, for the model placed from a desc. The
 // same whatever the tiers: a streamed spine layer is read from its staging buffer in VRAM like a

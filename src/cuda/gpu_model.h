@@ -16,6 +16,7 @@
 
 #include "cuda/decode_ops.h"
 #include "cuda/gemv.h"
+#include "deltafin/gpu_stats.h"
 
 namespace deltafin::cuda {
 
@@ -226,7 +227,8 @@ struct GpuWorkspace;   // one pass's device intermediates
 class SpineStream;     // the streamed spine layers' copies
 class DevExpertCache;  // the routed experts' VRAM cache
 class ExpertSource;    // gpu_tiers.h: where the cache's misses come from
-struct GpuCounters;    // gpu_counters.h
+// What the passes did (the public deltafin::GpuStats; the byte arithmetic is gpu_counters.h).
+using GpuCounters = ::deltafin::GpuStats;
 
 class GpuModel {
  public:

@@ -13,7 +13,7 @@ nvcc=${NVCC:-nvcc}
 command -v "$nvcc" >/dev/null || nvcc=/usr/local/cuda/bin/nvcc
 gencode=${GENCODE:--gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90a,code=sm_90a}
 # shellcheck disable=SC2206
-flags=(-std=c++20 -O3 $gencode --fmad=false -Xcompiler=-ffp-contract=off -Isrc)
+flags=(-std=c++20 -O3 $gencode --fmad=false -Xcompiler=-ffp-contract=off -Isrc -Iinclude)
 "$nvcc" --version | tail -2
 
 kernels=(src/cuda/gemv.cu src/cuda/norm.cu src/cuda/decode_ops.cu)

@@ -123,24 +123,7 @@ class CudaBackend : public GpuBackend {
     }
     return s;
   }
-  GpuStats pass_counters() const override {
-    const cuda::GpuCounters& c = gpu_->counters();
-    GpuStats s;
-    s.passes = c.passes;
-    s.rows = c.rows;
-    s.spine_bytes = c.spine_bytes;
-    s.expert_bytes = c.expert_bytes;
-    s.experts = c.experts;
-    s.head_bytes = c.head_bytes;
-    s.embed_bytes = c.embed_bytes;
-    s.attention_cache_bytes = c.attention_cache_bytes;
-    s.kda_state_bytes = c.kda_state_bytes;
-    s.launches = c.launches;
-    s.copies = c.copies;
-    s.syncs = c.syncs;
-    s.device_seconds = c.device_seconds;
-    return s;
-  }
+  GpuStats pass_counters() const override { return gpu_->counters(); }
 
  private:
   std::unique_ptr<model::Model> host_;
