@@ -3,12 +3,14 @@
 // the same bytes with the same launch pattern, and cudaMemcpy device-to-device (read rate).
 // Weights rotate over copies totalling >= 1 GiB so every launch reads from HBM, not the L2.
 //   deltafin_cuda_bench [repetitions]
-// DELTAFIN_BENCH_ONLY=mxfp4,mxwide,grouped,bf16,lmhead,other (any of them) runs only those entries.
+// DELTAFIN_BENCH_ONLY=mxfp4,mxwide,grouped,bf16,spine,lmhead,other (any of them) runs only those
+// entries; `spine` is K3's other BF16 shapes, whose short and long rows decode reads most.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/decode_ops.h"
@@ -369,6 +371,20 @@ int main(int argc, char** argv) {
   if (wanted("bf16")) {
     bench_bf16(reps, 7168, 7168);
     bench_bf16(reps, 3072, 7168);
+  }
+  if (wanted("spine")) {
+    // K3's BF16 spine matrices other than the square ones above (kimi-k3.md): KDA's q/k/v/gate
+    // and o, f_b's 128-column rows, the dense layer's gate/up and down, the shared experts'
+    // gate/up and down, MLA's q_a.
+    for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{12288, 7168},
+                                                                             {7168, 12288},
+                                                                             {12288, 128},
+                                                                             {33792, 7168},
+                                                                             {7168, 33792},
+                                                                             {6144, 7168},
+                                                                             {7168, 6144},
+                                                                             {1536, 7168}})
+      bench_bf16(reps, rows, cols);
   }
   if (wanted("lmhead")) bench_bf16(reps, 163840, 7168);
   if (wanted("other")) {
