@@ -18,18 +18,17 @@ void copy_d2d(float* dst, const float* src, int64_t count, cudaStream_t stream, 
              what);
 }
 
-// Whether the route's experts can run as grouped launches: all MXFP4, of one shape.
-bool groupable(const DevMoe& w, const std::vector<int32_t>& experts) {
-  if (experts.empty() || w.experts.empty()) return false;
-  const DevGlu& a = w.experts[experts[0]];
-  const auto same = [](const DevMatrix& x, const DevMatrix& y) {
-    return x.mxfp4 && y.mxfp4 && x.mx.rows == y.mx.rows && x.mx.cols == y.mx.cols;
-  };
-  for (int32_t e : experts) {
-    const DevGlu& b = w.experts[e];
-    if (!same(a.gate, b.gate) || !same(a.up, b.up) || !same(a.down, b.down)) return false;
-  }
-  return a.up.mx.rows == a.gate.mx.rows && a.down.mx.cols == a.gate.mx.rows;
+// Every gate and up of `count` experts (tasks[2i], tasks[2i + 1], x into ws.glu_g / glu_u) in one
+// grouped launch, SiTU over their `rows` rows, every down (tasks[2·count + i], into ws.ey) in one
+// more: the routed experts' products whichever side filled the table.
+void grouped_glu(const PassContext& c, const DeviceMxfp4Task* tasks, int64_t count, int64_t inter,
+                 int64_t rows, int64_t max_m) {
+  const GpuShape& sh = c.shape;
+  const int64_t width = sh.moe_width;
+  matmul_grouped(tasks, 2 * count, inter, width, max_m, c.stream);
+  situ_glu(c.ws.glu_g, c.ws.glu_u, rows * inter, sh.situ_beta, sh.situ_linear_beta, c.ws.glu_g,
+           c.stream);
+  matmul_grouped(tasks + 2 * count, count, width, inter, max_m, c.stream);
 }
 
 // The route's resident experts in five launches and one upload, where one expert at a time
@@ -78,9 +77,7 @@ void run_grouped(const PassContext& c, const DevMoe& w, const std::vector<int32_
                              cudaMemcpyHostToDevice, s),
              "MoE table");
   gather_rows(ws.z, d_gather_from, m_all, width, ws.zin, s);
-  matmul_grouped(d_tasks, 2 * count, inter, width, max_m, s);
-  situ_glu(ws.glu_g, ws.glu_u, m_all * inter, sh.situ_beta, sh.situ_linear_beta, ws.glu_g, s);
-  matmul_grouped(d_tasks + 2 * count, count, width, inter, max_m, s);
+  grouped_glu(c, d_tasks, count, inter, m_all, max_m);
   moe_combine_rows(ws.ey, d_gather_from + m_all, ws.route_w, n, k, width, ws.sum, s);
 }
 
@@ -180,57 +177,40 @@ void glu_block(const PassContext& c, const DevGlu& w, const float* x, int64_t n,
   mm(w.down, c.ws.glu_g, n, out, c.stream);
 }
 
-bool moe_block(const PassContext& c, const DevMoe& w, int64_t layer, const float* x, int64_t n,
-               float* out) {
+namespace {
+
+// A decode row of a model whose experts are all resident and groupable (the layer's table was
+// placed with them): its k experts are distinct, so the products' table is set up on the device
+// from the route and nothing waits for the host. The same grouped products (grouped_glu, one row
+// each) and the combine in rank order as run_grouped's: the same bits. Leaves the sum in ws.sum.
+void route_row_on_device(const PassContext& c, const DevMoe& w) {
+  const GpuShape& sh = c.shape;
+  GpuWorkspace& ws = c.ws;
+  const int64_t k = sh.router.top_k, width = sh.moe_width;
+  const int64_t inter = w.experts.front().gate.mx.rows;
+  auto* tasks = reinterpret_cast<DeviceMxfp4Task*>(ws.moe_table);
+  expert_tasks_one_row(w.expert_table, sh.router.n_experts, ws.route_e, k, ws.z, ws.glu_g, ws.glu_u,
+                       inter, ws.ey, width, tasks, c.stream);
+  grouped_glu(c, tasks, k, inter, k, 1);
+  moe_combine(ws.ey, ws.route_w, 1, k, width, ws.sum, c.stream);
+  c.stats->expert_hits += k;
+  c.stats->expert_hit_bytes += k * w.expert_bytes;
+}
+
+// The route brought back to the host (one wait), which then launches each distinct expert once
+// for the rows that chose it: grouped when every expert is resident and groupable, else through
+// the expert cache or one at a time. Leaves the sum in ws.sum and the route in ws.host_route.
+void route_on_host(const PassContext& c, const DevMoe& w, int64_t layer, int64_t n) {
   const GpuShape& sh = c.shape;
   GpuWorkspace& ws = c.ws;
   const cudaStream_t s = c.stream;
   const int k = sh.router.top_k;
-  const int64_t width = sh.moe_width, d = sh.hidden;
-  // The router and the latent projection read the same x: one launch (ws.z waits for the
-  // experts). Without a latent projection the experts read x itself, copied below.
-  mm_siblings({{&w.router, ws.router}, {&w.latent_down, ws.z}}, x, n, s);
-  route(sh.router, ws.router, w.score_bias, n, ws.route_e, ws.route_w, s);
-  const bool has_shared = !w.shared.gate.empty();
-  const auto finish = [&] {  // after the routed experts left their sum in ws.sum
-    if (!w.latent_up.empty()) {
-      if (w.latent_norm != nullptr)
-        rmsnorm_rows(ws.sum, w.latent_norm, n, width, sh.moe_norm_eps, ws.sum, s);
-      mm(w.latent_up, ws.sum, n, out, s);
-    } else {
-      copy_d2d(out, ws.sum, n * d, s, "MoE output");
-    }
-    if (has_shared) add(ws.shared, n * d, out, s);
-  };
-  if (n == 1 && c.cache == nullptr && w.expert_table != nullptr) {
-    // A decode row: its k experts are distinct and resident, so the table of products is set up
-    // on the device from the route, and nothing waits for the host. The same grouped products
-    // and combine as run_grouped's with one row each, in rank order: the same bits.
-    if (has_shared) glu_block(c, w.shared, x, n, ws.shared);
-    if (w.latent_down.empty()) copy_d2d(ws.z, x, width, s, "MoE input");
-    const DevGlu& any = w.experts.front();
-    const int64_t inter = any.gate.mx.rows;
-    auto* tasks = reinterpret_cast<DeviceMxfp4Task*>(ws.moe_table);
-    expert_tasks_one_row(w.expert_table, sh.router.n_experts, ws.route_e, k, ws.z, ws.glu_g,
-                         ws.glu_u, inter, ws.ey, width, tasks, s);
-    matmul_grouped(tasks, 2 * k, inter, width, 1, s);
-    situ_glu(ws.glu_g, ws.glu_u, k * inter, sh.situ_beta, sh.situ_linear_beta, ws.glu_g, s);
-    matmul_grouped(tasks + 2 * k, k, width, inter, 1, s);
-    moe_combine(ws.ey, ws.route_w, 1, k, width, ws.sum, s);
-    c.stats->expert_hits += k;
-    c.stats->expert_hit_bytes += k * w.expert_bytes;
-    finish();
-    return false;
-  }
-  // The route decides which weights the next products read: bring it back to the host.
+  const int64_t width = sh.moe_width;
   ws.host_route.resize(n * k);
   count_copy();
   check_cuda(cudaMemcpyAsync(ws.host_route.data(), ws.route_e, n * k * sizeof(int32_t),
                              cudaMemcpyDeviceToHost, s),
              "route");
-  // The shared experts and the latent projection do not wait for the route.
-  if (has_shared) glu_block(c, w.shared, x, n, ws.shared);
-  if (w.latent_down.empty()) copy_d2d(ws.z, x, n * width, s, "MoE input");
   count_sync();
   check_cuda(cudaStreamSynchronize(s), "route");
   // The distinct experts in order of first appearance, each with the (row, rank) slots that
@@ -275,7 +255,7 @@ bool moe_block(const PassContext& c, const DevMoe& w, int64_t layer, const float
     if (w.experts.size() != static_cast<size_t>(sh.router.n_experts))
       throw std::logic_error("CUDA backend: layer " + std::to_string(layer) +
                              " has no resident experts and no cache");
-    if (groupable(w, experts)) {
+    if (w.expert_table != nullptr) {  // all MXFP4 of one shape (experts_groupable)
       run_grouped(c, w, experts, slots, n);
     } else {
       for (size_t i = 0; i < experts.size(); ++i) {
@@ -287,8 +267,39 @@ bool moe_block(const PassContext& c, const DevMoe& w, int64_t layer, const float
       moe_combine(ws.contrib, ws.route_w, n, k, width, ws.sum, s);
     }
   }
-  finish();
-  return true;
+}
+
+}  // namespace
+
+bool moe_block(const PassContext& c, const DevMoe& w, int64_t layer, const float* x, int64_t n,
+               float* out) {
+  const GpuShape& sh = c.shape;
+  GpuWorkspace& ws = c.ws;
+  const cudaStream_t s = c.stream;
+  const int64_t width = sh.moe_width, d = sh.hidden;
+  // The router and the latent projection read the same x: one launch (ws.z waits for the
+  // experts). Without a latent projection the experts read x itself, copied below.
+  mm_siblings({{&w.router, ws.router}, {&w.latent_down, ws.z}}, x, n, s);
+  route(sh.router, ws.router, w.score_bias, n, ws.route_e, ws.route_w, s);
+  // The shared experts and the experts' input do not wait for the route.
+  const bool has_shared = !w.shared.gate.empty();
+  if (has_shared) glu_block(c, w.shared, x, n, ws.shared);
+  if (w.latent_down.empty()) copy_d2d(ws.z, x, n * width, s, "MoE input");
+  const bool on_device = n == 1 && c.cache == nullptr && w.expert_table != nullptr;
+  if (on_device) {
+    route_row_on_device(c, w);
+  } else {
+    route_on_host(c, w, layer, n);
+  }
+  if (!w.latent_up.empty()) {
+    if (w.latent_norm != nullptr)
+      rmsnorm_rows(ws.sum, w.latent_norm, n, width, sh.moe_norm_eps, ws.sum, s);
+    mm(w.latent_up, ws.sum, n, out, s);
+  } else {
+    copy_d2d(out, ws.sum, n * d, s, "MoE output");
+  }
+  if (has_shared) add(ws.shared, n * d, out, s);
+  return !on_device;
 }
 
 }  // namespace deltafin::cuda
