@@ -3,12 +3,14 @@
 // the same bytes with the same launch pattern, and cudaMemcpy device-to-device (read rate).
 // Weights rotate over copies totalling >= 1 GiB so every launch reads from HBM, not the L2.
 //   deltafin_cuda_bench [repetitions]
-// DELTAFIN_BENCH_ONLY=mxfp4,mxwide,grouped,bf16,spine,lmhead,other (any of them) runs only those
-// entries; `spine` is K3's other BF16 shapes, whose short and long rows decode reads most.
+// DELTAFIN_BENCH_ONLY=mxfp4,mxwide,grouped,bf16,spine,lmhead,logits,other (any of them) runs only
+// those entries; `spine` is K3's other BF16 shapes, whose short and long rows decode reads most.
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -320,6 +322,48 @@ void bench_attn_res(int reps) {
   cudaFree(scratch);
 }
 
+// K3's logits row (163,840 floats) from the device to the host as a decode pass ends: into
+// pageable memory (what GpuModel::pass does), into pinned memory, and pinned then copied on the
+// host into pageable memory; each timed on the host from the copy's issue to the sync's return.
+void bench_logits_copy(int reps) {
+  constexpr size_t kFloats = 163840, kBytes = kFloats * sizeof(float);
+  float *dev = nullptr, *pinned = nullptr;
+  check(cudaMalloc(&dev, kBytes), "malloc");
+  check(cudaMemset(dev, 1, kBytes), "memset");
+  check(cudaMallocHost(&pinned, kBytes), "pinned");
+  std::vector<float> pageable(kFloats);
+  auto time_us = [&](auto&& body) {
+    std::vector<double> us;
+    for (int r = 0; r < 8 * reps; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      body();
+      us.push_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(us.begin(), us.end());
+    std::printf("%.1f / %.1f / %.1f us", us.front(), us[us.size() / 2], us.back());
+  };
+  std::printf("\nlogits row D2H (%zu bytes), min / median / max:\n  into pageable: ", kBytes);
+  time_us([&] {
+    check(cudaMemcpyAsync(pageable.data(), dev, kBytes, cudaMemcpyDeviceToHost, 0), "d2h");
+    check(cudaStreamSynchronize(0), "sync");
+  });
+  std::printf("\n  into pinned: ");
+  time_us([&] {
+    check(cudaMemcpyAsync(pinned, dev, kBytes, cudaMemcpyDeviceToHost, 0), "d2h");
+    check(cudaStreamSynchronize(0), "sync");
+  });
+  std::printf("\n  into pinned, then memcpy to pageable: ");
+  time_us([&] {
+    check(cudaMemcpyAsync(pinned, dev, kBytes, cudaMemcpyDeviceToHost, 0), "d2h");
+    check(cudaStreamSynchronize(0), "sync");
+    std::memcpy(pageable.data(), pinned, kBytes);
+  });
+  std::printf("\n");
+  cudaFreeHost(pinned);
+  cudaFree(dev);
+}
+
 }  // namespace
 }  // namespace deltafin::cuda
 
@@ -387,6 +431,7 @@ int main(int argc, char** argv) {
       bench_bf16(reps, rows, cols);
   }
   if (wanted("lmhead")) bench_bf16(reps, 163840, 7168);
+  if (wanted("logits")) bench_logits_copy(reps);
   if (wanted("other")) {
     bench_attn_res(reps);
     bench_kda(reps);

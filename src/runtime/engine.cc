@@ -4,6 +4,7 @@
 // pool).
 #include <algorithm>
 #include <memory>
+#include <memory_resource>
 #include <mutex>
 #include <optional>
 
@@ -57,6 +58,8 @@ class SessionImpl : public Session {
         prefill_group_(group),
         max_context_(max_context),
         state_(gpu_ ? model::SequenceState{} : model->new_state(max_context)),
+        last_logits_(gpu_ ? gpu_->host_memory() : std::pmr::get_default_resource()),
+        verify_logits_(last_logits_.get_allocator()),
         dspark_(dspark ? dspark->new_session() : nullptr),
         qwen_(qwen ? qwen->new_session() : nullptr) {}
 
@@ -91,8 +94,9 @@ class SessionImpl : public Session {
                          bool between_layers = false);
   // Runs the pending id, then `drafts` after it: a decode pass without drafts, else a verify pass
   // whose rows stay tentative until keep(). Leaves every row's logits, [1 + drafts, vocab], in
-  // `out`, whose memory is reused (a token's 655 KB of K3 logits is not allocated afresh).
-  void step(std::span<const int32_t> drafts, std::vector<float>& out);
+  // last_logits_ (a decode pass) or verify_logits_, whose memory is reused (a token's 655 KB of
+  // K3 logits is neither allocated nor copied afresh); returns them.
+  std::span<const float> step(std::span<const int32_t> drafts);
   // Keeps the first `rows` rows of the verify pass that gave `logits` (the pending id and rows - 1
   // drafted ids); the last kept row's logits become the session's.
   void keep(int64_t rows, std::span<const float> logits);
@@ -120,7 +124,10 @@ class SessionImpl : public Session {
   model::SequenceState state_;
   std::vector<int32_t> ids_;  // the ids in state_, then pending_ if set
   int32_t pending_ = -1;      // last generated id, not yet run through the model
-  std::vector<float> last_logits_;
+  // The logits of the row the pending id was drawn from (a decode pass writes them here), and
+  // a verify pass's rows; in the backend's host memory (pinned for the GPU: copied by DMA).
+  std::pmr::vector<float> last_logits_;
+  std::pmr::vector<float> verify_logits_;
   SessionStats stats_;
   Speculator speculator_;  // drafts and the verify widths' costs, learned over the session
   std::unique_ptr<SessionDrafter> dspark_;  // null: the engine has no DSpark drafter
@@ -291,13 +298,14 @@ std::vector<float> SessionImpl::run(std::vector<int32_t> ids, bool all_rows,
   return out;
 }
 
-void SessionImpl::step(std::span<const int32_t> drafts, std::vector<float>& out) {
+std::span<const float> SessionImpl::step(std::span<const int32_t> drafts) {
   DF_ASSERT(pending_ >= 0);
   std::vector<int32_t> ids{pending_};
   ids.insert(ids.end(), drafts.begin(), drafts.end());
   const int64_t vocab = model_->config().vocab_size, n = static_cast<int64_t>(ids.size());
   DF_ASSERT(positions() + n <= max_context_);
   for (const int32_t id : drafts) DF_ASSERT(id >= 0 && id < vocab);  // drafters propose ids
+  std::pmr::vector<float>& out = drafts.empty() ? last_logits_ : verify_logits_;
   out.resize(n * vocab);
   std::lock_guard<std::mutex> lock(*mu_);
   const base::Stopwatch pass_time;
@@ -320,11 +328,11 @@ void SessionImpl::step(std::span<const int32_t> drafts, std::vector<float>& out)
   ++stats_.decode_passes;
   if (drafts.empty()) {
     ++stats_.decode_tokens;
-    if (&out != &last_logits_) last_logits_ = out;
   } else {
     ++stats_.verify_passes;
     stats_.drafted_tokens += n - 1;
   }
+  return out;
 }
 
 void SessionImpl::keep(int64_t rows, std::span<const float> logits) {
@@ -389,7 +397,7 @@ GenerateResult SessionImpl::generate(std::span<const int32_t> prompt,
       result.stop = StopReason::kContextFull;
       return result;
     }
-    step({}, last_logits_);
+    step({});
   } else if (last_logits_.empty()) {
     base::fail("generate: empty prompt on an empty session");
   }
@@ -404,7 +412,7 @@ GenerateResult SessionImpl::generate(std::span<const int32_t> prompt,
   // The rows to draw from: the logits after the pending id, then after each drafted id the last
   // pass verified. Each row's id is drawn exactly as a decode step would draw it (the same
   // logits, bit for bit, and the same generator), so the ids do not depend on the drafts.
-  std::vector<float> rows = last_logits_;
+  std::span<const float> rows = last_logits_;
   std::vector<int32_t> drafts;
   double pass_ms = 0.0;
   const char* decision = "";
@@ -471,7 +479,7 @@ GenerateResult SessionImpl::generate(std::span<const int32_t> prompt,
     const base::Stopwatch pass_time;
     {
       base::timeline::Phase phase("step");
-      step(drafts, rows);
+      rows = step(drafts);
     }
     ran_pass = true;
     pass_ms = pass_time.elapsed_ms();

@@ -15,6 +15,7 @@
 
 #include "cuda/gpu_counters.h"
 #include "cuda/gpu_tiers.h"
+#include "cuda/pinned_host.h"
 #include "experts/streaming_expert_store.h"
 #include "io/read_scheduler.h"
 #include "runtime/gpu_bind.h"
@@ -66,6 +67,7 @@ class CudaSession : public GpuSession {
     }
   }
   void commit(int64_t keep) override { model_.commit(*seq_, keep); }
+  std::pmr::memory_resource* host_memory() override { return cuda::pinned_host_memory(); }
   void reset() override { model_.reset(*seq_); }
   int64_t n_positions() const override { return seq_->n_positions(); }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <memory_resource>
 #include <span>
 #include <string>
 
@@ -30,6 +31,9 @@ class GpuSession {
   virtual void forward(std::span<const int32_t> ids, bool all_rows, float* logits, bool tentative,
                        const std::function<bool()>* cancel) = 0;
   virtual void commit(int64_t keep) = 0;
+  // Where the session keeps the host buffers forward() writes logits into: memory the device
+  // copies into by DMA (pinned) where the backend has it.
+  virtual std::pmr::memory_resource* host_memory() { return std::pmr::get_default_resource(); }
   virtual void reset() = 0;
   virtual int64_t n_positions() const = 0;
 };
