@@ -508,6 +508,10 @@ void test_sums(std::mt19937& rng, bool gpu) {
   gather_rows(d_shuffled.ptr, d_at.ptr, n * k, width, d_gathered.ptr);
   expect(same_bits(d_gathered.download(n * k * width).data(), contrib.data(), n * k * width),
          "gather_rows undoes the shuffle (memcmp)");
+  DeviceBuffer<float> d_scattered(n * k * width), d_contrib(contrib);
+  scatter_rows(d_contrib.ptr, d_at.ptr, n * k, width, d_scattered.ptr);
+  expect(same_bits(d_scattered.download(n * k * width).data(), shuffled.data(), n * k * width),
+         "scatter_rows makes the shuffle (memcmp)");
   add(d_a.ptr, n * hidden, d_b.ptr);
   expect(same_bits(d_b.download(n * hidden).data(), added.data(), n * hidden),
          "add == kernels::add (memcmp)");

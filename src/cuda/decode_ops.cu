@@ -409,6 +409,15 @@ __global__ void expert_tasks_kernel(const DeviceMxfp4Task* table, int64_t n_expe
   tasks[2 * k + i] = down;
 }
 
+__global__ void scatter_rows_kernel(const float* src, const int32_t* rows, int64_t m, int64_t width,
+                                    float* dst) {
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < m * width;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t p = e / width, j = e % width;
+    dst[rows[p] * width + j] = src[e];
+  }
+}
+
 __global__ void gather_rows_kernel(const float* src, const int32_t* rows, int64_t m, int64_t width,
                                    float* dst) {
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < m * width;
@@ -841,6 +850,16 @@ void expert_tasks_one_row(const DeviceMxfp4Task* table, int64_t n_experts, const
   if (inter < 1 || width < 1) bad(what, "inter", inter, ">= 1 with width >= 1");
   expert_tasks_kernel<<<static_cast<unsigned>(k), 128, 0, stream>>>(
       table, n_experts, route, static_cast<int>(k), x, g, u, inter, ey, width, tasks);
+  check_launch(what);
+}
+
+void scatter_rows(const float* src, const int32_t* rows, int64_t m, int64_t width, float* dst,
+                  cudaStream_t stream) {
+  const char* what = "cuda::scatter_rows";
+  if (m < 0) bad(what, "m", m, ">= 0");
+  if (width < 1) bad(what, "width", width, ">= 1");
+  if (m == 0) return;
+  scatter_rows_kernel<<<grid_for(m * width), 256, 0, stream>>>(src, rows, m, width, dst);
   check_launch(what);
 }
 

@@ -83,6 +83,10 @@ void moe_combine(const float* contrib, const float* weights, int64_t n, int64_t 
 // of contrib, the same arithmetic, so bit-identical to moe_combine over the rows in slot order.
 void gather_rows(const float* src, const int32_t* rows, int64_t m, int64_t width, float* dst,
                  cudaStream_t stream = 0);
+// Its inverse: dst[rows[p]] = src[p] for p < m (an expert cache's grouped hits move their outputs
+// to their (row, rank) slots this way).
+void scatter_rows(const float* src, const int32_t* rows, int64_t m, int64_t width, float* dst,
+                  cudaStream_t stream = 0);
 void moe_combine_rows(const float* contrib, const int32_t* rows, const float* weights, int64_t n,
                       int64_t k, int64_t width, float* sum, cudaStream_t stream = 0);
 void embed_rows(const uint16_t* table, int64_t width, const int32_t* ids, int64_t n, float* out,

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/gpu_internal.h"
@@ -31,43 +32,51 @@ void grouped_glu(const PassContext& c, const DeviceMxfp4Task* tasks, int64_t cou
   matmul_grouped(tasks + 2 * count, count, width, inter, max_m, c.stream);
 }
 
-// The route's resident experts in five launches and one upload, where one expert at a time
-// takes six: the slots' inputs gathered expert by expert, every gate and up in one grouped
-// launch, SiTU over all of them, every down in one more, and the combine reading each slot's
-// output where its expert left it. Each grouped product is bit-identical to its single launch
-// (gemv.h) and the combine's arithmetic is moe_combine's, so the sum in ws.sum is the per-expert
-// path's, bit for bit. slots[i]: the (row, rank) slots that chose experts[i].
-void run_grouped(const PassContext& c, const DevMoe& w, const std::vector<int32_t>& experts,
-                 const std::vector<std::vector<int32_t>>& slots, int64_t n) {
+// Where grouped_products left its outputs: device tables over the pass's n·k (row, rank) slots.
+struct GroupedRows {
+  const int32_t* output_row;  // by slot: its output's row of ws.ey (slots of these experts)
+  const int32_t* slot_of;     // by output row: its slot
+  int64_t rows;               // output rows written, ws.ey[0, rows)
+};
+
+// The products of `experts` (each with the (row, rank) slots that chose it, slots[i]) in four
+// launches and one upload, where one expert at a time takes four each and a copy per row: the
+// slots' inputs gathered expert by expert, every gate and up in one grouped launch, SiTU over
+// all of them, every down in one more. Each grouped product is bit-identical to its single
+// launch (gemv.h), so each output row is what one expert at a time computes. The experts must be
+// all MXFP4 of one shape (DevMoe::groupable).
+GroupedRows grouped_products(const PassContext& c, const std::vector<const DevGlu*>& experts,
+                             const std::vector<const std::vector<int32_t>*>& slots, int64_t n) {
   GpuWorkspace& ws = c.ws;
   const GpuShape& sh = c.shape;
   const cudaStream_t s = c.stream;
   const int64_t k = sh.router.top_k, width = sh.moe_width, m_all = n * k;
   const int64_t count = static_cast<int64_t>(experts.size());
-  const int64_t inter = w.experts[experts[0]].gate.mx.rows;
-  // The table: tasks (gates and ups interleaved, then downs), the gather's rows, the slots' rows.
+  const int64_t inter = experts.front()->gate.mx.rows;
+  // The table: tasks (gates and ups interleaved, then downs), then by row the gather's source
+  // rows, by slot the output rows, by output row the slots.
   const uint64_t task_bytes = 3 * static_cast<uint64_t>(m_all) * sizeof(DeviceMxfp4Task);
   ws.host_moe_table.assign(moe_table_bytes(m_all), 0);
   auto* tasks = reinterpret_cast<DeviceMxfp4Task*>(ws.host_moe_table.data());
   auto* gather_from = reinterpret_cast<int32_t*>(ws.host_moe_table.data() + task_bytes);
   int32_t* output_row = gather_from + m_all;
+  int32_t* slot_of = output_row + m_all;
   int64_t p = 0, max_m = 0;
   for (int64_t i = 0; i < count; ++i) {
-    const DevGlu& e = w.experts[experts[i]];
-    const int m = static_cast<int>(slots[i].size());
+    const DevGlu& e = *experts[i];
+    const int m = static_cast<int>(slots[i]->size());
     float *xin = ws.zin + p * width, *g = ws.glu_g + p * inter, *u = ws.glu_u + p * inter;
     tasks[2 * i] = DeviceMxfp4Task{e.gate.mx.packed, e.gate.mx.scales, xin, g, m};
     tasks[2 * i + 1] = DeviceMxfp4Task{e.up.mx.packed, e.up.mx.scales, xin, u, m};
     tasks[2 * count + i] =
         DeviceMxfp4Task{e.down.mx.packed, e.down.mx.scales, g, ws.ey + p * width, m};
-    for (int32_t sl : slots[i]) {
+    for (int32_t sl : *slots[i]) {
       gather_from[p] = static_cast<int32_t>(sl / k);
       output_row[sl] = static_cast<int32_t>(p);
+      slot_of[p] = sl;
       ++p;
     }
     max_m = std::max<int64_t>(max_m, m);
-    ++c.stats->expert_hits;
-    c.stats->expert_hit_bytes += w.expert_bytes;
   }
   const auto* d_tasks = reinterpret_cast<const DeviceMxfp4Task*>(ws.moe_table);
   const auto* d_gather_from = reinterpret_cast<const int32_t*>(ws.moe_table + task_bytes);
@@ -76,9 +85,9 @@ void run_grouped(const PassContext& c, const DevMoe& w, const std::vector<int32_
   check_cuda(cudaMemcpyAsync(ws.moe_table, ws.host_moe_table.data(), ws.host_moe_table.size(),
                              cudaMemcpyHostToDevice, s),
              "MoE table");
-  gather_rows(ws.z, d_gather_from, m_all, width, ws.zin, s);
-  grouped_glu(c, d_tasks, count, inter, m_all, max_m);
-  moe_combine_rows(ws.ey, d_gather_from + m_all, ws.route_w, n, k, width, ws.sum, s);
+  gather_rows(ws.z, d_gather_from, p, width, ws.zin, s);
+  grouped_glu(c, d_tasks, count, inter, p, max_m);
+  return {d_gather_from + m_all, d_gather_from + 2 * m_all, p};
 }
 
 }  // namespace
@@ -182,7 +191,8 @@ namespace {
 // A decode row of a model whose experts are all resident and groupable (the layer's table was
 // placed with them): its k experts are distinct, so the products' table is set up on the device
 // from the route and nothing waits for the host. The same grouped products (grouped_glu, one row
-// each) and the combine in rank order as run_grouped's: the same bits. Leaves the sum in ws.sum.
+// each) and the combine in rank order as grouped_products and moe_combine_rows: the same bits.
+// Leaves the sum in ws.sum.
 void route_row_on_device(const PassContext& c, const DevMoe& w) {
   const GpuShape& sh = c.shape;
   GpuWorkspace& ws = c.ws;
@@ -249,14 +259,40 @@ void route_on_host(const PassContext& c, const DevMoe& w, int64_t layer, int64_t
                "expert slots");
   };
   if (c.cache != nullptr) {
-    c.cache->run(layer, experts, s, run_expert, c.stats);
+    // The cache's hits (in VRAM already) as grouped launches, their outputs moved to their slots;
+    // each miss one expert at a time as its weights arrive.
+    const auto run_hits = [&](const std::vector<std::pair<const DevGlu*, size_t>>& hits) {
+      if (!w.groupable) {
+        for (const auto& [view, i] : hits) run_expert(*view, i);
+        return;
+      }
+      std::vector<const DevGlu*> views;
+      std::vector<const std::vector<int32_t>*> hit_slots;
+      for (const auto& [view, i] : hits) {
+        views.push_back(view);
+        hit_slots.push_back(&slots[i]);
+      }
+      const GroupedRows out = grouped_products(c, views, hit_slots, n);
+      scatter_rows(ws.ey, out.slot_of, out.rows, width, ws.contrib, s);
+    };
+    c.cache->run(layer, experts, s, run_expert, run_hits, c.stats);
     moe_combine(ws.contrib, ws.route_w, n, k, width, ws.sum, s);
   } else {
     if (w.experts.size() != static_cast<size_t>(sh.router.n_experts))
       throw std::logic_error("CUDA backend: layer " + std::to_string(layer) +
                              " has no resident experts and no cache");
-    if (w.expert_table != nullptr) {  // all MXFP4 of one shape (experts_groupable)
-      run_grouped(c, w, experts, slots, n);
+    if (w.groupable) {
+      // The whole route: the combine reads each slot's output where its expert left it.
+      std::vector<const DevGlu*> views;
+      std::vector<const std::vector<int32_t>*> route_slots;
+      for (size_t i = 0; i < experts.size(); ++i) {
+        views.push_back(&w.experts[experts[i]]);
+        route_slots.push_back(&slots[i]);
+      }
+      const GroupedRows out = grouped_products(c, views, route_slots, n);
+      moe_combine_rows(ws.ey, out.output_row, ws.route_w, n, k, width, ws.sum, s);
+      c.stats->expert_hits += experts.size();
+      c.stats->expert_hit_bytes += experts.size() * w.expert_bytes;
     } else {
       for (size_t i = 0; i < experts.size(); ++i) {
         const DevGlu& ew = w.experts[experts[i]];

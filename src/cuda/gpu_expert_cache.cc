@@ -107,11 +107,21 @@ void DevExpertCache::compute(int64_t slot, size_t i, bool copied) {
   check_cuda(cudaEventRecord(freed_[slot], compute_), "expert freed event");
 }
 
+void DevExpertCache::compute_hits(const std::vector<std::pair<int64_t, size_t>>& hits) {
+  std::vector<std::pair<const DevGlu*, size_t>> views;
+  for (const auto& [slot, i] : hits) views.emplace_back(&views_[slot], i);
+  (*run_hits_)(views);
+  // A later copy into any of these slots waits for these products.
+  for (const auto& [slot, i] : hits)
+    check_cuda(cudaEventRecord(freed_[slot], compute_), "expert freed event");
+}
+
 void DevExpertCache::run(int64_t layer, const std::vector<int32_t>& experts, cudaStream_t compute,
                          const std::function<void(const DevGlu&, size_t)>& run_expert,
-                         GpuTierStats* stats) {
+                         const RunHits& run_hits, GpuTierStats* stats) {
   compute_ = compute;
   run_expert_ = &run_expert;
+  run_hits_ = &run_hits;
   const RouteCounts n =
       run_route(index_, source_.get(), *this, layer, experts, expert_bytes_[layer]);
   stats->expert_hits += n.hits;

@@ -81,6 +81,9 @@ struct DevMoe {
   DevGlu shared;
   std::vector<DevGlu> experts;  // by id when every expert is resident, else empty (the cache)
   uint64_t expert_bytes = 0;    // one resident expert's VRAM bytes
+  // The routed experts are all MXFP4 of one shape (experts_groupable), resident or cached: a
+  // route's experts (or a cache's hits) run as grouped launches.
+  bool groupable = false;
   // With the experts resident and all MXFP4 of one shape: n_experts × {gate, up, down} tasks (x,
   // y, n unset) in VRAM, from which a decode row's products are set up on the device.
   const DeviceMxfp4Task* expert_table = nullptr;
@@ -164,8 +167,8 @@ struct GpuWorkspace {
 void place_workspace(const GpuModelDesc& desc, const GpuLimits& limits, Arena& arena,
                      GpuWorkspace* ws);
 // The grouped MoE's table for a pass of `slots` (row, rank) slots: at most `slots` distinct
-// experts, 3 products each (gate, up, down), then two int32 per slot (its gathered input's row
-// and its output's row).
+// experts, 3 products each (gate, up, down), then three int32 per slot (its gathered input's
+// row, its output's row, and by output row the slot).
 uint64_t moe_table_bytes(int64_t slots);
 
 struct DevKdaState {
@@ -273,13 +276,17 @@ class DevExpertCache : public ExpertDevice {
   DevExpertCache& operator=(const DevExpertCache&) = delete;
   // Runs run_expert(expert weights, i) for each distinct expert i of layer's route on `compute`
   // (run_route); adds its hits, misses, bytes and copy time to *stats.
+  // run_hits takes the route's hits at once ((weights, i) each), run_expert each miss.
+  using RunHits = std::function<void(const std::vector<std::pair<const DevGlu*, size_t>>&)>;
   void run(int64_t layer, const std::vector<int32_t>& experts, cudaStream_t compute,
-           const std::function<void(const DevGlu&, size_t)>& run_expert, GpuTierStats* stats);
+           const std::function<void(const DevGlu&, size_t)>& run_expert, const RunHits& run_hits,
+           GpuTierStats* stats);
   ExpertSourceStats source_stats() const { return source_->stats(); }
 
   uint64_t copy(int64_t slot, const GpuGlu& host) override;
   void wait_copied(uint64_t ticket) override;
   void compute(int64_t slot, size_t i, bool copied) override;
+  void compute_hits(const std::vector<std::pair<int64_t, size_t>>& hits) override;
 
  private:
   ExpertSlotIndex index_;
@@ -296,6 +303,7 @@ class DevExpertCache : public ExpertDevice {
   // The route in run(): where compute() issues.
   cudaStream_t compute_ = nullptr;
   const std::function<void(const DevGlu&, size_t)>* run_expert_ = nullptr;
+  const RunHits* run_hits_ = nullptr;
 };
 
 // The mapped experts (desc's views) as an ExpertSource: each miss copied by the host into one of

@@ -152,6 +152,7 @@ DevLayer place_layer(const GpuModelDesc& desc, int64_t index, Arena& a, Arena& g
     dm.latent_norm = put_floats(a, m.latent_norm, sh.moe_width);
     dm.latent_up = put_matrix(a, m.latent_up);
     dm.shared = put_glu(a, m.shared);
+    dm.groupable = experts_groupable(m.experts);
   } else {
     dl.dense = put_glu(a, l.dense);
   }
@@ -224,7 +225,7 @@ WorkspaceDims workspace_dims(const GpuModelDesc& desc) {
 }
 
 uint64_t moe_table_bytes(int64_t slots) {
-  return static_cast<uint64_t>(slots) * (3 * sizeof(DeviceMxfp4Task) + 2 * sizeof(int32_t));
+  return static_cast<uint64_t>(slots) * (3 * sizeof(DeviceMxfp4Task) + 3 * sizeof(int32_t));
 }
 
 void place_workspace(const GpuModelDesc& desc, const GpuLimits& limits, Arena& a,

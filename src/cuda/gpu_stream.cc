@@ -82,7 +82,6 @@ SpineStream::SpineStream(const GpuModelDesc& desc, int64_t first, uint8_t* stagi
       device_(device),
       first_(first),
       n_(static_cast<int64_t>(desc.layers.size()) - first) {
-  for (GpuLayer& l : desc_.layers) l.moe_w.experts.clear();  // place_layer never reads them
   for (int64_t j = 0; j < n_; ++j) {
     Arena count, conv;
     place_layer(desc_, first_ + j, count, conv);
@@ -110,6 +109,8 @@ SpineStream::SpineStream(const GpuModelDesc& desc, int64_t first, uint8_t* stagi
     }
     layers->push_back(views_[0].back());
   }
+  // Placing a layer read its experts' shapes only (DevMoe::groupable); the views are set.
+  for (GpuLayer& l : desc_.layers) l.moe_w.experts.clear();
   for (int64_t h = 0; h < std::max<int64_t>(ring_buffers, 1); ++h) {
     ring_memory_.push_back(alloc_pinned(
         buffer_bytes, "the streamed spine's host ring (" + std::to_string(ring_buffers) +

@@ -284,11 +284,11 @@ RouteCounts run_route(ExpertSlotIndex& index, ExpertSource* source, ExpertDevice
     if (source == nullptr) throw std::logic_error("CUDA backend: expert cache without a source");
     source->request(layer, miss_ids);
   }
-  for (size_t i = 0; i < experts.size(); ++i) {
-    if (found[i] < 0) continue;
-    device.compute(found[i], i, false);
-    index.release(found[i]);
-  }
+  std::vector<std::pair<int64_t, size_t>> hits;
+  for (size_t i = 0; i < experts.size(); ++i)
+    if (found[i] >= 0) hits.emplace_back(found[i], i);
+  if (!hits.empty()) device.compute_hits(hits);
+  for (const auto& [slot, i] : hits) index.release(slot);
   if (miss_ids.empty()) return n;
   // Each miss as the source has it: a slot (unpinned ones only: every issued expert's slot is
   // released at once, its copy waiting on the device for that compute), the copy, the products.

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cuda/gpu_model.h"
@@ -141,6 +142,11 @@ class ExpertDevice {
   virtual void wait_copied(uint64_t ticket) = 0;
   // Expert i of the route, held by `slot`: its products, after the slot's copy when `copied`.
   virtual void compute(int64_t slot, size_t i, bool copied) = 0;
+  // The route's hits, (slot, i) each, whose weights are in VRAM already: their products, which a
+  // device may launch together. By default one compute() each, in order.
+  virtual void compute_hits(const std::vector<std::pair<int64_t, size_t>>& hits) {
+    for (const auto& [slot, i] : hits) compute(slot, i, false);
+  }
 };
 
 // One host-to-device copy of an expert's bytes.
