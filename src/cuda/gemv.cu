@@ -31,6 +31,13 @@ constexpr int kMxGroupStride = 36;
 constexpr int kBfChunksPerLane = 2;
 constexpr int kBfTileChunks = 32 * kBfChunksPerLane;
 constexpr int kBfChunkStride = 12;
+// Whether the BF16 kernels for N activation rows double-buffer their activation tiles (bf16_body).
+__host__ __device__ constexpr bool bf16_two_buffers(int n) { return n <= 2; }
+// Their shared memory: one or two tiles' activations.
+template <int N>
+constexpr int bf16_smem_bytes() {
+  return (bf16_two_buffers(N) ? 2 : 1) * N * kBfTileChunks * kBfChunkStride * 4;
+}
 
 // The eight E2M1 codes of a word (code j in bits 4j..4j+3) as 2^-126 times their values: the 3
 // magnitude bits at float bits 22-24 read as that (0.5 is the subnormal 2^-127), the sign at
@@ -289,19 +296,64 @@ __device__ __forceinline__ void bf16_body(const uint16_t* __restrict__ wbits, in
 #pragma unroll
     for (int i = 0; i < N; ++i) acc[r][i] = 0.0f;
 
-  load(0);
-  for (int t = 0; t < tiles; ++t) {
-    __syncthreads();
-    for (int q = threadIdx.x; q < N * kBfTileChunks * 2; q += kThreads) {
+  // At 1-2 activation rows (bf16_two_buffers), tile t + 1's activations are loaded into registers
+  // before tile t's math and stored into the other buffer after it: one barrier a tile, the
+  // loads' latency hidden behind the math. With one buffer every tile waited for its activations
+  // between two barriers (n = 1: 0.88 of a same-bytes read, 1.0 with two). At 4 or more rows the
+  // registers that takes cost more than it saves (n = 4: 0.84 -> 0.65), so they keep one buffer.
+  constexpr bool kTwoBuffers = bf16_two_buffers(N);
+  constexpr int kTileFloats = N * kBfTileChunks * kBfChunkStride;
+  constexpr int kStagePerThread =
+      kTwoBuffers ? (N * kBfTileChunks * 2 + kThreads - 1) / kThreads : 1;
+  float4 next_x[kStagePerThread];
+  auto fetch = [&](int t) {
+#pragma unroll
+    for (int j = 0; j < kStagePerThread; ++j) {
+      const int q = threadIdx.x + j * kThreads;
       const int i = q / (kBfTileChunks * 2), c = (q / 2) % kBfTileChunks, part = q % 2;
       const int cc = t * kBfTileChunks + c;
-      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (i < n && cc < chunks)
-        v = __ldg(reinterpret_cast<const float4*>(x + static_cast<int64_t>(i) * cols + cc * 8) +
-                  part);
-      reinterpret_cast<float4*>(xs + (i * kBfTileChunks + c) * kBfChunkStride)[part] = v;
+      next_x[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (q < N * kBfTileChunks * 2 && i < n && cc < chunks)
+        next_x[j] = __ldg(
+            reinterpret_cast<const float4*>(x + static_cast<int64_t>(i) * cols + cc * 8) + part);
     }
-    __syncthreads();
+  };
+  auto put = [&](int t) {
+    float* buf = xs + (t % 2) * kTileFloats;  // two buffers only
+#pragma unroll
+    for (int j = 0; j < kStagePerThread; ++j) {
+      const int q = threadIdx.x + j * kThreads;
+      const int i = q / (kBfTileChunks * 2), c = (q / 2) % kBfTileChunks, part = q % 2;
+      if (q < N * kBfTileChunks * 2)
+        reinterpret_cast<float4*>(buf + (i * kBfTileChunks + c) * kBfChunkStride)[part] = next_x[j];
+    }
+  };
+
+  load(0);
+  if constexpr (kTwoBuffers) {
+    fetch(0);
+    put(0);
+  }
+  for (int t = 0; t < tiles; ++t) {
+    if constexpr (kTwoBuffers) {
+      // Tile t's activations are in its buffer, and every warp is past tile t - 1's math, whose
+      // buffer takes tile t + 1 after this tile's math.
+      __syncthreads();
+      if (t + 1 < tiles) fetch(t + 1);
+    } else {
+      __syncthreads();
+      for (int q = threadIdx.x; q < N * kBfTileChunks * 2; q += kThreads) {
+        const int i = q / (kBfTileChunks * 2), c = (q / 2) % kBfTileChunks, part = q % 2;
+        const int cc = t * kBfTileChunks + c;
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (i < n && cc < chunks)
+          v = __ldg(reinterpret_cast<const float4*>(x + static_cast<int64_t>(i) * cols + cc * 8) +
+                    part);
+        reinterpret_cast<float4*>(xs + (i * kBfTileChunks + c) * kBfChunkStride)[part] = v;
+      }
+      __syncthreads();
+    }
+    const float* tile = xs + (kTwoBuffers ? (t % 2) * kTileFloats : 0);
     uint4 wc[kRowsPerWarp][kBfChunksPerLane];
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r)
@@ -325,11 +377,14 @@ __device__ __forceinline__ void bf16_body(const uint16_t* __restrict__ wbits, in
 #pragma unroll
       for (int i = 0; i < N; ++i) {
         const float4* xc = reinterpret_cast<const float4*>(
-            xs + (i * kBfTileChunks + u * 32 + lane) * kBfChunkStride);
+            tile + (i * kBfTileChunks + u * 32 + lane) * kBfChunkStride);
         const float4 a = xc[0], b = xc[1];
 #pragma unroll
         for (int r = 0; r < kRowsPerWarp; ++r) acc[r][i] = fma8(wv[r], a, b, acc[r][i]);
       }
+    }
+    if constexpr (kTwoBuffers) {
+      if (t + 1 < tiles) put(t + 1);
     }
   }
 
@@ -563,9 +618,8 @@ void matmul_siblings(const DeviceBf16Out* outs, int count, const float* x, int64
       constexpr int N = decltype(tag)::value;
       constexpr int R = kBf16Rows<N>;
       const int blocks = static_cast<int>((max_rows + kWarps * R - 1) / (kWarps * R));
-      launch<bf16_siblings_kernel<N, R>>(N * kBfTileChunks * kBfChunkStride * 4,
-                                         dim3(blocks, count), stream, pass, static_cast<int>(cols),
-                                         x + i0 * cols, nb);
+      launch<bf16_siblings_kernel<N, R>>(bf16_smem_bytes<N>(), dim3(blocks, count), stream, pass,
+                                         static_cast<int>(cols), x + i0 * cols, nb);
     });
   }
   check_launch(what);
@@ -582,8 +636,8 @@ void matmul(const DeviceBf16& w, const float* x, int64_t n, float* y, cudaStream
       constexpr int N = decltype(tag)::value;
       constexpr int R = kBf16Rows<N>;
       const int blocks = static_cast<int>((rows + kWarps * R - 1) / (kWarps * R));
-      launch<bf16_kernel<N, R>>(N * kBfTileChunks * kBfChunkStride * 4, dim3(blocks), stream,
-                                w.data, rows, cols, xb, nb, yb);
+      launch<bf16_kernel<N, R>>(bf16_smem_bytes<N>(), dim3(blocks), stream, w.data, rows, cols, xb,
+                                nb, yb);
     });
   }
   check_launch("cuda::matmul(BF16)");
