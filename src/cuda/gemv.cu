@@ -1,7 +1,8 @@
 // The MXFP4 and BF16 GEMV/small-batch kernels and their launchers, single and grouped (MXFP4). A
 // block of 4 warps owns 2-4 weight rows per warp; the activations are staged in padded shared
-// memory (conflict-free float4 reads) and shared by the warp's rows, each lane loads one 16-byte
-// piece per row, and the next piece of work's weights are loaded before this one's math.
+// memory (conflict-free float4 reads; BF16 at 1-2 rows in two buffers, the next tile's landing
+// while this one's is read) and shared by the warp's rows, each lane loads one 16-byte piece per
+// row, and the next piece of work's weights are loaded before this one's math.
 #include <cuda_runtime.h>
 
 #include <algorithm>
