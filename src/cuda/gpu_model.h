@@ -245,6 +245,7 @@ class GpuModel {
   GpuModel& operator=(const GpuModel&) = delete;
 
   const TierPlan& tiers() const { return tiers_; }
+  int device() const { return device_; }
   // What the passes did so far (gpu_counters.h), for bench decode's floor: bytes touched in VRAM
   // by part, stream operations, device time. Read between passes.
   const GpuCounters& counters() const;

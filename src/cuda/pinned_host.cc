@@ -3,19 +3,29 @@
 
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <cstddef>
+#include <mutex>
+#include <new>
 #include <stdexcept>
 #include <string>
 
 namespace deltafin::cuda {
 namespace {
 
+constexpr int kMaxDevices = 64;
+
 class PinnedHostResource final : public std::pmr::memory_resource {
+ public:
+  explicit PinnedHostResource(int device) : device_(device) {}
+
+ private:
   void* do_allocate(std::size_t bytes, std::size_t alignment) override {
     // cudaHostAlloc returns page-aligned memory: any alignment a container asks for.
     if (alignment > 4096) throw std::bad_alloc();
     void* p = nullptr;
-    const cudaError_t err = cudaHostAlloc(&p, bytes > 0 ? bytes : 1, cudaHostAllocPortable);
+    cudaError_t err = cudaSetDevice(device_);
+    if (err == cudaSuccess) err = cudaHostAlloc(&p, bytes > 0 ? bytes : 1, cudaHostAllocPortable);
     if (err != cudaSuccess) {
       cudaGetLastError();
       throw std::runtime_error(
@@ -30,13 +40,21 @@ class PinnedHostResource final : public std::pmr::memory_resource {
   bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override {
     return this == &other;
   }
+
+  int device_;
 };
 
 }  // namespace
 
-std::pmr::memory_resource* pinned_host_memory() {
-  static auto* resource = new PinnedHostResource;  // never destroyed (see the header)
-  return resource;
+std::pmr::memory_resource* pinned_host_memory(int device) {
+  if (device < 0 || device >= kMaxDevices)
+    throw std::invalid_argument("cuda::pinned_host_memory: device " + std::to_string(device) +
+                                ", expected 0.." + std::to_string(kMaxDevices - 1));
+  static std::mutex mu;
+  static std::array<PinnedHostResource*, kMaxDevices> resources{};  // never destroyed
+  std::lock_guard<std::mutex> lock(mu);
+  if (resources[device] == nullptr) resources[device] = new PinnedHostResource(device);
+  return resources[device];
 }
 
 }  // namespace deltafin::cuda

@@ -67,7 +67,9 @@ class CudaSession : public GpuSession {
     }
   }
   void commit(int64_t keep) override { model_.commit(*seq_, keep); }
-  std::pmr::memory_resource* host_memory() override { return cuda::pinned_host_memory(); }
+  std::pmr::memory_resource* host_memory() override {
+    return cuda::pinned_host_memory(model_.device());
+  }
   void reset() override { model_.reset(*seq_); }
   int64_t n_positions() const override { return seq_->n_positions(); }
 
