@@ -299,9 +299,9 @@ __device__ __forceinline__ void bf16_body(const uint16_t* __restrict__ wbits, in
 
   // At 1-2 activation rows (bf16_two_buffers), tile t + 1's activations are loaded into registers
   // before tile t's math and stored into the other buffer after it: one barrier a tile, the
-  // loads' latency hidden behind the math. With one buffer every tile waited for its activations
-  // between two barriers (n = 1: 0.88 of a same-bytes read, 1.0 with two). At 4 or more rows the
-  // registers that takes cost more than it saves (n = 4: 0.84 -> 0.65), so they keep one buffer.
+  // loads' latency hidden behind the math, where one buffer made every tile wait for its
+  // activations between two barriers. At 4 or more rows the registers that takes cost more than
+  // the wait (docs/CUDA.md has the figures), so they keep one buffer.
   constexpr bool kTwoBuffers = bf16_two_buffers(N);
   constexpr int kTileFloats = N * kBfTileChunks * kBfChunkStride;
   constexpr int kStagePerThread =

@@ -27,9 +27,8 @@ __global__ void __launch_bounds__(kThreads)
   const float* row = x + blockIdx.x * n;
   // Each thread's chain runs over i = t, t + 256, ... in order. Loads are issued kBatch at a
   // time before their arithmetic, in both loops: a decode row is one block, and with one load in
-  // flight per thread it waited on memory latency once per 256 values (ncu: 17 us for K3's 7168
-  // where 4 us suffice). y may alias x: each value is read and written by one thread only, and
-  // each batch is read before any of it is written.
+  // flight per thread it waited on memory latency once per 256 values. y may alias x: each value
+  // is read and written by one thread only, and each batch is read before any of it is written.
   constexpr int kBatch = 16;
   double ss = 0.0;
   for (int64_t base = threadIdx.x; base < n; base += kBatch * kThreads) {

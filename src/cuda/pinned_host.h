@@ -1,6 +1,6 @@
 // Pinned host memory as a std::pmr::memory_resource, for the host buffers a pass copies into
 // (the sessions' logits): the copy is a DMA at the link's rate, not the driver's staged copy
-// through pageable memory (K3's 655 KB logits row on the H200: 19 us against 96, docs/CUDA.md).
+// through pageable memory (docs/CUDA.md, "Logits").
 #pragma once
 
 #include <memory_resource>
