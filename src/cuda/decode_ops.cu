@@ -409,21 +409,14 @@ __global__ void expert_tasks_kernel(const DeviceMxfp4Task* table, int64_t n_expe
   tasks[2 * k + i] = down;
 }
 
-__global__ void scatter_rows_kernel(const float* src, const int32_t* rows, int64_t m, int64_t width,
-                                    float* dst) {
+// gather_rows (dst[p] = src[rows[p]]) and, kScatter, scatter_rows (dst[rows[p]] = src[p]).
+template <bool kScatter>
+__global__ void move_rows_kernel(const float* src, const int32_t* rows, int64_t m, int64_t width,
+                                 float* dst) {
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < m * width;
        e += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t p = e / width, j = e % width;
-    dst[rows[p] * width + j] = src[e];
-  }
-}
-
-__global__ void gather_rows_kernel(const float* src, const int32_t* rows, int64_t m, int64_t width,
-                                   float* dst) {
-  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < m * width;
-       e += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t p = e / width, j = e % width;
-    dst[e] = src[rows[p] * width + j];
+    const int64_t moved = rows[e / width] * width + e % width;
+    dst[kScatter ? moved : e] = src[kScatter ? e : moved];
   }
 }
 
@@ -853,24 +846,28 @@ void expert_tasks_one_row(const DeviceMxfp4Task* table, int64_t n_experts, const
   check_launch(what);
 }
 
-void scatter_rows(const float* src, const int32_t* rows, int64_t m, int64_t width, float* dst,
-                  cudaStream_t stream) {
-  const char* what = "cuda::scatter_rows";
+namespace {
+
+template <bool kScatter>
+void move_rows(const char* what, const float* src, const int32_t* rows, int64_t m, int64_t width,
+               float* dst, cudaStream_t stream) {
   if (m < 0) bad(what, "m", m, ">= 0");
   if (width < 1) bad(what, "width", width, ">= 1");
   if (m == 0) return;
-  scatter_rows_kernel<<<grid_for(m * width), 256, 0, stream>>>(src, rows, m, width, dst);
+  move_rows_kernel<kScatter><<<grid_for(m * width), 256, 0, stream>>>(src, rows, m, width, dst);
   check_launch(what);
+}
+
+}  // namespace
+
+void scatter_rows(const float* src, const int32_t* rows, int64_t m, int64_t width, float* dst,
+                  cudaStream_t stream) {
+  move_rows<true>("cuda::scatter_rows", src, rows, m, width, dst, stream);
 }
 
 void gather_rows(const float* src, const int32_t* rows, int64_t m, int64_t width, float* dst,
                  cudaStream_t stream) {
-  const char* what = "cuda::gather_rows";
-  if (m < 0) bad(what, "m", m, ">= 0");
-  if (width < 1) bad(what, "width", width, ">= 1");
-  if (m == 0) return;
-  gather_rows_kernel<<<grid_for(m * width), 256, 0, stream>>>(src, rows, m, width, dst);
-  check_launch(what);
+  move_rows<false>("cuda::gather_rows", src, rows, m, width, dst, stream);
 }
 
 void embed_rows(const uint16_t* table, int64_t width, const int32_t* ids, int64_t n, float* out,
