@@ -195,7 +195,7 @@ void place_weights(const GpuModelDesc& desc, Arena& spine, Arena& experts, GpuWe
         dl.moe_w.experts.push_back(place_expert(experts, e));
         dl.moe_w.expert_bytes = experts.used - before;
       }
-      if (experts_groupable(host)) {
+      if (dl.moe_w.groupable) {  // place_layer decided it from the same experts
         std::vector<DeviceMxfp4Task> table;
         for (const DevGlu& e : dl.moe_w.experts)
           for (const DevMatrix* m : {&e.gate, &e.up, &e.down})
