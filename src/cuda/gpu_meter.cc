@@ -83,19 +83,19 @@ void PassMeter::start(cudaStream_t stream) {
 }
 
 void PassMeter::count_experts(int64_t layer, const std::vector<int32_t>& route) {
-  // Sized from the model's shapes, not from device views: a cached expert (the tiers' slots) has
-  // the bytes of a resident one.
-  const uint64_t bytes = model_.layer_expert_bytes[layer];
   seen_.assign(static_cast<size_t>(model_.n_experts), 0);
+  int64_t distinct = 0;
   for (const int32_t e : route) {
     if (e < 0 || static_cast<size_t>(e) >= seen_.size() || seen_[e]) continue;
     seen_[e] = 1;
-    counters_.expert_bytes += bytes;
-    ++counters_.experts;
+    ++distinct;
   }
+  count_distinct_experts(layer, distinct);
 }
 
 void PassMeter::count_distinct_experts(int64_t layer, int64_t distinct) {
+  // Sized from the model's shapes, not from device views: a cached expert (the tiers' slots) has
+  // the bytes of a resident one.
   counters_.expert_bytes += static_cast<uint64_t>(distinct) * model_.layer_expert_bytes[layer];
   counters_.experts += static_cast<uint64_t>(distinct);
 }
