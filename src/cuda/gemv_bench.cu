@@ -323,8 +323,9 @@ void bench_attn_res(int reps) {
 }
 
 // K3's logits row (163,840 floats) from the device to the host as a decode pass ends: into
-// pageable memory (what GpuModel::pass does), into pinned memory, and pinned then copied on the
-// host into pageable memory; each timed on the host from the copy's issue to the sync's return.
+// pageable memory (a caller's plain buffer), into pinned memory (the sessions' logits,
+// pinned_host.h), and pinned then copied on the host into pageable memory; each timed on the host
+// from the copy's issue to the sync's return.
 void bench_logits_copy(int reps) {
   constexpr size_t kFloats = 163840, kBytes = kFloats * sizeof(float);
   float *dev = nullptr, *pinned = nullptr;
