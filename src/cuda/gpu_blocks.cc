@@ -39,20 +39,21 @@ struct GroupedRows {
   int64_t rows;               // output rows written, ws.ey[0, rows)
 };
 
-// The products of `experts` (each with the (row, rank) slots that chose it, slots[i]) in four
-// launches and one upload, where one expert at a time takes four each and a copy per row: the
-// slots' inputs gathered expert by expert, every gate and up in one grouped launch, SiTU over
-// all of them, every down in one more. Each grouped product is bit-identical to its single
-// launch (gemv.h), so each output row is what one expert at a time computes. The experts must be
-// all MXFP4 of one shape (DevMoe::groupable).
-GroupedRows grouped_products(const PassContext& c, const std::vector<const DevGlu*>& experts,
-                             const std::vector<const std::vector<int32_t>*>& slots, int64_t n) {
+// The products of `experts`, (weights, i) each with the route's (row, rank) slots slots[i] that
+// chose expert i, in four launches and one upload, where one expert at a time takes four each and
+// a copy per row: the slots' inputs gathered expert by expert, every gate and up in one grouped
+// launch, SiTU over all of them, every down in one more. Each grouped product is bit-identical
+// to its single launch (gemv.h), so each output row is what one expert at a time computes. The
+// experts must be all MXFP4 of one shape (DevMoe::groupable).
+GroupedRows grouped_products(const PassContext& c,
+                             const std::vector<std::pair<const DevGlu*, size_t>>& experts,
+                             const std::vector<std::vector<int32_t>>& slots, int64_t n) {
   GpuWorkspace& ws = c.ws;
   const GpuShape& sh = c.shape;
   const cudaStream_t s = c.stream;
   const int64_t k = sh.router.top_k, width = sh.moe_width, m_all = n * k;
   const int64_t count = static_cast<int64_t>(experts.size());
-  const int64_t inter = experts.front()->gate.mx.rows;
+  const int64_t inter = experts.front().first->gate.mx.rows;
   // The table: tasks (gates and ups interleaved, then downs), then by row the gather's source
   // rows, by slot the output rows, by output row the slots.
   const uint64_t task_bytes = 3 * static_cast<uint64_t>(m_all) * sizeof(DeviceMxfp4Task);
@@ -63,14 +64,15 @@ GroupedRows grouped_products(const PassContext& c, const std::vector<const DevGl
   int32_t* slot_of = output_row + m_all;
   int64_t p = 0, max_m = 0;
   for (int64_t i = 0; i < count; ++i) {
-    const DevGlu& e = *experts[i];
-    const int m = static_cast<int>(slots[i]->size());
+    const DevGlu& e = *experts[i].first;
+    const std::vector<int32_t>& chose = slots[experts[i].second];
+    const int m = static_cast<int>(chose.size());
     float *xin = ws.zin + p * width, *g = ws.glu_g + p * inter, *u = ws.glu_u + p * inter;
     tasks[2 * i] = DeviceMxfp4Task{e.gate.mx.packed, e.gate.mx.scales, xin, g, m};
     tasks[2 * i + 1] = DeviceMxfp4Task{e.up.mx.packed, e.up.mx.scales, xin, u, m};
     tasks[2 * count + i] =
         DeviceMxfp4Task{e.down.mx.packed, e.down.mx.scales, g, ws.ey + p * width, m};
-    for (int32_t sl : *slots[i]) {
+    for (int32_t sl : chose) {
       gather_from[p] = static_cast<int32_t>(sl / k);
       output_row[sl] = static_cast<int32_t>(p);
       slot_of[p] = sl;
@@ -266,13 +268,7 @@ void route_on_host(const PassContext& c, const DevMoe& w, int64_t layer, int64_t
         for (const auto& [view, i] : hits) run_expert(*view, i);
         return;
       }
-      std::vector<const DevGlu*> views;
-      std::vector<const std::vector<int32_t>*> hit_slots;
-      for (const auto& [view, i] : hits) {
-        views.push_back(view);
-        hit_slots.push_back(&slots[i]);
-      }
-      const GroupedRows out = grouped_products(c, views, hit_slots, n);
+      const GroupedRows out = grouped_products(c, hits, slots, n);
       scatter_rows(ws.ey, out.slot_of, out.rows, width, ws.contrib, s);
     };
     c.cache->run(layer, experts, s, run_expert, run_hits, c.stats);
@@ -283,13 +279,9 @@ void route_on_host(const PassContext& c, const DevMoe& w, int64_t layer, int64_t
                              " has no resident experts and no cache");
     if (w.groupable) {
       // The whole route: the combine reads each slot's output where its expert left it.
-      std::vector<const DevGlu*> views;
-      std::vector<const std::vector<int32_t>*> route_slots;
-      for (size_t i = 0; i < experts.size(); ++i) {
-        views.push_back(&w.experts[experts[i]]);
-        route_slots.push_back(&slots[i]);
-      }
-      const GroupedRows out = grouped_products(c, views, route_slots, n);
+      std::vector<std::pair<const DevGlu*, size_t>> route;
+      for (size_t i = 0; i < experts.size(); ++i) route.emplace_back(&w.experts[experts[i]], i);
+      const GroupedRows out = grouped_products(c, route, slots, n);
       moe_combine_rows(ws.ey, out.output_row, ws.route_w, n, k, width, ws.sum, s);
       c.stats->expert_hits += experts.size();
       c.stats->expert_hit_bytes += experts.size() * w.expert_bytes;
