@@ -100,6 +100,9 @@ struct DevLayer {
 
 // Frees a device allocation (null: nothing, so counting walks never touch the runtime).
 void free_device(void* p);
+// The same with `device` made current first: for what a thread other than the model's may free
+// (a session destroyed elsewhere would otherwise create a context on device 0).
+void free_device_on(int device, void* p);
 
 struct GpuWeights {
   ~GpuWeights() {
@@ -181,8 +184,9 @@ struct DevMlaState {
   float *latent = nullptr, *k_pe = nullptr;  // [max_positions, rank], [max_positions, rope]
 };
 struct GpuSequenceState {
-  ~GpuSequenceState() { free_device(base); }
-  void* base = nullptr;  // owned
+  ~GpuSequenceState() { free_device_on(device, base); }
+  void* base = nullptr;  // owned, on `device`
+  int device = 0;
   std::vector<DevKdaState> kda;
   std::vector<DevMlaState> mla;
 };

@@ -107,6 +107,7 @@ std::unique_ptr<GpuSequence> GpuModel::new_sequence() {
   Arena a;
   a.base = static_cast<uint8_t*>(allocate(tiers_.sequence_bytes, "a sequence's state"));
   seq->state_->base = a.base;
+  seq->state_->device = device_;
   place_sequence(shape_, w_->layers, limits_, a, seq->state_.get());
   if (a.used != tiers_.sequence_bytes)
     throw std::logic_error("CUDA backend: sequence layout differs from its plan");

@@ -19,6 +19,10 @@ void free_device(void* p) {
   if (p != nullptr) cudaFree(p);
 }
 
+void free_device_on(int device, void* p) {
+  if (p != nullptr && cudaSetDevice(device) == cudaSuccess) cudaFree(p);
+}
+
 void mm(const DevMatrix& w, const float* x, int64_t n, float* y, cudaStream_t stream) {
   if (w.mxfp4) {
     matmul(w.mx, x, n, y, stream);

@@ -35,7 +35,11 @@ class PinnedHostResource final : public std::pmr::memory_resource {
     return p;
   }
   void do_deallocate(void* p, std::size_t, std::size_t) override {
-    cudaFreeHost(p);  // at exit the context may be gone: nothing to do about an error then
+    // On the allocating device: a thread that never used CUDA (a session destroyed elsewhere)
+    // would otherwise free through, and so create, a context on device 0. At exit the context
+    // may be gone: nothing to do about an error then.
+    if (cudaSetDevice(device_) == cudaSuccess) cudaFreeHost(p);
+    cudaGetLastError();
   }
   bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override {
     return this == &other;

@@ -7,8 +7,9 @@
 
 namespace deltafin::cuda {
 
-// cudaHostAlloc'd (portable) blocks, allocated with `device` current (the calling thread keeps
-// it), so a session on cuda:N never creates a context on another device. An allocation that
+// cudaHostAlloc'd (portable) blocks, allocated and freed with `device` current (the calling
+// thread keeps it), so a session on cuda:N never creates a context on another device, whichever
+// thread frees its buffers. An allocation that
 // fails throws std::runtime_error naming the bytes and the flag that helps. One resource per
 // device for the process, never destroyed: the buffers it gave may outlive any model. Throws
 // std::invalid_argument for a device outside 0..63.
