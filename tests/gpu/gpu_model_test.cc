@@ -115,6 +115,7 @@ int64_t config_int(const std::string& dir, const std::string& key) {
 void check_counters(Engine& gpu, const std::string& dir, const std::vector<int32_t>& prompt) {
   const std::string name = std::filesystem::path(dir).filename();
   std::unique_ptr<deltafin::Session> s = gpu.new_session();
+  const deltafin::GpuStats before = gpu.gpu_stats();
   s->forward(prompt, false);
   const deltafin::GpuStats a = gpu.gpu_stats();
   s->forward(std::span<const int32_t>(prompt).subspan(0, 1), false);
@@ -131,6 +132,14 @@ void check_counters(Engine& gpu, const std::string& dir, const std::vector<int32
   expect(experts == moe_layers * top_k,
          name + ": " + std::to_string(experts) + " experts in a decode pass, expected top-k " +
              std::to_string(top_k) + " in each of " + std::to_string(moe_layers) + " MoE layers");
+  // The prompt's pass counts each layer's distinct experts once: at least top-k, at most every
+  // row's top-k or every expert (the tiers' runs compare against this count, so it needs bounds
+  // of its own).
+  const uint64_t prompt_experts = a.experts - before.experts;
+  const uint64_t most = std::min<uint64_t>(prompt.size() * top_k, config_int(dir, "num_experts"));
+  expect(prompt_experts >= moe_layers * top_k && prompt_experts <= moe_layers * most,
+         name + ": " + std::to_string(prompt_experts) + " experts in the prompt's pass, expected " +
+             std::to_string(moe_layers * top_k) + ".." + std::to_string(moe_layers * most));
   expect(experts > 0 && (b.expert_bytes - a.expert_bytes) % experts == 0,
          name + ": every expert counted with the same bytes");
   expect(b.spine_bytes > a.spine_bytes && b.head_bytes > a.head_bytes &&
