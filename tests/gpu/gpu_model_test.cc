@@ -132,14 +132,23 @@ void check_counters(Engine& gpu, const std::string& dir, const std::vector<int32
   expect(experts == moe_layers * top_k,
          name + ": " + std::to_string(experts) + " experts in a decode pass, expected top-k " +
              std::to_string(top_k) + " in each of " + std::to_string(moe_layers) + " MoE layers");
-  // The prompt's pass counts each layer's distinct experts once: at least top-k, at most every
-  // row's top-k or every expert (the tiers' runs compare against this count, so it needs bounds
-  // of its own).
+  // The prompt's passes (one per prefill group of rows) count each layer's distinct experts once
+  // a pass: per pass and layer at least top-k, at most its rows' top-k or every expert; summed,
+  // at most every row's top-k or every expert in each pass (the tiers' runs compare against
+  // this count, so it needs bounds of its own).
+  const uint64_t prompt_passes = a.passes - before.passes;
+  expect(
+      prompt_passes >= 1 && a.rows - before.rows == prompt.size(),
+      name + ": the prompt's rows counted once, in " + std::to_string(prompt_passes) + " passes");
   const uint64_t prompt_experts = a.experts - before.experts;
-  const uint64_t most = std::min<uint64_t>(prompt.size() * top_k, config_int(dir, "num_experts"));
-  expect(prompt_experts >= moe_layers * top_k && prompt_experts <= moe_layers * most,
-         name + ": " + std::to_string(prompt_experts) + " experts in the prompt's pass, expected " +
-             std::to_string(moe_layers * top_k) + ".." + std::to_string(moe_layers * most));
+  const uint64_t least = prompt_passes * moe_layers * top_k;
+  const uint64_t most =
+      moe_layers *
+      std::min<uint64_t>(prompt.size() * top_k, prompt_passes * config_int(dir, "num_experts"));
+  expect(prompt_experts >= least && prompt_experts <= most,
+         name + ": " + std::to_string(prompt_experts) + " experts in the prompt's " +
+             std::to_string(prompt_passes) + " passes, expected " + std::to_string(least) + ".." +
+             std::to_string(most));
   expect(experts > 0 && (b.expert_bytes - a.expert_bytes) % experts == 0,
          name + ": every expert counted with the same bytes");
   expect(b.spine_bytes > a.spine_bytes && b.head_bytes > a.head_bytes &&
