@@ -11,23 +11,17 @@
 #include <string>
 
 #include "cuda/gemv.h"
+#include "cuda/gemv_common.cuh"
 #include "cuda/op_count.h"
 
 namespace deltafin::cuda {
 namespace {
 
+using namespace gemv;
+
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr unsigned kFullMask = 0xffffffffu;
-// MXFP4 decodes a weight as 2^-126 times its value (e2m1x8_raw), so the staged activations are
-// x · 2^63 and a group's sum is scaled back by 2^63: the products are w·x·2^-63, and the bits
-// equal those of unscaled arithmetic unless |x| >= 2^65 or a group's partial sum falls below
-// 2^-63 in magnitude (docs/CUDA.md "Exactness").
-constexpr float kXScale = 0x1p63f;
 
-// MXFP4: a group's 32 floats sit 36 apart in shared memory (the 4-float pad makes the 8 lanes of
-// a float4 phase hit distinct banks).
-constexpr int kMxGroupStride = 36;
 // BF16 tile: two 8-value (16-byte) chunks per lane = 512 columns; a chunk's 8 floats sit 12 apart.
 constexpr int kBfChunksPerLane = 2;
 constexpr int kBfTileChunks = 32 * kBfChunksPerLane;
@@ -38,56 +32,6 @@ __host__ __device__ constexpr bool bf16_two_buffers(int n) { return n <= 2; }
 template <int N>
 constexpr int bf16_smem_bytes() {
   return (bf16_two_buffers(N) ? 2 : 1) * N * kBfTileChunks * kBfChunkStride * 4;
-}
-
-// The eight E2M1 codes of a word (code j in bits 4j..4j+3) as 2^-126 times their values: the 3
-// magnitude bits at float bits 22-24 read as that (0.5 is the subnormal 2^-127), the sign at
-// bit 31. Codes j and j+4 sit 16 bits apart, so one mask isolates the pair and one multiply by
-// 2^a + 2^b (a - b = 6, the sign's distance from the magnitude) places a copy of the code at
-// bits 22-25 and another at 28-31 without the copies overlapping (no carries); the high code of
-// the pair either overflows out of the word or lands below bit 16, and the mask 0x81c00000 keeps
-// the magnitude of one copy and the sign of the other. 21 instructions per 8 weights in SASS
-// (the byte-permute decode before it: 23), 8 of them integer multiplies, which issue to the FMA
-// pipe and leave the ALU pipe (half the issue rate) to the masks. No table. The 2^126 is folded
-// into the activations and the group sum (see mxfp4_body).
-__device__ __forceinline__ void e2m1x8_raw(uint32_t w, float (&f)[8]) {
-  constexpr uint32_t kFields = 0x81c00000u;  // sign and magnitude of a float's top code
-  const uint32_t w8 = w >> 8;
-  const uint32_t c04 = w & 0x000f000fu, c15 = w & 0x00f000f0u;  // codes 0 and 4, 1 and 5
-  const uint32_t c26 = w8 & 0x000f000fu, c37 = w8 & 0x00f000f0u;
-  // Low code of a pair at bit s (0 or 4): times 2^(22-s) + 2^(28-s); high code: 2^(6-s) + 2^(12-s).
-  f[0] = __uint_as_float((c04 * 0x10400000u) & kFields);
-  f[4] = __uint_as_float((c04 * 0x00001040u) & kFields);
-  f[1] = __uint_as_float((c15 * 0x01040000u) & kFields);
-  f[5] = __uint_as_float((c15 * 0x00000104u) & kFields);
-  f[2] = __uint_as_float((c26 * 0x10400000u) & kFields);
-  f[6] = __uint_as_float((c26 * 0x00001040u) & kFields);
-  f[3] = __uint_as_float((c37 * 0x01040000u) & kFields);
-  f[7] = __uint_as_float((c37 * 0x00000104u) & kFields);
-}
-
-__device__ __forceinline__ float e8m0_to_f32(uint32_t s) {
-  // 2^(s-127): the exponent field for s >= 1, the subnormal 2^-127 for s = 0, NaN for 255.
-  if (s == 255u) return __uint_as_float(0x7fc00000u);
-  return s == 0u ? __uint_as_float(0x00400000u) : __uint_as_float(s << 23);
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int off = 16; off > 0; off /= 2) v = __fadd_rn(v, __shfl_xor_sync(kFullMask, v, off));
-  return v;
-}
-
-// v + w[0]·a.x + ... + w[7]·b.w, one fused multiply-add at a time in this order: the order the
-// CPU emulation (gemv_order_ref.cc) reproduces, shared by the MXFP4 and BF16 kernels.
-__device__ __forceinline__ float fma8(const float (&w)[8], float4 a, float4 b, float v) {
-  v = __fmaf_rn(w[0], a.x, v);
-  v = __fmaf_rn(w[1], a.y, v);
-  v = __fmaf_rn(w[2], a.z, v);
-  v = __fmaf_rn(w[3], a.w, v);
-  v = __fmaf_rn(w[4], b.x, v);
-  v = __fmaf_rn(w[5], b.y, v);
-  v = __fmaf_rn(w[6], b.z, v);
-  return __fmaf_rn(w[7], b.w, v);
 }
 
 // Each lane's partial sums reduced across the warp; lane 0 stores the rows and activations that
@@ -103,11 +47,6 @@ __device__ __forceinline__ void store_rows(const float (&acc)[kRowsPerWarp][N], 
       if (lane == 0 && i < n && row0 + r < rows) y[static_cast<int64_t>(i) * rows + row0 + r] = v;
     }
   }
-}
-
-__device__ __forceinline__ uint4 load_stream(const void* p) {
-  // Weights are read once per pass: don't let them evict the activations from L1.
-  return __ldcs(reinterpret_cast<const uint4*>(p));
 }
 
 // One block's MXFP4 work: items (row block, chunk) for row blocks blockIdx.x, +gridDim.x, ...
