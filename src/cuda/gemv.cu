@@ -12,6 +12,7 @@
 
 #include "cuda/gemv.h"
 #include "cuda/gemv_common.cuh"
+#include "cuda/gemv_mxfp4_pairs.h"
 #include "cuda/op_count.h"
 
 namespace deltafin::cuda {
@@ -495,6 +496,7 @@ void matmul(const DeviceMxfp4& w, const float* x, int64_t n, float* y, cudaStrea
     const int nb = static_cast<int>(n - i0 < kGpuMaxBatch ? n - i0 : kGpuMaxBatch);
     const float* xb = x + i0 * w.cols;
     float* yb = y + i0 * w.rows;
+    if (nb == 1 && detail::mxfp4_pairs_single(w, xb, yb, stream)) continue;
     dispatch(nb, [&](auto tag) {
       constexpr int N = decltype(tag)::value;
       launch_mxfp4<N>(rows, cols, 0, stream, nullptr, w, xb, nb, yb);
@@ -518,6 +520,12 @@ void matmul_grouped(const DeviceMxfp4Task* tasks, int64_t count, int64_t rows, i
     throw std::invalid_argument(std::string(what) + ": max_n is " + std::to_string(max_n) +
                                 ", expected 0..16");
   if (count == 0 || max_n == 0) return;
+  if (max_n == 1 &&
+      detail::mxfp4_pairs_grouped(tasks, static_cast<int>(count), static_cast<int>(rows),
+                                  static_cast<int>(cols), stream)) {
+    check_launch(what);
+    return;
+  }
   dispatch(max_n, [&](auto tag) {
     constexpr int N = decltype(tag)::value;
     launch_mxfp4<N>(static_cast<int>(rows), static_cast<int>(cols), static_cast<int>(count), stream,

@@ -3,8 +3,9 @@
 // the same bytes with the same launch pattern, and cudaMemcpy device-to-device (read rate).
 // Weights rotate over copies totalling >= 1 GiB so every launch reads from HBM, not the L2.
 //   deltafin_cuda_bench [repetitions]
-// DELTAFIN_BENCH_ONLY=mxfp4,mxwide,grouped,bf16,spine,lmhead,logits,other (any of them) runs only
-// those entries; `spine` is K3's other BF16 shapes, whose short and long rows decode reads most.
+// DELTAFIN_BENCH_ONLY=mxfp4,mxwide,grouped,mxpairs,bf16,spine,lmhead,logits,other (any of them)
+// runs only those entries; `spine` is K3's other BF16 shapes, whose short and long rows decode
+// reads most.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -17,6 +18,7 @@
 
 #include "cuda/decode_ops.h"
 #include "cuda/gemv.h"
+#include "cuda/gemv_mxfp4_pairs.h"
 #include "cuda/gpu_test_util.h"
 
 namespace deltafin::cuda {
@@ -185,6 +187,85 @@ void bench_mxfp4_grouped(int reps, int experts, int per_expert, int64_t rows, in
     print_row("grouped " + std::to_string(count) + "x" + std::to_string(rows) + "x" +
                   std::to_string(cols) + " n=" + std::to_string(n),
               stats(rate), read);
+  }
+  check(cudaDeviceSynchronize(), "sync");
+  cudaFree(w);
+  cudaFree(x);
+  cudaFree(y);
+  cudaFree(tasks);
+}
+
+// The row-pair MXFP4 kernel (gemv_mxfp4_pairs.cu) at n = 1 for each ring depth against the
+// general kernel (depth 0), on `count` [rows, cols] matrices as one grouped launch and one at a
+// time: the outputs memcmp'd to the general kernel's ("DIFF" where they differ), then GB/s with
+// the variants interleaved over 3 rounds of `reps`.
+void bench_mxfp4_pairs(int reps, int count, int64_t rows, int64_t cols) {
+  const size_t packed = rows * cols / 2, scales = rows * cols / 32;
+  const size_t stride = (packed + scales + 255) / 256 * 256;
+  const size_t set_bytes = stride * count;
+  const int copies = static_cast<int>(std::max<size_t>(4, kRotationBytes / set_bytes));
+  uint8_t* w = nullptr;
+  float *x = nullptr, *y = nullptr;
+  DeviceMxfp4Task* tasks = nullptr;
+  check(cudaMalloc(&w, set_bytes * copies), "malloc");
+  check(cudaMalloc(&x, cols * sizeof(float)), "malloc");
+  check(cudaMalloc(&y, count * rows * sizeof(float)), "malloc");
+  check(cudaMalloc(&tasks, copies * count * sizeof(DeviceMxfp4Task)), "malloc");
+  for (int k = 0; k < copies * count; ++k) {
+    fill(w + k * stride, packed, 17 + k, 0);
+    fill(w + k * stride + packed, scales, 91 + k, 1);
+  }
+  fill(x, cols * sizeof(float), 5, 2);
+  std::vector<DeviceMxfp4Task> host;
+  for (int k = 0; k < copies * count; ++k)
+    host.push_back({w + k * stride, w + k * stride + packed, x, y + (k % count) * rows, 1});
+  check(
+      cudaMemcpy(tasks, host.data(), host.size() * sizeof(DeviceMxfp4Task), cudaMemcpyHostToDevice),
+      "upload");
+  Stats read_set, read_one;
+  read_rate_line("read", reps, copies, set_bytes, set_bytes, w, &read_set);
+  read_rate_line("read", reps, copies * count, stride, packed + scales, w, &read_one);
+  const int depths[] = {0, 2, 3, 4};
+  auto grouped = [&](int c) { matmul_grouped(tasks + c * count, count, rows, cols, 1); };
+  auto single = [&](int k) {
+    const uint8_t* m = w + static_cast<size_t>(k) * stride;
+    matmul(DeviceMxfp4{m, m + packed, rows, cols}, x, 1, y);
+  };
+  // Same bits as the general kernel, grouped (every task) and single (the first matrix).
+  std::vector<float> want_g, want_s;
+  bool same[4] = {};
+  for (int d = 0; d < 4; ++d) {
+    detail::set_mxfp4_pairs_stages(depths[d]);
+    std::vector<float> got_g(count * rows), got_s(rows);
+    check(cudaMemset(y, 0, count * rows * sizeof(float)), "memset");
+    grouped(0);
+    check(cudaMemcpy(got_g.data(), y, got_g.size() * 4, cudaMemcpyDeviceToHost), "d2h");
+    check(cudaMemset(y, 0, count * rows * sizeof(float)), "memset");
+    single(0);
+    check(cudaMemcpy(got_s.data(), y, got_s.size() * 4, cudaMemcpyDeviceToHost), "d2h");
+    if (d == 0) want_g = got_g, want_s = got_s;
+    const bool written = std::any_of(want_g.begin(), want_g.end(), [](float v) { return v != 0; });
+    same[d] = written && std::memcmp(want_g.data(), got_g.data(), got_g.size() * 4) == 0 &&
+              std::memcmp(want_s.data(), got_s.data(), got_s.size() * 4) == 0;
+  }
+  std::vector<double> rate_g[4], rate_s[4];
+  for (int round = 0; round < 3; ++round)
+    for (int d = 0; d < 4; ++d) {
+      detail::set_mxfp4_pairs_stages(depths[d]);
+      const auto g = time_launches(reps, copies, static_cast<double>(set_bytes), grouped);
+      const auto s1 =
+          time_launches(reps, copies * count, static_cast<double>(packed + scales), single);
+      rate_g[d].insert(rate_g[d].end(), g.begin(), g.end());
+      rate_s[d].insert(rate_s[d].end(), s1.begin(), s1.end());
+    }
+  detail::set_mxfp4_pairs_stages(detail::kMxfp4PairsDefaultStages);
+  const std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
+  for (int d = 0; d < 4; ++d) {
+    const std::string tag =
+        (d == 0 ? std::string("general") : "pairs d=" + std::to_string(depths[d])) +
+        (same[d] ? "" : " DIFF");
+    print_row("grp " + std::to_string(count) + "x" + shape + " " + tag, stats(rate_g[d]), read_set);
+    print_row("one " + shape + " " + tag, stats(rate_s[d]), read_one);
   }
   check(cudaDeviceSynchronize(), "sync");
   cudaFree(w);
@@ -412,6 +493,10 @@ int main(int argc, char** argv) {
   if (wanted("grouped")) {
     bench_mxfp4_grouped(reps, 16, 2, 3072, 3584);  // a K3 layer's 16 gates and ups
     bench_mxfp4_grouped(reps, 16, 1, 3584, 3072);  // and its 16 downs
+  }
+  if (wanted("mxpairs")) {
+    bench_mxfp4_pairs(reps, 32, 3072, 3584);  // a K3 layer's gates and ups
+    bench_mxfp4_pairs(reps, 16, 3584, 3072);  // and its downs
   }
   if (wanted("bf16")) {
     bench_bf16(reps, 7168, 7168);

@@ -160,6 +160,56 @@ void test_mxfp4_grouped(std::mt19937& rng, int64_t rows, int64_t cols, int count
   std::printf("ok   %s: tasks bit-identical to single launches\n", name.c_str());
 }
 
+// The row-pair kernel's own paths (gemv_mxfp4_pairs.cu, K3's 3072 and 3584 columns at n = 1):
+// an odd row count (the last pair's second row absent), scales on every side of its 191 switch
+// (one FMA by 2^(s-64) below it, the general kernel's two steps above) and NaN, and scales that
+// are not 16-byte aligned (byte loads instead of 16-byte copies), single and grouped, each
+// bit-identical to the emulation.
+void test_mxfp4_pairs_edges(std::mt19937& rng, int64_t cols) {
+  const int64_t rows = 301, groups = cols / 32;
+  const std::string name = "mxfp4 pairs 301x" + std::to_string(cols);
+  Mxfp4Host w = random_mxfp4(rng, rows, cols);
+  const uint8_t special[] = {0, 1, 63, 64, 190, 191, 192, 200, 254, 255};
+  for (int64_t r = 0; r < rows; r += 7)
+    for (int64_t g = r % 5; g < groups; g += 9) w.scales[r * groups + g] = special[(r + g) % 10];
+  const std::vector<float> x = random_x(rng, 3 * cols);
+  std::vector<float> want(3 * rows);
+  cpu_order_mxfp4(w.packed.data(), w.scales.data(), rows, cols, x.data(), 3, want.data());
+  DeviceBuffer<uint8_t> d_packed(w.packed), d_scales(w.scales.size() + 16);
+  DeviceBuffer<float> d_x(x), d_y(3 * rows);
+  for (int offset : {0, 1, 4}) {  // cudaMalloc is 256-byte aligned: 0 takes the 16-byte copies
+    const std::string at = name + " scales at +" + std::to_string(offset);
+    testing::check(
+        cudaMemcpy(d_scales.ptr + offset, w.scales.data(), w.scales.size(), cudaMemcpyHostToDevice),
+        "upload");
+    const DeviceMxfp4 dw{d_packed.ptr, d_scales.ptr + offset, rows, cols};
+    bool same = true;
+    for (int i = 0; i < 3; ++i) {
+      matmul(dw, d_x.ptr + i * cols, 1, d_y.ptr);
+      same = same && same_bits(d_y.download(rows).data(), want.data() + i * rows, rows);
+    }
+    expect(same, at + ": n=1 == CPU emulation");
+    // Three tasks of one launch: n = 1, 0, 1 on activation rows 0 and 2.
+    const float kCanary = -1234.5f;
+    d_y.upload(std::vector<float>(3 * rows, kCanary));
+    std::vector<DeviceMxfp4Task> tasks;
+    for (int t = 0; t < 3; ++t)
+      tasks.push_back({d_packed.ptr, d_scales.ptr + offset, d_x.ptr + t * cols, d_y.ptr + t * rows,
+                       t == 1 ? 0 : 1});
+    DeviceBuffer<DeviceMxfp4Task> d_tasks(tasks);
+    matmul_grouped(d_tasks.ptr, 3, rows, cols, 1);
+    const auto y = d_y.download(3 * rows);
+    const bool untouched =
+        std::all_of(y.begin() + rows, y.begin() + 2 * rows, [&](float v) { return v == kCanary; });
+    expect(same_bits(y.data(), want.data(), rows) &&
+               same_bits(y.data() + 2 * rows, want.data() + 2 * rows, rows),
+           at + ": grouped tasks == CPU emulation");
+    expect(untouched, at + ": a task of n = 0 writes nothing");
+  }
+  std::printf("ok   %s: odd rows, scales 0..255, unaligned scales, single and grouped\n",
+              name.c_str());
+}
+
 // The MXFP4 kernel computes on w·2^-126 and x·2^63 (docs/CUDA.md "Exactness"): with activations
 // so small that group sums round as subnormals in that scaled domain (|x| ~ 2^-75), or large
 // (2^62), the GPU must still equal the emulation bit for bit, rows independent.
@@ -346,6 +396,8 @@ int main() {
   test_mxfp4_grouped(rng, 37, 1056, 5, 4);
   test_mxfp4_grouped(rng, 300, 3584, 18, 16);
   test_mxfp4_grouped(rng, 100, 3072, 3, 1);
+  test_mxfp4_pairs_edges(rng, 3584);
+  test_mxfp4_pairs_edges(rng, 3072);
   test_bf16(rng, 45, 1000, 16);
   test_bf16(rng, 257, 7168, 19);
   test_bf16_siblings(rng, {300, 5, 128, 97}, 1024, 17);

@@ -1,0 +1,30 @@
+// The exact MXFP4 GEMV at one activation row for K3's expert row widths (gemv_mxfp4_pairs.cu):
+// what gemv.cu's launchers call before their general kernel. Internal to src/cuda.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "cuda/gemv.h"
+
+namespace deltafin::cuda::detail {
+
+// Whether the row-pair kernel takes matrices of `cols` columns (3072 and 3584: K3's downs and its
+// gates and ups).
+bool mxfp4_pairs_takes(int64_t cols);
+
+// y = x · Wᵀ for one activation row, bit-identical to the general kernel (the same arithmetic in
+// the same order, gemv.h). Returns false, launching nothing, where it does not take the shape or
+// where the bench turned it off; the caller then runs the general kernel.
+bool mxfp4_pairs_single(const DeviceMxfp4& w, const float* x, float* y, cudaStream_t stream);
+// All `count` tasks of a grouped launch whose max_n is 1 (so every task's n is 0 or 1).
+bool mxfp4_pairs_grouped(const DeviceMxfp4Task* tasks, int count, int rows, int cols,
+                         cudaStream_t stream);
+
+// The bench's choice of cp.async stages per warp (2, 3 or 4), or 0 for the general kernel
+// everywhere; kMxfp4PairsDefaultStages unless set. Not thread-safe: for the benchmark only.
+inline constexpr int kMxfp4PairsDefaultStages = 3;
+void set_mxfp4_pairs_stages(int stages);
+
+}  // namespace deltafin::cuda::detail
