@@ -225,7 +225,7 @@ void bench_mxfp4_pairs(int reps, int count, int64_t rows, int64_t cols) {
   Stats read_set, read_one;
   read_rate_line("read", reps, copies, set_bytes, set_bytes, w, &read_set);
   read_rate_line("read", reps, copies * count, stride, packed + scales, w, &read_one);
-  const int depths[] = {0, 2, 3, 4};
+  const int depths[] = {0, 1, 2, 3};
   auto grouped = [&](int c) { matmul_grouped(tasks + c * count, count, rows, cols, 1); };
   auto single = [&](int k) {
     const uint8_t* m = w + static_cast<size_t>(k) * stride;

@@ -115,15 +115,14 @@ struct PairScales {
 // hold the first row's sums after it, lanes 16-31 the second's, and the other four steps run on
 // both at once. Returns the lane's value after the butterfly (lane 0: row a, lane 16: row b).
 template <int G, bool kFast>
-__device__ __forceinline__ float pair_outputs(const uint8_t* st, const PairScales<G>& sc,
-                                              const float* xs, int lane) {
+__device__ __forceinline__ float pair_outputs(const uint4 (&w)[PairShape<G>::kPieces],
+                                              const PairScales<G>& sc, const float* xs, int lane) {
   using S = PairShape<G>;
-  const uint4* pieces = reinterpret_cast<const uint4*>(st);
   float acc_a = 0.0f, acc_b = 0.0f;
 #pragma unroll
   for (int s = 0; s < S::kFull; ++s) {
     float pa, pb;
-    group_sums2(pieces[2 * s * 32 + lane], pieces[(2 * s + 1) * 32 + lane],
+    group_sums2(w[2 * s], w[2 * s + 1],
                 reinterpret_cast<const float4*>(xs + (32 * s + lane) * kMxGroupStride), pa, pb);
     acc_a = add_group<kFast>(pa, sc.a[s], acc_a);
     acc_b = add_group<kFast>(pb, sc.b[s], acc_b);
@@ -134,7 +133,7 @@ __device__ __forceinline__ float pair_outputs(const uint8_t* st, const PairScale
     // second row's to the sum of that row's lane l, moved up to it.
     const bool row_a = lane < 16;
     const float p = group_sum(
-        pieces[2 * S::kFull * 32 + lane],
+        w[2 * S::kFull],
         reinterpret_cast<const float4*>(xs + (32 * S::kFull + lane % 16) * kMxGroupStride));
     const float b_below = __shfl_up_sync(kFullMask, acc_b, 16);
     const float a_above = __shfl_down_sync(kFullMask, acc_a, 16);
@@ -200,7 +199,7 @@ __device__ __forceinline__ void pairs_body(const DeviceMxfp4Task& task, int rows
   };
 
 #pragma unroll
-  for (int q = 0; q < D - 1; ++q) issue();
+  for (int q = 0; q < (D > 1 ? D - 1 : 1); ++q) issue();
   for (int q = threadIdx.x; q < G * 8; q += kThreads) {
     float4 v = __ldg(reinterpret_cast<const float4*>(task.x) + q);
     v = make_float4(v.x * kXScale, v.y * kXScale, v.z * kXScale, v.w * kXScale);
@@ -209,9 +208,13 @@ __device__ __forceinline__ void pairs_body(const DeviceMxfp4Task& task, int rows
   __syncthreads();
   const uint8_t* stage = ring;
   for (int pair = first; pair < pairs; pair += step) {
-    issue();  // into the stage the previous pair's math left
+    if constexpr (D > 1) issue();  // into the stage the previous pair's math left
     cp_async_wait<D - 1>();
     __syncwarp();  // the scales a lane reads came through other lanes' copies
+    uint4 w[S::kPieces];
+#pragma unroll
+    for (int p = 0; p < S::kPieces; ++p)
+      w[p] = reinterpret_cast<const uint4*>(stage)[p * 32 + lane];
     const uint8_t* sc = stage + S::kPieceBytes;  // [2][G]
     PairScales<G> scales;
     uint32_t top = 0;
@@ -223,14 +226,21 @@ __device__ __forceinline__ void pairs_body(const DeviceMxfp4Task& task, int rows
     }
     scales.tail = S::kTail ? sc[(lane < 16 ? 0 : G) + 32 * S::kFull + lane % 16] : 0u;
     top = max(top, scales.tail);
+    if constexpr (D == 1) {
+      __syncwarp();  // the one stage is read: the next pair's loads go in while this one's math
+                     // runs
+      issue();
+    }
     // Scales above 2^64 (s > 191) are far outside trained weights; the general step takes them.
     const float v = __all_sync(kFullMask, top <= 191u)
-                        ? pair_outputs<G, true>(stage, scales, xs, lane)
-                        : pair_outputs<G, false>(stage, scales, xs, lane);
+                        ? pair_outputs<G, true>(w, scales, xs, lane)
+                        : pair_outputs<G, false>(w, scales, xs, lane);
     if (lane == 0) y[2 * pair] = v;
     if (lane == 16 && 2 * pair + 1 < rows) y[2 * pair + 1] = v;
-    __syncwarp();  // every lane is done with the stage before it is refilled
-    stage = stage + S::kStageBytes == ring_end ? ring : stage + S::kStageBytes;
+    if constexpr (D > 1) {
+      __syncwarp();  // every lane is done with the stage before it is refilled
+      stage = stage + S::kStageBytes == ring_end ? ring : stage + S::kStageBytes;
+    }
   }
   cp_async_wait<0>();
 }
@@ -295,10 +305,10 @@ bool run(const DeviceMxfp4Task* tasks, int count, const DeviceMxfp4Task& single,
   auto with_groups = [&](auto g) {
     constexpr int G = decltype(g)::value;
     switch (g_stages) {
+      case 1:
+        return launch<G, 1>(tasks, count, single, rows, stream);
       case 2:
         return launch<G, 2>(tasks, count, single, rows, stream);
-      case 4:
-        return launch<G, 4>(tasks, count, single, rows, stream);
       default:
         return launch<G, 3>(tasks, count, single, rows, stream);
     }
@@ -325,9 +335,9 @@ bool mxfp4_pairs_grouped(const DeviceMxfp4Task* tasks, int count, int rows, int 
 }
 
 void set_mxfp4_pairs_stages(int stages) {
-  if (stages != 0 && stages != 2 && stages != 3 && stages != 4)
+  if (stages < 0 || stages > 3)
     throw std::invalid_argument("set_mxfp4_pairs_stages: stages is " + std::to_string(stages) +
-                                ", expected 0, 2, 3 or 4");
+                                ", expected 0..3");
   g_stages = stages;
 }
 
