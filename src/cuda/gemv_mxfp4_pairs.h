@@ -25,7 +25,7 @@ bool mxfp4_pairs_grouped(const DeviceMxfp4Task* tasks, int count, int rows, int 
 // The bench's choice of cp.async stages per warp (1: the stage is read into registers before the
 // next pair's loads go into it; 2 or 3: the loads run 1 or 2 pairs ahead), or 0 for the general
 // kernel everywhere; kMxfp4PairsDefaultStages unless set. Not thread-safe: for the benchmark only.
-inline constexpr int kMxfp4PairsDefaultStages = 3;
+inline constexpr int kMxfp4PairsDefaultStages = 2;
 void set_mxfp4_pairs_stages(int stages);
 
 }  // namespace deltafin::cuda::detail
