@@ -145,40 +145,58 @@ void bench_mxfp4(int reps, int64_t rows, int64_t cols) {
   cudaFree(y);
 }
 
+// `copies` sets of `count` random MXFP4 [rows, cols] matrices (packed nibbles, then finite E8M0
+// scales, 256-byte aligned) filling at least kRotationBytes, so the sets rotate out of the L2.
+struct Mxfp4Sets {
+  size_t packed, scales, stride, set_bytes;
+  int count, copies;
+  uint8_t* w = nullptr;
+  Mxfp4Sets(int count_, int64_t rows, int64_t cols)
+      : packed(rows * cols / 2),
+        scales(rows * cols / 32),
+        stride((packed + scales + 255) / 256 * 256),
+        set_bytes(stride * count_),
+        count(count_),
+        copies(static_cast<int>(std::max<size_t>(4, kRotationBytes / set_bytes))) {
+    check(cudaMalloc(&w, set_bytes * copies), "malloc");
+    for (int k = 0; k < copies * count; ++k) {
+      fill(w + k * stride, packed, 17 + k, 0);
+      fill(w + k * stride + packed, scales, 91 + k, 1);
+    }
+  }
+  ~Mxfp4Sets() { cudaFree(w); }
+  Mxfp4Sets(const Mxfp4Sets&) = delete;
+  Mxfp4Sets& operator=(const Mxfp4Sets&) = delete;
+  const uint8_t* matrix(int k) const { return w + static_cast<size_t>(k) * stride; }
+};
+
 // One MoE layer's expert products in one launch (matmul_grouped): `experts` experts of
 // `per_expert` [rows, cols] matrices each (gate and up: 2 sharing the expert's activations; down:
 // 1), every expert with its own n activation rows. The same-bytes read is one launch over them.
 void bench_mxfp4_grouped(int reps, int experts, int per_expert, int64_t rows, int64_t cols) {
-  const size_t packed = rows * cols / 2, scales = rows * cols / 32;
-  const size_t stride = (packed + scales + 255) / 256 * 256;
   const int count = experts * per_expert;
-  const size_t set_bytes = stride * count;
-  const int copies = static_cast<int>(std::max<size_t>(4, kRotationBytes / set_bytes));
-  uint8_t* w = nullptr;
+  const Mxfp4Sets sets(count, rows, cols);
+  const size_t packed = sets.packed, scales = sets.scales;
+  const int copies = sets.copies;
   float *x = nullptr, *y = nullptr;
   DeviceMxfp4Task* tasks = nullptr;
-  check(cudaMalloc(&w, set_bytes * copies), "malloc");
   check(cudaMalloc(&x, experts * 16 * cols * sizeof(float)), "malloc");
   check(cudaMalloc(&y, count * 16 * rows * sizeof(float)), "malloc");
   check(cudaMalloc(&tasks, copies * 5 * count * sizeof(DeviceMxfp4Task)), "malloc");
-  for (int k = 0; k < copies * count; ++k) {
-    fill(w + k * stride, packed, 17 + k, 0);
-    fill(w + k * stride + packed, scales, 91 + k, 1);
-  }
   fill(x, experts * 16 * cols * sizeof(float), 5, 2);
   const int ns[] = {1, 2, 4, 8, 16};
   std::vector<DeviceMxfp4Task> host;
   for (int n : ns)
     for (int c = 0; c < copies; ++c)
       for (int t = 0; t < count; ++t) {
-        const uint8_t* m = w + (static_cast<size_t>(c) * count + t) * stride;
+        const uint8_t* m = sets.matrix(c * count + t);
         host.push_back({m, m + packed, x + (t / per_expert) * 16 * cols, y + t * 16 * rows, n});
       }
   check(
       cudaMemcpy(tasks, host.data(), host.size() * sizeof(DeviceMxfp4Task), cudaMemcpyHostToDevice),
       "upload");
   Stats read;
-  read_rate_line("read", reps, copies, set_bytes, set_bytes, w, &read);
+  read_rate_line("read", reps, copies, sets.set_bytes, sets.set_bytes, sets.w, &read);
   for (int v = 0; v < 5; ++v) {
     const int n = ns[v];
     const auto rate = time_launches(
@@ -189,7 +207,6 @@ void bench_mxfp4_grouped(int reps, int experts, int per_expert, int64_t rows, in
               stats(rate), read);
   }
   check(cudaDeviceSynchronize(), "sync");
-  cudaFree(w);
   cudaFree(x);
   cudaFree(y);
   cudaFree(tasks);
@@ -200,36 +217,28 @@ void bench_mxfp4_grouped(int reps, int experts, int per_expert, int64_t rows, in
 // time: the outputs memcmp'd to the general kernel's ("DIFF" where they differ), then GB/s with
 // the variants interleaved over 3 rounds of `reps`.
 void bench_mxfp4_pairs(int reps, int count, int64_t rows, int64_t cols) {
-  const size_t packed = rows * cols / 2, scales = rows * cols / 32;
-  const size_t stride = (packed + scales + 255) / 256 * 256;
-  const size_t set_bytes = stride * count;
-  const int copies = static_cast<int>(std::max<size_t>(4, kRotationBytes / set_bytes));
-  uint8_t* w = nullptr;
+  const Mxfp4Sets sets(count, rows, cols);
+  const size_t packed = sets.packed, scales = sets.scales, set_bytes = sets.set_bytes;
+  const int copies = sets.copies;
   float *x = nullptr, *y = nullptr;
   DeviceMxfp4Task* tasks = nullptr;
-  check(cudaMalloc(&w, set_bytes * copies), "malloc");
   check(cudaMalloc(&x, cols * sizeof(float)), "malloc");
   check(cudaMalloc(&y, count * rows * sizeof(float)), "malloc");
   check(cudaMalloc(&tasks, copies * count * sizeof(DeviceMxfp4Task)), "malloc");
-  for (int k = 0; k < copies * count; ++k) {
-    fill(w + k * stride, packed, 17 + k, 0);
-    fill(w + k * stride + packed, scales, 91 + k, 1);
-  }
   fill(x, cols * sizeof(float), 5, 2);
   std::vector<DeviceMxfp4Task> host;
   for (int k = 0; k < copies * count; ++k)
-    host.push_back({w + k * stride, w + k * stride + packed, x, y + (k % count) * rows, 1});
+    host.push_back({sets.matrix(k), sets.matrix(k) + packed, x, y + (k % count) * rows, 1});
   check(
       cudaMemcpy(tasks, host.data(), host.size() * sizeof(DeviceMxfp4Task), cudaMemcpyHostToDevice),
       "upload");
   Stats read_set, read_one;
-  read_rate_line("read", reps, copies, set_bytes, set_bytes, w, &read_set);
-  read_rate_line("read", reps, copies * count, stride, packed + scales, w, &read_one);
+  read_rate_line("read", reps, copies, set_bytes, set_bytes, sets.w, &read_set);
+  read_rate_line("read", reps, copies * count, sets.stride, packed + scales, sets.w, &read_one);
   const int depths[] = {0, 1, 2, 3};
   auto grouped = [&](int c) { matmul_grouped(tasks + c * count, count, rows, cols, 1); };
   auto single = [&](int k) {
-    const uint8_t* m = w + static_cast<size_t>(k) * stride;
-    matmul(DeviceMxfp4{m, m + packed, rows, cols}, x, 1, y);
+    matmul(DeviceMxfp4{sets.matrix(k), sets.matrix(k) + packed, rows, cols}, x, 1, y);
   };
   // Same bits as the general kernel, grouped (every task) and single (the first matrix).
   std::vector<float> want_g, want_s;
@@ -268,7 +277,6 @@ void bench_mxfp4_pairs(int reps, int count, int64_t rows, int64_t cols) {
     print_row("one " + shape + " " + tag, stats(rate_s[d]), read_one);
   }
   check(cudaDeviceSynchronize(), "sync");
-  cudaFree(w);
   cudaFree(x);
   cudaFree(y);
   cudaFree(tasks);
