@@ -3,9 +3,9 @@
 // per step; a 112-group pair's half-empty last step holds both rows' tails (lanes 0-15 the first
 // row's, 16-31 the second's). Weights and scales arrive through a per-warp ring of cp.async
 // stages in shared memory, the next pairs' loads in flight while this pair's math runs, with no
-// registers held for them. The arithmetic and its order are gemv.cu's (gemv.h), so every output
-// is bit-identical to the general kernel's; only the instructions around it are fewer
-// (docs/CUDA.md).
+// registers held for them; a lane reads its pieces of a stage into registers before the math. The
+// arithmetic and its order are gemv.cu's (gemv.h), so every output is bit-identical to the general
+// kernel's; only the instructions around it are fewer (docs/CUDA.md).
 #include "cuda/gemv_mxfp4_pairs.h"
 
 #include <cuda_runtime.h>
@@ -110,10 +110,11 @@ struct PairScales {
   uint32_t a[PairShape<G>::kFull], b[PairShape<G>::kFull], tail;
 };
 
-// The pair's two outputs from a stage: lane l's sums in the general kernel's order for both rows,
-// then its butterfly, the first step of which (lanes l and l + 16) is formed per row: lanes 0-15
-// hold the first row's sums after it, lanes 16-31 the second's, and the other four steps run on
-// both at once. Returns the lane's value after the butterfly (lane 0: row a, lane 16: row b).
+// The pair's two outputs from the lane's pieces of it: lane l's sums in the general kernel's order
+// for both rows, then its butterfly, the first step of which (lanes l and l + 16) is formed per
+// row: lanes 0-15 hold the first row's sums after it, lanes 16-31 the second's, and the other four
+// steps run on both at once. Returns the lane's value after the butterfly (lane 0: row a, lane 16:
+// row b).
 template <int G, bool kFast>
 __device__ __forceinline__ float pair_outputs(const uint4 (&w)[PairShape<G>::kPieces],
                                               const PairScales<G>& sc, const float* xs, int lane) {
