@@ -12,6 +12,7 @@
 
 #include "cuda/gemv.h"
 #include "cuda/gemv_common.cuh"
+#include "cuda/gemv_knobs.h"
 #include "cuda/gemv_mxfp4_pairs.h"
 #include "cuda/op_count.h"
 
@@ -23,16 +24,17 @@ using namespace gemv;
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 
-// BF16 tile: two 8-value (16-byte) chunks per lane = 512 columns; a chunk's 8 floats sit 12 apart.
-constexpr int kBfChunksPerLane = 2;
-constexpr int kBfTileChunks = 32 * kBfChunksPerLane;
+// BF16 tile: U 8-value (16-byte) chunks per lane (U = 2: 512 columns); a chunk's 8 floats sit 12
+// apart.
 constexpr int kBfChunkStride = 12;
+// The bench's choice of chunks per lane for the BF16 kernel at 8 rows (detail::set_bf16_n8_chunks).
+int g_bf16_n8_chunks = 2;
 // Whether the BF16 kernels for N activation rows double-buffer their activation tiles (bf16_body).
 __host__ __device__ constexpr bool bf16_two_buffers(int n) { return n <= 2; }
 // Their shared memory: one or two tiles' activations.
-template <int N>
+template <int N, int U>
 constexpr int bf16_smem_bytes() {
-  return (bf16_two_buffers(N) ? 2 : 1) * N * kBfTileChunks * kBfChunkStride * 4;
+  return (bf16_two_buffers(N) ? 2 : 1) * N * 32 * U * kBfChunkStride * 4;
 }
 
 // Each lane's partial sums reduced across the warp; lane 0 stores the rows and activations that
@@ -204,11 +206,12 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Row block `block` of one BF16 product (every thread of the block calls it: it synchronizes).
-template <int N, int kRowsPerWarp>
+template <int N, int kRowsPerWarp, int U>
 __device__ __forceinline__ void bf16_body(const uint16_t* __restrict__ wbits, int rows, int cols,
                                           const float* __restrict__ x, int n, float* __restrict__ y,
                                           int block) {
   extern __shared__ float4 smem[];
+  constexpr int kBfChunksPerLane = U, kBfTileChunks = 32 * U;
   float* xs = reinterpret_cast<float*>(smem);  // [N][kBfTileChunks][kBfChunkStride]
 
   const int lane = threadIdx.x % 32;
@@ -332,11 +335,11 @@ __device__ __forceinline__ void bf16_body(const uint16_t* __restrict__ wbits, in
   store_rows<N, kRowsPerWarp>(acc, lane, n, rows, row0, y);
 }
 
-template <int N, int kRowsPerWarp>
+template <int N, int kRowsPerWarp, int U>
 __global__ void __launch_bounds__(kThreads)
     bf16_kernel(const uint16_t* __restrict__ wbits, int rows, int cols, const float* __restrict__ x,
                 int n, float* __restrict__ y) {
-  bf16_body<N, kRowsPerWarp>(wbits, rows, cols, x, n, y, blockIdx.x);
+  bf16_body<N, kRowsPerWarp, U>(wbits, rows, cols, x, n, y, blockIdx.x);
 }
 
 // Sibling products of one x (matmul_siblings), passed by value: blockIdx.y picks the matrix,
@@ -347,12 +350,12 @@ struct Bf16Siblings {
   int rows[kMaxBf16Siblings];
 };
 
-template <int N, int kRowsPerWarp>
+template <int N, int kRowsPerWarp, int U>
 __global__ void __launch_bounds__(kThreads)
     bf16_siblings_kernel(Bf16Siblings s, int cols, const float* __restrict__ x, int n) {
   const int t = blockIdx.y;
   if (static_cast<int>(blockIdx.x) * kWarps * kRowsPerWarp >= s.rows[t]) return;
-  bf16_body<N, kRowsPerWarp>(s.w[t], s.rows[t], cols, x, n, s.y[t], blockIdx.x);
+  bf16_body<N, kRowsPerWarp, U>(s.w[t], s.rows[t], cols, x, n, s.y[t], blockIdx.x);
 }
 
 void check_launch(const char* what) {
@@ -566,8 +569,8 @@ void matmul_siblings(const DeviceBf16Out* outs, int count, const float* x, int64
       constexpr int N = decltype(tag)::value;
       constexpr int R = kBf16Rows<N>;
       const int blocks = static_cast<int>((max_rows + kWarps * R - 1) / (kWarps * R));
-      launch<bf16_siblings_kernel<N, R>>(bf16_smem_bytes<N>(), dim3(blocks, count), stream, pass,
-                                         static_cast<int>(cols), x + i0 * cols, nb);
+      launch<bf16_siblings_kernel<N, R, 2>>(bf16_smem_bytes<N, 2>(), dim3(blocks, count), stream,
+                                            pass, static_cast<int>(cols), x + i0 * cols, nb);
     });
   }
   check_launch(what);
@@ -584,11 +587,25 @@ void matmul(const DeviceBf16& w, const float* x, int64_t n, float* y, cudaStream
       constexpr int N = decltype(tag)::value;
       constexpr int R = kBf16Rows<N>;
       const int blocks = static_cast<int>((rows + kWarps * R - 1) / (kWarps * R));
-      launch<bf16_kernel<N, R>>(bf16_smem_bytes<N>(), dim3(blocks), stream, w.data, rows, cols, xb,
-                                nb, yb);
+      if constexpr (N == 8) {
+        if (g_bf16_n8_chunks == 1)
+          return launch<bf16_kernel<N, R, 1>>(bf16_smem_bytes<N, 1>(), dim3(blocks), stream, w.data,
+                                              rows, cols, xb, nb, yb);
+      }
+      launch<bf16_kernel<N, R, 2>>(bf16_smem_bytes<N, 2>(), dim3(blocks), stream, w.data, rows,
+                                   cols, xb, nb, yb);
     });
   }
   check_launch("cuda::matmul(BF16)");
 }
+
+namespace detail {
+void set_bf16_n8_chunks(int chunks) {
+  if (chunks != 1 && chunks != 2)
+    throw std::invalid_argument("set_bf16_n8_chunks: chunks is " + std::to_string(chunks) +
+                                ", expected 1 or 2");
+  g_bf16_n8_chunks = chunks;
+}
+}  // namespace detail
 
 }  // namespace deltafin::cuda

@@ -3,9 +3,9 @@
 // the same bytes with the same launch pattern, and cudaMemcpy device-to-device (read rate).
 // Weights rotate over copies totalling >= 1 GiB so every launch reads from HBM, not the L2.
 //   deltafin_cuda_bench [repetitions]
-// DELTAFIN_BENCH_ONLY=mxfp4,mxwide,grouped,mxpairs,bf16,spine,lmhead,logits,other (any of them)
-// runs only those entries; `spine` is K3's other BF16 shapes, whose short and long rows decode
-// reads most.
+// DELTAFIN_BENCH_ONLY=mxfp4,mxwide,grouped,mxpairs,bf16,bfn8,spine,lmhead,logits,other (any of
+// them) runs only those entries; `spine` is K3's other BF16 shapes, whose short and long rows
+// decode reads most.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -18,6 +18,7 @@
 
 #include "cuda/decode_ops.h"
 #include "cuda/gemv.h"
+#include "cuda/gemv_knobs.h"
 #include "cuda/gemv_mxfp4_pairs.h"
 #include "cuda/gpu_test_util.h"
 
@@ -282,6 +283,55 @@ void bench_mxfp4_pairs(int reps, int count, int64_t rows, int64_t cols) {
   cudaFree(tasks);
 }
 
+// The BF16 kernel at 8 activation rows with 2 chunks a lane per tile (the default) and with 1
+// (fewer registers, 4 blocks an SM): outputs memcmp'd ("DIFF" where they differ), then GB/s with
+// the two interleaved over 3 rounds of `reps`.
+void bench_bf16_n8_chunks(int reps, int64_t rows, int64_t cols) {
+  const size_t bytes = rows * cols * 2;
+  const size_t stride = (bytes + 255) / 256 * 256;
+  const int copies = static_cast<int>(std::max<size_t>(8, kRotationBytes / stride));
+  uint8_t* w = nullptr;
+  float *x = nullptr, *y = nullptr;
+  check(cudaMalloc(&w, stride * copies), "malloc");
+  check(cudaMalloc(&x, 8 * cols * sizeof(float)), "malloc");
+  check(cudaMalloc(&y, 8 * rows * sizeof(float)), "malloc");
+  for (int k = 0; k < copies; ++k) fill(w + k * stride, bytes, 33 + k, 3);
+  fill(x, 8 * cols * sizeof(float), 7, 2);
+  Stats read;
+  read_rate_line("read", reps, copies, stride, bytes, w, &read);
+  auto run = [&](int k) {
+    matmul(DeviceBf16{reinterpret_cast<const uint16_t*>(w + k * stride), rows, cols}, x, 8, y);
+  };
+  const int chunks[] = {2, 1};
+  std::vector<float> want, got(8 * rows);
+  bool same[2] = {};
+  for (int v = 0; v < 2; ++v) {
+    detail::set_bf16_n8_chunks(chunks[v]);
+    check(cudaMemset(y, 0, 8 * rows * sizeof(float)), "memset");
+    run(0);
+    check(cudaMemcpy(got.data(), y, got.size() * 4, cudaMemcpyDeviceToHost), "d2h");
+    if (v == 0) want = got;
+    const bool written = std::any_of(want.begin(), want.end(), [](float f) { return f != 0; });
+    same[v] = written && std::memcmp(want.data(), got.data(), got.size() * 4) == 0;
+  }
+  std::vector<double> rate[2];
+  for (int round = 0; round < 3; ++round)
+    for (int v = 0; v < 2; ++v) {
+      detail::set_bf16_n8_chunks(chunks[v]);
+      const auto r = time_launches(reps, copies, static_cast<double>(bytes), run);
+      rate[v].insert(rate[v].end(), r.begin(), r.end());
+    }
+  detail::set_bf16_n8_chunks(2);
+  for (int v = 0; v < 2; ++v)
+    print_row("bf16 " + std::to_string(rows) + "x" + std::to_string(cols) +
+                  " n=8 chunks=" + std::to_string(chunks[v]) + (same[v] ? "" : " DIFF"),
+              stats(rate[v]), read);
+  check(cudaDeviceSynchronize(), "sync");
+  cudaFree(w);
+  cudaFree(x);
+  cudaFree(y);
+}
+
 void bench_bf16(int reps, int64_t rows, int64_t cols) {
   const size_t bytes = rows * cols * 2;
   const size_t stride = (bytes + 255) / 256 * 256;
@@ -505,6 +555,15 @@ int main(int argc, char** argv) {
   if (wanted("mxpairs")) {
     bench_mxfp4_pairs(reps, 32, 3072, 3584);  // a K3 layer's gates and ups
     bench_mxfp4_pairs(reps, 16, 3584, 3072);  // and its downs
+  }
+  if (wanted("bfn8")) {
+    for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{7168, 7168},
+                                                                             {12288, 7168},
+                                                                             {7168, 12288},
+                                                                             {3072, 7168},
+                                                                             {33792, 7168},
+                                                                             {7168, 33792}})
+      bench_bf16_n8_chunks(reps, rows, cols);
   }
   if (wanted("bf16")) {
     bench_bf16(reps, 7168, 7168);
