@@ -27,8 +27,9 @@ constexpr int kThreads = kWarps * 32;
 // BF16 tile: U 8-value (16-byte) chunks per lane (U = 2: 512 columns); a chunk's 8 floats sit 12
 // apart.
 constexpr int kBfChunkStride = 12;
-// The bench's choice of chunks per lane for the BF16 kernel at 8 rows (detail::set_bf16_n8_chunks).
-int g_bf16_n8_chunks = 2;
+// The bench's choice of chunks per lane for the BF16 kernel at 8 rows (detail::set_bf16_n8_chunks):
+// 0 chooses per matrix (bf16_n8_chunks).
+int g_bf16_n8_chunks = 0;
 // Whether the BF16 kernels for N activation rows double-buffer their activation tiles (bf16_body).
 __host__ __device__ constexpr bool bf16_two_buffers(int n) { return n <= 2; }
 // Their shared memory: one or two tiles' activations.
@@ -427,6 +428,26 @@ int grouped_blocks(int smem, int row_blocks, int count) {
   return static_cast<int>(per_task < row_blocks ? per_task : row_blocks);
 }
 
+// Blocks of `kKernel` an SM holds at once (found once per kernel: the device does not change).
+template <auto kKernel>
+int blocks_per_sm(int smem) {
+  static const int per_sm = [smem] {
+    opt_in<kKernel>(smem);
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kKernel, kThreads, smem) != cudaSuccess)
+      n = 1;
+    return n > 0 ? n : 1;
+  }();
+  return per_sm;
+}
+
+// The share of a grid's block slots that `blocks` fill, over whole waves of `per_sm` an SM.
+double wave_fill(int blocks, int per_sm) {
+  const int64_t slots = static_cast<int64_t>(per_sm) * device_sms();
+  const int64_t waves = (blocks + slots - 1) / slots;
+  return static_cast<double>(blocks) / static_cast<double>(waves * slots);
+}
+
 // MXFP4 shape for a pass of N rows: R weight rows per warp (4 where each staged activation then
 // feeds 4 rows' FMAs; 2 at N = 16, for registers), T groups per lane in a chunk (2 at N = 4:
 // with 4 the 4x4 live weight words cost occupancy, measured slower). N <= 2: the whole
@@ -576,6 +597,21 @@ void matmul_siblings(const DeviceBf16Out* outs, int count, const float* x, int64
   check_launch(what);
 }
 
+// Chunks a lane per tile for the BF16 kernel at 8 rows and `blocks` blocks: 2 (166 registers, 3
+// blocks an SM) or 1 (126 registers, 4 blocks an SM, but two barriers per 512 columns: a block is
+// ~15% slower). 1 where its waves are so much fuller that it wins: a 7168-row matrix is 448 blocks,
+// 1.13 waves of 3 an SM (57% full) or one of 4 (85%). Measured on an H100 (docs/PERFORMANCE.md,
+// 2026-12-05): 7168-row matrices 1.03-1.15x with 1, 3072, 12288 and 33792 rows 0.86-0.96x.
+// Both give the same bits (a lane's chunks are taken in the same order).
+int bf16_n8_chunks(int blocks) {
+  if (g_bf16_n8_chunks != 0) return g_bf16_n8_chunks;
+  const double two =
+      wave_fill(blocks, blocks_per_sm<bf16_kernel<8, 4, 2>>(bf16_smem_bytes<8, 2>()));
+  const double one =
+      wave_fill(blocks, blocks_per_sm<bf16_kernel<8, 4, 1>>(bf16_smem_bytes<8, 1>()));
+  return 0.85 * one > two ? 1 : 2;
+}
+
 void matmul(const DeviceBf16& w, const float* x, int64_t n, float* y, cudaStream_t stream) {
   check_shape("cuda::matmul(BF16)", w.rows, w.cols, n, 8, w.data, x, y);
   const int rows = static_cast<int>(w.rows), cols = static_cast<int>(w.cols);
@@ -588,7 +624,7 @@ void matmul(const DeviceBf16& w, const float* x, int64_t n, float* y, cudaStream
       constexpr int R = kBf16Rows<N>;
       const int blocks = static_cast<int>((rows + kWarps * R - 1) / (kWarps * R));
       if constexpr (N == 8) {
-        if (g_bf16_n8_chunks == 1)
+        if (bf16_n8_chunks(blocks) == 1)
           return launch<bf16_kernel<N, R, 1>>(bf16_smem_bytes<N, 1>(), dim3(blocks), stream, w.data,
                                               rows, cols, xb, nb, yb);
       }
@@ -601,9 +637,9 @@ void matmul(const DeviceBf16& w, const float* x, int64_t n, float* y, cudaStream
 
 namespace detail {
 void set_bf16_n8_chunks(int chunks) {
-  if (chunks != 1 && chunks != 2)
+  if (chunks < 0 || chunks > 2)
     throw std::invalid_argument("set_bf16_n8_chunks: chunks is " + std::to_string(chunks) +
-                                ", expected 1 or 2");
+                                ", expected 0, 1 or 2");
   g_bf16_n8_chunks = chunks;
 }
 }  // namespace detail

@@ -283,9 +283,9 @@ void bench_mxfp4_pairs(int reps, int count, int64_t rows, int64_t cols) {
   cudaFree(tasks);
 }
 
-// The BF16 kernel at 8 activation rows with 2 chunks a lane per tile (the default) and with 1
-// (fewer registers, 4 blocks an SM): outputs memcmp'd ("DIFF" where they differ), then GB/s with
-// the two interleaved over 3 rounds of `reps`.
+// The BF16 kernel at 8 activation rows with 2 chunks a lane per tile and with 1 (fewer
+// registers, 4 blocks an SM; gemv.cu chooses per matrix): outputs memcmp'd ("DIFF" where they
+// differ), then GB/s with the two interleaved over 3 rounds of `reps`.
 void bench_bf16_n8_chunks(int reps, int64_t rows, int64_t cols) {
   const size_t bytes = rows * cols * 2;
   const size_t stride = (bytes + 255) / 256 * 256;
@@ -321,7 +321,7 @@ void bench_bf16_n8_chunks(int reps, int64_t rows, int64_t cols) {
       const auto r = time_launches(reps, copies, static_cast<double>(bytes), run);
       rate[v].insert(rate[v].end(), r.begin(), r.end());
     }
-  detail::set_bf16_n8_chunks(2);
+  detail::set_bf16_n8_chunks(0);
   for (int v = 0; v < 2; ++v)
     print_row("bf16 " + std::to_string(rows) + "x" + std::to_string(cols) +
                   " n=8 chunks=" + std::to_string(chunks[v]) + (same[v] ? "" : " DIFF"),

@@ -400,6 +400,7 @@ int main() {
   test_mxfp4_pairs_edges(rng, 3072);
   test_bf16(rng, 45, 1000, 16);
   test_bf16(rng, 257, 7168, 19);
+  test_bf16(rng, 7168, 256, 8);  // 448 blocks at n = 8: one lane chunk a tile on a 132-SM GPU
   test_bf16_siblings(rng, {300, 5, 128, 97}, 1024, 17);
   test_rmsnorm(rng, 9, 7168);
   test_rmsnorm(rng, 33, 1000);
