@@ -283,25 +283,44 @@ void bench_mxfp4_pairs(int reps, int count, int64_t rows, int64_t cols) {
   cudaFree(tasks);
 }
 
+// Random BF16 [rows, cols] matrices rotating through at least kRotationBytes (8 copies at the
+// least), `rows_x` activation rows of `cols` and room for their outputs.
+struct Bf16Copies {
+  size_t bytes, stride;
+  int copies;
+  uint8_t* w = nullptr;
+  float* x = nullptr;
+  float* y = nullptr;
+  Bf16Copies(int64_t rows, int64_t cols, int64_t rows_x)
+      : bytes(rows * cols * 2),
+        stride((bytes + 255) / 256 * 256),
+        copies(static_cast<int>(std::max<size_t>(8, kRotationBytes / stride))) {
+    check(cudaMalloc(&w, stride * copies), "malloc");
+    check(cudaMalloc(&x, rows_x * cols * sizeof(float)), "malloc");
+    check(cudaMalloc(&y, rows_x * rows * sizeof(float)), "malloc");
+    for (int k = 0; k < copies; ++k) fill(w + k * stride, bytes, 33 + k, 3);
+    fill(x, rows_x * cols * sizeof(float), 7, 2);
+  }
+  ~Bf16Copies() {
+    cudaFree(w);
+    cudaFree(x);
+    cudaFree(y);
+  }
+  Bf16Copies(const Bf16Copies&) = delete;
+  Bf16Copies& operator=(const Bf16Copies&) = delete;
+  const uint16_t* matrix(int k) const { return reinterpret_cast<const uint16_t*>(w + k * stride); }
+};
+
 // The BF16 kernel at 8 activation rows with 2 chunks a lane per tile and with 1 (fewer
 // registers, 4 blocks an SM; gemv.cu chooses per matrix): outputs memcmp'd ("DIFF" where they
 // differ), then GB/s with the two interleaved over 3 rounds of `reps`.
 void bench_bf16_n8_chunks(int reps, int64_t rows, int64_t cols) {
-  const size_t bytes = rows * cols * 2;
-  const size_t stride = (bytes + 255) / 256 * 256;
-  const int copies = static_cast<int>(std::max<size_t>(8, kRotationBytes / stride));
-  uint8_t* w = nullptr;
-  float *x = nullptr, *y = nullptr;
-  check(cudaMalloc(&w, stride * copies), "malloc");
-  check(cudaMalloc(&x, 8 * cols * sizeof(float)), "malloc");
-  check(cudaMalloc(&y, 8 * rows * sizeof(float)), "malloc");
-  for (int k = 0; k < copies; ++k) fill(w + k * stride, bytes, 33 + k, 3);
-  fill(x, 8 * cols * sizeof(float), 7, 2);
+  const Bf16Copies m(rows, cols, 8);
+  const size_t bytes = m.bytes;
+  float* const y = m.y;
   Stats read;
-  read_rate_line("read", reps, copies, stride, bytes, w, &read);
-  auto run = [&](int k) {
-    matmul(DeviceBf16{reinterpret_cast<const uint16_t*>(w + k * stride), rows, cols}, x, 8, y);
-  };
+  read_rate_line("read", reps, m.copies, m.stride, bytes, m.w, &read);
+  auto run = [&](int k) { matmul(DeviceBf16{m.matrix(k), rows, cols}, m.x, 8, y); };
   const int chunks[] = {2, 1};
   std::vector<float> want, got(8 * rows);
   bool same[2] = {};
@@ -318,7 +337,7 @@ void bench_bf16_n8_chunks(int reps, int64_t rows, int64_t cols) {
   for (int round = 0; round < 3; ++round)
     for (int v = 0; v < 2; ++v) {
       detail::set_bf16_n8_chunks(chunks[v]);
-      const auto r = time_launches(reps, copies, static_cast<double>(bytes), run);
+      const auto r = time_launches(reps, m.copies, static_cast<double>(bytes), run);
       rate[v].insert(rate[v].end(), r.begin(), r.end());
     }
   detail::set_bf16_n8_chunks(0);
@@ -327,37 +346,21 @@ void bench_bf16_n8_chunks(int reps, int64_t rows, int64_t cols) {
                   " n=8 chunks=" + std::to_string(chunks[v]) + (same[v] ? "" : " DIFF"),
               stats(rate[v]), read);
   check(cudaDeviceSynchronize(), "sync");
-  cudaFree(w);
-  cudaFree(x);
-  cudaFree(y);
 }
 
 void bench_bf16(int reps, int64_t rows, int64_t cols) {
-  const size_t bytes = rows * cols * 2;
-  const size_t stride = (bytes + 255) / 256 * 256;
-  const int copies = static_cast<int>(std::max<size_t>(8, kRotationBytes / stride));
-  uint8_t* w = nullptr;
-  float *x = nullptr, *y = nullptr;
-  check(cudaMalloc(&w, stride * copies), "malloc");
-  check(cudaMalloc(&x, 16 * cols * sizeof(float)), "malloc");
-  check(cudaMalloc(&y, 16 * rows * sizeof(float)), "malloc");
-  for (int k = 0; k < copies; ++k) fill(w + k * stride, bytes, 33 + k, 3);
-  fill(x, 16 * cols * sizeof(float), 7, 2);
+  const Bf16Copies m(rows, cols, 16);
   Stats read;
-  read_rate_line("read", reps, copies, stride, bytes, w, &read);
+  read_rate_line("read", reps, m.copies, m.stride, m.bytes, m.w, &read);
   for (int n : {1, 4, 8, 16}) {
-    const auto v = time_launches(reps, copies, static_cast<double>(bytes), [&](int k) {
-      const DeviceBf16 m{reinterpret_cast<const uint16_t*>(w + k * stride), rows, cols};
-      matmul(m, x, n, y);
+    const auto v = time_launches(reps, m.copies, static_cast<double>(m.bytes), [&](int k) {
+      matmul(DeviceBf16{m.matrix(k), rows, cols}, m.x, n, m.y);
     });
     print_row(
         "bf16 " + std::to_string(rows) + "x" + std::to_string(cols) + " n=" + std::to_string(n),
         stats(v), read);
   }
   check(cudaDeviceSynchronize(), "sync");
-  cudaFree(w);
-  cudaFree(x);
-  cudaFree(y);
 }
 
 // The KDA decode step over K3's 96 heads: the 6.3 MB fp32 state is read and written once per call
