@@ -2,7 +2,8 @@
 // block of 4 warps owns 2-4 weight rows per warp; the activations are staged in padded shared
 // memory (conflict-free float4 reads; BF16 at 1-2 rows in two buffers, the next tile's landing
 // while this one's is read) and shared by the warp's rows, each lane loads one 16-byte piece per
-// row, and the next piece of work's weights are loaded before this one's math.
+// row, and the next piece of work's weights are loaded before this one's math. At one activation
+// row, MXFP4 matrices of K3's expert widths go to gemv_mxfp4_pairs.cu instead (same bits).
 #include <cuda_runtime.h>
 
 #include <algorithm>
