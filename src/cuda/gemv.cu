@@ -14,6 +14,7 @@
 #include "cuda/gemv.h"
 #include "cuda/gemv_common.cuh"
 #include "cuda/gemv_knobs.h"
+#include "cuda/gemv_launch.cuh"
 #include "cuda/gemv_mxfp4_pairs.h"
 #include "cuda/op_count.h"
 
@@ -383,34 +384,11 @@ void check_shape(const char* what, int64_t rows, int64_t cols, int64_t n, int64_
     throw std::invalid_argument(w + ": null device pointer");
 }
 
-// Above 48 KB of dynamic shared memory a kernel must opt in. Only kernels whose size is fixed go
-// there (a tile's), so once per kernel suffices; a smaller maximum is never set, since it would
-// refuse a later launch of that kernel with more (the resident MXFP4 rows vary with cols).
-template <auto kKernel>
-void opt_in(int smem) {
-  if (smem <= 48 * 1024) return;
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  if (attr != cudaSuccess)
-    throw std::runtime_error(std::string("cuda::matmul: shared memory of ") + std::to_string(smem) +
-                             " bytes refused: " + cudaGetErrorString(attr));
-}
-
 template <auto kKernel, typename... Args>
 void launch(int smem, dim3 blocks, cudaStream_t stream, Args... args) {
   opt_in<kKernel>(smem);
   kKernel<<<blocks, kThreads, smem, stream>>>(args...);
   count_launches(1);
-}
-
-int device_sms() {
-  static const int sms = [] {
-    int device = 0, count = 0;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
-    return count > 0 ? count : 1;
-  }();
-  return sms;
 }
 
 // Blocks per task of a grouped launch: twice as many as the SMs hold at once in all, each looping
@@ -427,19 +405,6 @@ int grouped_blocks(int smem, int row_blocks, int count) {
   const int64_t resident = 2 * static_cast<int64_t>(device_sms()) * (per_sm > 0 ? per_sm : 1);
   const int64_t per_task = (resident + count - 1) / count;
   return static_cast<int>(per_task < row_blocks ? per_task : row_blocks);
-}
-
-// Blocks of `kKernel` an SM holds at once (found once per kernel: the device does not change).
-template <auto kKernel>
-int blocks_per_sm(int smem) {
-  static const int per_sm = [smem] {
-    opt_in<kKernel>(smem);
-    int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kKernel, kThreads, smem) != cudaSuccess)
-      n = 1;
-    return n > 0 ? n : 1;
-  }();
-  return per_sm;
 }
 
 // The share of a grid's block slots that `blocks` fill, over whole waves of `per_sm` an SM.
@@ -607,9 +572,9 @@ void matmul_siblings(const DeviceBf16Out* outs, int count, const float* x, int64
 int bf16_n8_chunks(int blocks) {
   if (g_bf16_n8_chunks != 0) return g_bf16_n8_chunks;
   const double two =
-      wave_fill(blocks, blocks_per_sm<bf16_kernel<8, 4, 2>>(bf16_smem_bytes<8, 2>()));
+      wave_fill(blocks, blocks_per_sm<bf16_kernel<8, 4, 2>>(kThreads, bf16_smem_bytes<8, 2>()));
   const double one =
-      wave_fill(blocks, blocks_per_sm<bf16_kernel<8, 4, 1>>(bf16_smem_bytes<8, 1>()));
+      wave_fill(blocks, blocks_per_sm<bf16_kernel<8, 4, 1>>(kThreads, bf16_smem_bytes<8, 1>()));
   return 0.85 * one > two ? 1 : 2;
 }
 

@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "cuda/gemv_common.cuh"
+#include "cuda/gemv_launch.cuh"
 #include "cuda/op_count.h"
 
 namespace deltafin::cuda::detail {
@@ -257,28 +258,10 @@ __global__ void __launch_bounds__(kThreads)
   pairs_body<G, D>(tasks[blockIdx.y], rows);
 }
 
-// The most blocks of `kernel` the GPU holds at once (its shared memory opted in above 48 KB),
-// found at its first launch: the device a process computes on does not change (gemv.cu's
-// device_sms() assumes the same).
+// The most blocks of `kernel` the GPU holds at once.
 template <auto kKernel>
 int resident_blocks(int smem) {
-  static const int blocks = [smem] {
-    const cudaError_t attr =
-        cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (attr != cudaSuccess)
-      throw std::runtime_error(std::string("cuda::matmul(MXFP4 pairs): shared memory of ") +
-                               std::to_string(smem) +
-                               " bytes refused: " + cudaGetErrorString(attr));
-    int per_sm = 0, device = 0, sms = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, kThreads, smem) !=
-            cudaSuccess ||
-        per_sm < 1)
-      per_sm = 1;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    return per_sm * (sms > 0 ? sms : 1);
-  }();
-  return blocks;
+  return blocks_per_sm<kKernel>(kThreads, smem) * device_sms();
 }
 
 // One wave: as many blocks as fit at once, shared evenly by the tasks, each block's warps taking
