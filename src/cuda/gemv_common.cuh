@@ -1,6 +1,6 @@
-// What the exact MXFP4 GEMV kernels share (gemv.cu's general one, gemv_mxfp4_pairs.cu's for
+// What the exact GEMV kernels share (gemv.cu's MXFP4 and BF16 ones, gemv_mxfp4_pairs.cu's for
 // fixed row widths): the E2M1 decode, the activations' scaling, the fused multiply-add order of
-// eight values, the warp's butterfly sum and the streaming weight load.
+// eight values, the warp's butterfly sum, the streaming weight load and the cp.async copies.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -68,6 +68,22 @@ __device__ __forceinline__ float fma8(const float (&w)[8], float4 a, float4 b, f
   v = __fmaf_rn(w[5], b.y, v);
   v = __fmaf_rn(w[6], b.z, v);
   return __fmaf_rn(w[7], b.w, v);
+}
+
+// 16 bytes global -> shared without registers; valid == false fills zeros and reads nothing.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+// Waits until at most kPending of this thread's committed groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
 __device__ __forceinline__ uint4 load_stream(const void* p) {

@@ -46,22 +46,6 @@ struct PairShape {
   }
 };
 
-// 16 bytes global -> shared without registers; valid == false fills zeros and reads nothing.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
-               "r"(valid ? 16 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-// Waits until at most kPending of this thread's committed groups are still in flight.
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
-
 __device__ __forceinline__ uint32_t word(const uint4& w, int k) {
   return k == 0 ? w.x : k == 1 ? w.y : k == 2 ? w.z : w.w;
 }
