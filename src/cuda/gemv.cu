@@ -1,15 +1,18 @@
 // The MXFP4 and BF16 GEMV/small-batch kernels and their launchers, single and grouped (MXFP4). A
-// block of 4 warps owns 2-4 weight rows per warp; the activations are staged in padded shared
-// memory (conflict-free float4 reads; BF16 at 1-2 rows in two buffers, the next tile's landing
-// while this one's is read) and shared by the warp's rows, each lane loads one 16-byte piece per
-// row, and the next piece of work's weights are loaded before this one's math. At one activation
-// row, MXFP4 matrices of K3's expert widths go to gemv_mxfp4_pairs.cu instead (same bits).
+// block of 4 warps (BF16 at 8-16 rows: 8) owns 2-4 weight rows per warp; the activations are
+// staged in padded shared memory (conflict-free float4 reads; BF16 at 1-2 rows in two buffers, the
+// next tile's landing while this one's is read, at 8-16 rows through a cp.async ring) and shared
+// by the block's rows, each lane loads one 16-byte piece per row, and the next piece of work's
+// weights are loaded before this one's math. At one activation row, MXFP4 matrices of K3's expert
+// widths go to gemv_mxfp4_pairs.cu instead (same bits).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cuda/gemv.h"
 #include "cuda/gemv_common.cuh"
@@ -29,15 +32,13 @@ constexpr int kThreads = kWarps * 32;
 // BF16 tile: U 8-value (16-byte) chunks per lane (U = 2: 512 columns); a chunk's 8 floats sit 12
 // apart.
 constexpr int kBfChunkStride = 12;
-// The bench's choice of chunks per lane for the BF16 kernel at 8 rows (detail::set_bf16_n8_chunks):
-// 0 chooses per matrix (bf16_n8_chunks).
-int g_bf16_n8_chunks = 0;
-// Whether the BF16 kernels for N activation rows double-buffer their activation tiles (bf16_body).
+// Whether the BF16 kernels for N activation rows double-buffer their activation tiles through
+// registers (bf16_body, when it has no cp.async ring).
 __host__ __device__ constexpr bool bf16_two_buffers(int n) { return n <= 2; }
-// Their shared memory: one or two tiles' activations.
-template <int N, int U>
+// Their shared memory: S tiles' activations with a ring of S, else one or two.
+template <int N, int U, int S>
 constexpr int bf16_smem_bytes() {
-  return (bf16_two_buffers(N) ? 2 : 1) * N * 32 * U * kBfChunkStride * 4;
+  return (S > 0 ? S : bf16_two_buffers(N) ? 2 : 1) * N * 32 * U * kBfChunkStride * 4;
 }
 
 // Each lane's partial sums reduced across the warp; lane 0 stores the rows and activations that
@@ -208,17 +209,23 @@ __global__ void __launch_bounds__(kThreads)
   mxfp4_body<N, R, T, kResident>(tasks[blockIdx.y], rows, cols);
 }
 
-// Row block `block` of one BF16 product (every thread of the block calls it: it synchronizes).
-template <int N, int kRowsPerWarp, int U>
+// Row block `block` of one BF16 product, W warps of kRowsPerWarp rows (every thread of the block
+// calls it: it synchronizes).
+// S > 0: the activation tiles arrive through a cp.async ring of S buffers, issued S - 1 tiles
+// ahead; S == 0: through registers into two buffers (bf16_two_buffers) or into one between two
+// barriers.
+template <int N, int kRowsPerWarp, int W, int U, int S>
 __device__ __forceinline__ void bf16_body(const uint16_t* __restrict__ wbits, int rows, int cols,
                                           const float* __restrict__ x, int n, float* __restrict__ y,
                                           int block) {
+  static_assert(S == 0 || S >= 2, "a ring holds the tile being read and one landing");
+  constexpr int kThreads = 32 * W;
   extern __shared__ float4 smem[];
   constexpr int kBfChunksPerLane = U, kBfTileChunks = 32 * U;
-  float* xs = reinterpret_cast<float*>(smem);  // [N][kBfTileChunks][kBfChunkStride]
+  float* xs = reinterpret_cast<float*>(smem);  // [buffers][N][kBfTileChunks][kBfChunkStride]
 
   const int lane = threadIdx.x % 32;
-  const int row0 = block * (kWarps * kRowsPerWarp) + (threadIdx.x / 32) * kRowsPerWarp;
+  const int row0 = block * (W * kRowsPerWarp) + (threadIdx.x / 32) * kRowsPerWarp;
   const int chunks = cols / 8;
   const int tiles = (chunks + kBfTileChunks - 1) / kBfTileChunks;
 
@@ -243,24 +250,30 @@ __device__ __forceinline__ void bf16_body(const uint16_t* __restrict__ wbits, in
 #pragma unroll
     for (int i = 0; i < N; ++i) acc[r][i] = 0.0f;
 
-  // At 1-2 activation rows (bf16_two_buffers), tile t + 1's activations are loaded into registers
-  // before tile t's math and stored into the other buffer after it: one barrier a tile, the
-  // loads' latency hidden behind the math, where one buffer made every tile wait for its
-  // activations between two barriers. At 4 or more rows the registers that takes cost more than
-  // the wait (docs/CUDA.md has the figures), so they keep one buffer.
-  constexpr bool kTwoBuffers = bf16_two_buffers(N);
+  // Without a ring, at 1-2 activation rows (bf16_two_buffers), tile t + 1's activations are
+  // loaded into registers before tile t's math and stored into the other buffer after it: one
+  // barrier a tile, the loads' latency hidden behind the math, where one buffer made every tile
+  // wait for its activations between two barriers. At 4 or more rows the registers that takes
+  // cost more than the wait (docs/CUDA.md has the figures), which a ring (no registers) avoids.
+  constexpr bool kRing = S > 0;
+  constexpr bool kTwoBuffers = !kRing && bf16_two_buffers(N);
   constexpr int kTileFloats = N * kBfTileChunks * kBfChunkStride;
-  constexpr int kStagePerThread =
-      kTwoBuffers ? (N * kBfTileChunks * 2 + kThreads - 1) / kThreads : 1;
+  constexpr int kPieces = N * kBfTileChunks * 2;  // 16-byte pieces of a tile's activations
+  constexpr int kStagePerThread = kTwoBuffers ? (kPieces + kThreads - 1) / kThreads : 1;
+  // Piece q of a tile: activation row i, chunk c of the tile, half `part` of the chunk.
+  auto piece = [](int q, int& i, int& c, int& part) {
+    i = q / (kBfTileChunks * 2), c = (q / 2) % kBfTileChunks, part = q % 2;
+  };
   float4 next_x[kStagePerThread];
   auto fetch = [&](int t) {
 #pragma unroll
     for (int j = 0; j < kStagePerThread; ++j) {
       const int q = threadIdx.x + j * kThreads;
-      const int i = q / (kBfTileChunks * 2), c = (q / 2) % kBfTileChunks, part = q % 2;
+      int i, c, part;
+      piece(q, i, c, part);
       const int cc = t * kBfTileChunks + c;
       next_x[j] = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (q < N * kBfTileChunks * 2 && i < n && cc < chunks)
+      if (q < kPieces && i < n && cc < chunks)
         next_x[j] = __ldg(
             reinterpret_cast<const float4*>(x + static_cast<int64_t>(i) * cols + cc * 8) + part);
     }
@@ -270,27 +283,62 @@ __device__ __forceinline__ void bf16_body(const uint16_t* __restrict__ wbits, in
 #pragma unroll
     for (int j = 0; j < kStagePerThread; ++j) {
       const int q = threadIdx.x + j * kThreads;
-      const int i = q / (kBfTileChunks * 2), c = (q / 2) % kBfTileChunks, part = q % 2;
-      if (q < N * kBfTileChunks * 2)
+      int i, c, part;
+      piece(q, i, c, part);
+      if (q < kPieces)
         reinterpret_cast<float4*>(buf + (i * kBfTileChunks + c) * kBfChunkStride)[part] = next_x[j];
     }
   };
+  // Ring: tile t's pieces into buffer t % S as one commit group (empty past the last tile, so
+  // every thread counts the same groups); activation rows past n land as zeros. A thread copies
+  // the same chunk half of every kRingRowStep-th activation row, through L1: the SM's other
+  // blocks read the same tiles (through L2 alone it measured 0.27-0.55 of the read at n = 8).
+  constexpr int kRingRowStep = kThreads / (kBfTileChunks * 2);
+  static_assert(S == 0 || (kThreads % (kBfTileChunks * 2) == 0 && N % kRingRowStep == 0),
+                "a ring's pieces divide evenly among the threads");
+  auto issue = [&](int t) {
+    if (t < tiles) {
+      const int i0 = threadIdx.x / (kBfTileChunks * 2), c = (threadIdx.x / 2) % kBfTileChunks;
+      const int cc = t * kBfTileChunks + c, part = threadIdx.x % 2;
+      const float* src = x + static_cast<int64_t>(i0) * cols + cc * 8 + part * 4;
+      float* dst =
+          xs + (t % (S > 0 ? S : 1)) * kTileFloats + (i0 * kBfTileChunks + c) * kBfChunkStride;
+#pragma unroll
+      for (int j = 0; j < N / kRingRowStep; ++j) {
+        const bool valid = i0 + j * kRingRowStep < n && cc < chunks;
+        cp_async16_l1(dst + part * 4, valid ? src : x, valid);
+        src += kRingRowStep * static_cast<int64_t>(cols);
+        dst += kRingRowStep * kBfTileChunks * kBfChunkStride;
+      }
+    }
+    cp_async_commit();
+  };
 
   load(0);
-  if constexpr (kTwoBuffers) {
+  if constexpr (kRing) {
+#pragma unroll
+    for (int t = 0; t < S - 1; ++t) issue(t);
+  } else if constexpr (kTwoBuffers) {
     fetch(0);
     put(0);
   }
   for (int t = 0; t < tiles; ++t) {
-    if constexpr (kTwoBuffers) {
+    if constexpr (kRing) {
+      // This thread's pieces of tile t have landed; after the barrier everyone's have, and every
+      // warp is past tile t - 1's math, so its buffer takes tile t + S - 1.
+      cp_async_wait<(S > 1 ? S - 2 : 0)>();
+      __syncthreads();
+      issue(t + S - 1);
+    } else if constexpr (kTwoBuffers) {
       // Tile t's activations are in its buffer, and every warp is past tile t - 1's math, whose
       // buffer takes tile t + 1 after this tile's math.
       __syncthreads();
       if (t + 1 < tiles) fetch(t + 1);
     } else {
       __syncthreads();
-      for (int q = threadIdx.x; q < N * kBfTileChunks * 2; q += kThreads) {
-        const int i = q / (kBfTileChunks * 2), c = (q / 2) % kBfTileChunks, part = q % 2;
+      for (int q = threadIdx.x; q < kPieces; q += kThreads) {
+        int i, c, part;
+        piece(q, i, c, part);
         const int cc = t * kBfTileChunks + c;
         float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
         if (i < n && cc < chunks)
@@ -300,7 +348,9 @@ __device__ __forceinline__ void bf16_body(const uint16_t* __restrict__ wbits, in
       }
       __syncthreads();
     }
-    const float* tile = xs + (kTwoBuffers ? (t % 2) * kTileFloats : 0);
+    const float* tile = xs + (kRing         ? (t % (S > 0 ? S : 1)) * kTileFloats
+                              : kTwoBuffers ? (t % 2) * kTileFloats
+                                            : 0);
     uint4 wc[kRowsPerWarp][kBfChunksPerLane];
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r)
@@ -334,15 +384,16 @@ __device__ __forceinline__ void bf16_body(const uint16_t* __restrict__ wbits, in
       if (t + 1 < tiles) put(t + 1);
     }
   }
+  if constexpr (kRing) cp_async_wait<0>();  // no copy outlives the block's shared memory
 
   store_rows<N, kRowsPerWarp>(acc, lane, n, rows, row0, y);
 }
 
-template <int N, int kRowsPerWarp, int U>
-__global__ void __launch_bounds__(kThreads)
+template <int N, int kRowsPerWarp, int W, int U, int S>
+__global__ void __launch_bounds__(32 * W)
     bf16_kernel(const uint16_t* __restrict__ wbits, int rows, int cols, const float* __restrict__ x,
                 int n, float* __restrict__ y) {
-  bf16_body<N, kRowsPerWarp, U>(wbits, rows, cols, x, n, y, blockIdx.x);
+  bf16_body<N, kRowsPerWarp, W, U, S>(wbits, rows, cols, x, n, y, blockIdx.x);
 }
 
 // Sibling products of one x (matmul_siblings), passed by value: blockIdx.y picks the matrix,
@@ -353,12 +404,12 @@ struct Bf16Siblings {
   int rows[kMaxBf16Siblings];
 };
 
-template <int N, int kRowsPerWarp, int U>
-__global__ void __launch_bounds__(kThreads)
+template <int N, int kRowsPerWarp, int W, int U, int S>
+__global__ void __launch_bounds__(32 * W)
     bf16_siblings_kernel(Bf16Siblings s, int cols, const float* __restrict__ x, int n) {
   const int t = blockIdx.y;
-  if (static_cast<int>(blockIdx.x) * kWarps * kRowsPerWarp >= s.rows[t]) return;
-  bf16_body<N, kRowsPerWarp, U>(s.w[t], s.rows[t], cols, x, n, s.y[t], blockIdx.x);
+  if (static_cast<int>(blockIdx.x) * W * kRowsPerWarp >= s.rows[t]) return;
+  bf16_body<N, kRowsPerWarp, W, U, S>(s.w[t], s.rows[t], cols, x, n, s.y[t], blockIdx.x);
 }
 
 void check_launch(const char* what) {
@@ -385,10 +436,14 @@ void check_shape(const char* what, int64_t rows, int64_t cols, int64_t n, int64_
 }
 
 template <auto kKernel, typename... Args>
-void launch(int smem, dim3 blocks, cudaStream_t stream, Args... args) {
+void launch_threads(int threads, int smem, dim3 blocks, cudaStream_t stream, Args... args) {
   opt_in<kKernel>(smem);
-  kKernel<<<blocks, kThreads, smem, stream>>>(args...);
+  kKernel<<<blocks, threads, smem, stream>>>(args...);
   count_launches(1);
+}
+template <auto kKernel, typename... Args>
+void launch(int smem, dim3 blocks, cudaStream_t stream, Args... args) {
+  launch_threads<kKernel>(kThreads, smem, blocks, stream, args...);
 }
 
 // Blocks per task of a grouped launch: twice as many as the SMs hold at once in all, each looping
@@ -524,10 +579,91 @@ void matmul_grouped(const DeviceMxfp4Task* tasks, int64_t count, int64_t rows, i
   check_launch(what);
 }
 
-// Rows per warp of the BF16 kernels at N activation rows: 4 at 4-8 rows (each staged activation
-// feeds 4 rows' FMAs), else 2.
+// The BF16 kernel shapes compiled for N activation rows, each coded R·1000 + W·100 + U·10 + S
+// (weight rows a warp, warps a block, chunks a lane per tile, activation ring buffers; Bf16Shape):
+// the chooser's candidates and the bench's variants; the first is the default where bf16_choose has
+// no rule. At 4-16 rows, the 8-warp shapes with a ring share each staged tile among 32 (16) rows,
+// halving the activations read from L2 per weight; at 8 rows the register-staged 4-warp shape
+// stays for the bench to compare (docs/PERFORMANCE.md, 2026-12-05).
 template <int N>
-constexpr int kBf16Rows = N >= 4 && N <= 8 ? 4 : 2;
+struct Bf16Compiled;
+template <>
+struct Bf16Compiled<1> {
+  using Codes = std::integer_sequence<int, 2420>;
+};
+template <>
+struct Bf16Compiled<2> {
+  using Codes = std::integer_sequence<int, 2420>;
+};
+template <>
+struct Bf16Compiled<4> {
+  using Codes = std::integer_sequence<int, 4420>;
+};
+template <>
+struct Bf16Compiled<8> {
+  using Codes = std::integer_sequence<int, 4813, 4823, 4420>;
+};
+template <>
+struct Bf16Compiled<16> {
+  using Codes = std::integer_sequence<int, 2813, 2420>;
+};
+
+template <int N, int kCode>
+struct Bf16Variant {
+  static constexpr int R = kCode / 1000, W = kCode / 100 % 10, U = kCode / 10 % 10, S = kCode % 10;
+  static constexpr int kThreads = 32 * W;
+  static constexpr int kSmem = bf16_smem_bytes<N, U, S>();
+  static constexpr auto kKernel = bf16_kernel<N, R, W, U, S>;
+  static constexpr auto kSiblings = bf16_siblings_kernel<N, R, W, U, S>;
+  static bool is(const detail::Bf16Shape& s) {
+    return s.rows_per_warp == R && s.warps == W && s.chunks == U && s.stages == S;
+  }
+  static int blocks(int64_t rows) { return static_cast<int>((rows + W * R - 1) / (W * R)); }
+};
+
+template <int... kCodes>
+std::vector<detail::Bf16Shape> shapes_of(std::integer_sequence<int, kCodes...>) {
+  return {detail::Bf16Shape{kCodes / 1000, kCodes / 100 % 10, kCodes / 10 % 10, kCodes % 10}...};
+}
+
+// Calls f(Bf16Variant<N, code>{}) for the compiled variant of `shape`; false if there is none.
+template <int N, typename F, int... kCodes>
+bool with_bf16_variant(const detail::Bf16Shape& shape, std::integer_sequence<int, kCodes...>,
+                       F&& f) {
+  return ((Bf16Variant<N, kCodes>::is(shape) ? (f(Bf16Variant<N, kCodes>{}), true) : false) || ...);
+}
+
+// The bench's forced shapes per batch size (detail::set_bf16_shape); {} lets bf16_choose pick.
+detail::Bf16Shape g_bf16_forced[5];
+int batch_slot(int n) {
+  return n == 1 ? 0 : n == 2 ? 1 : n == 4 ? 2 : n == 8 ? 3 : n == 16 ? 4 : -1;
+}
+
+template <int N, int kCode>
+double bf16_wave_fill(int64_t rows, int count) {
+  using V = Bf16Variant<N, kCode>;
+  return wave_fill(V::blocks(rows) * count, blocks_per_sm<V::kKernel>(V::kThreads, V::kSmem));
+}
+
+// The shape for N activation rows over `count` matrices of up to `rows` rows. At 8 rows, 8 warps of
+// 4 rows with a 3-tile ring, and 1 chunk a lane per tile (122 registers: 2 blocks an SM) or 2
+// (156: 1 block): 1 is ~6% faster a block, 2 fills the waves of short or odd matrices better. So
+// 1 unless 2's wave fill beats 1.06 times its own: a 12288-row matrix is 384 blocks, 1.45 waves of
+// 2 an SM (73% full) or 2.9 of 1 (97%); a 3072-row one 36% or 73%. Measured on an H100
+// (docs/PERFORMANCE.md, 2026-12-05): this picks the faster of the two on all six K3 shapes. Every
+// shape gives the same bits (a lane's chunks are taken in the same order, and a row's sums do not
+// depend on its neighbours).
+template <int N>
+detail::Bf16Shape bf16_choose(int64_t rows, int count) {
+  const detail::Bf16Shape forced = g_bf16_forced[batch_slot(N)];
+  if (forced.rows_per_warp != 0) return forced;
+  if constexpr (N == 8) {
+    const double one = bf16_wave_fill<8, 4813>(rows, count);
+    const double two = bf16_wave_fill<8, 4823>(rows, count);
+    return {4, 8, two > 1.06 * one ? 2 : 1, 3};
+  }
+  return shapes_of(typename Bf16Compiled<N>::Codes{}).front();
+}
 
 void matmul_siblings(const DeviceBf16Out* outs, int count, const float* x, int64_t n,
                      cudaStream_t stream) {
@@ -554,28 +690,15 @@ void matmul_siblings(const DeviceBf16Out* outs, int count, const float* x, int64
     for (int t = 0; t < count; ++t) pass.y[t] = outs[t].y + i0 * outs[t].w.rows;
     dispatch(nb, [&](auto tag) {
       constexpr int N = decltype(tag)::value;
-      constexpr int R = kBf16Rows<N>;
-      const int blocks = static_cast<int>((max_rows + kWarps * R - 1) / (kWarps * R));
-      launch<bf16_siblings_kernel<N, R, 2>>(bf16_smem_bytes<N, 2>(), dim3(blocks, count), stream,
-                                            pass, static_cast<int>(cols), x + i0 * cols, nb);
+      with_bf16_variant<N>(
+          bf16_choose<N>(max_rows, count), typename Bf16Compiled<N>::Codes{}, [&](auto v) {
+            using V = decltype(v);
+            launch_threads<V::kSiblings>(V::kThreads, V::kSmem, dim3(V::blocks(max_rows), count),
+                                         stream, pass, static_cast<int>(cols), x + i0 * cols, nb);
+          });
     });
   }
   check_launch(what);
-}
-
-// Chunks a lane per tile for the BF16 kernel at 8 rows and `blocks` blocks: 2 (166 registers, 3
-// blocks an SM) or 1 (126 registers, 4 blocks an SM, but two barriers per 512 columns: a block is
-// ~15% slower). 1 where its waves are so much fuller that it wins: a 7168-row matrix is 448 blocks,
-// 1.13 waves of 3 an SM (57% full) or one of 4 (85%). Measured on an H100 (docs/PERFORMANCE.md,
-// 2026-12-05): 7168-row matrices 1.03-1.15x with 1, 3072, 12288 and 33792 rows 0.86-0.96x.
-// Both give the same bits (a lane's chunks are taken in the same order).
-int bf16_n8_chunks(int blocks) {
-  if (g_bf16_n8_chunks != 0) return g_bf16_n8_chunks;
-  const double two =
-      wave_fill(blocks, blocks_per_sm<bf16_kernel<8, 4, 2>>(kThreads, bf16_smem_bytes<8, 2>()));
-  const double one =
-      wave_fill(blocks, blocks_per_sm<bf16_kernel<8, 4, 1>>(kThreads, bf16_smem_bytes<8, 1>()));
-  return 0.85 * one > two ? 1 : 2;
 }
 
 void matmul(const DeviceBf16& w, const float* x, int64_t n, float* y, cudaStream_t stream) {
@@ -587,26 +710,44 @@ void matmul(const DeviceBf16& w, const float* x, int64_t n, float* y, cudaStream
     float* yb = y + i0 * w.rows;
     dispatch(nb, [&](auto tag) {
       constexpr int N = decltype(tag)::value;
-      constexpr int R = kBf16Rows<N>;
-      const int blocks = static_cast<int>((rows + kWarps * R - 1) / (kWarps * R));
-      if constexpr (N == 8) {
-        if (bf16_n8_chunks(blocks) == 1)
-          return launch<bf16_kernel<N, R, 1>>(bf16_smem_bytes<N, 1>(), dim3(blocks), stream, w.data,
-                                              rows, cols, xb, nb, yb);
-      }
-      launch<bf16_kernel<N, R, 2>>(bf16_smem_bytes<N, 2>(), dim3(blocks), stream, w.data, rows,
-                                   cols, xb, nb, yb);
+      with_bf16_variant<N>(bf16_choose<N>(rows, 1), typename Bf16Compiled<N>::Codes{}, [&](auto v) {
+        using V = decltype(v);
+        launch_threads<V::kKernel>(V::kThreads, V::kSmem, dim3(V::blocks(rows)), stream, w.data,
+                                   rows, cols, xb, nb, yb);
+      });
     });
   }
   check_launch("cuda::matmul(BF16)");
 }
 
 namespace detail {
-void set_bf16_n8_chunks(int chunks) {
-  if (chunks < 0 || chunks > 2)
-    throw std::invalid_argument("set_bf16_n8_chunks: chunks is " + std::to_string(chunks) +
-                                ", expected 0, 1 or 2");
-  g_bf16_n8_chunks = chunks;
+void set_bf16_shape(int n, Bf16Shape shape) {
+  const int slot = batch_slot(n);
+  if (slot < 0)
+    throw std::invalid_argument("set_bf16_shape: n is " + std::to_string(n) +
+                                ", expected 1, 2, 4, 8 or 16");
+  if (shape.rows_per_warp != 0) {
+    bool compiled = false;
+    dispatch(n, [&](auto tag) {
+      constexpr int N = decltype(tag)::value;
+      compiled = with_bf16_variant<N>(shape, typename Bf16Compiled<N>::Codes{}, [](auto) {});
+    });
+    if (!compiled)
+      throw std::invalid_argument(
+          "set_bf16_shape: " + std::to_string(shape.rows_per_warp) + " rows a warp, " +
+          std::to_string(shape.warps) + " warps, " + std::to_string(shape.chunks) + " chunks, " +
+          std::to_string(shape.stages) + " stages is not compiled for n = " + std::to_string(n));
+  }
+  g_bf16_forced[slot] = shape;
+}
+
+std::vector<Bf16Shape> bf16_shapes(int n) {
+  std::vector<Bf16Shape> out;
+  dispatch(n, [&](auto tag) {
+    constexpr int N = decltype(tag)::value;
+    out = shapes_of(typename Bf16Compiled<N>::Codes{});
+  });
+  return out;
 }
 }  // namespace detail
 

@@ -3,7 +3,7 @@
 // the same bytes with the same launch pattern, and cudaMemcpy device-to-device (read rate).
 // Weights rotate over copies totalling >= 1 GiB so every launch reads from HBM, not the L2.
 //   deltafin_cuda_bench [repetitions]
-// DELTAFIN_BENCH_ONLY=mxfp4,mxwide,grouped,mxpairs,bf16,bfn8,spine,lmhead,logits,other (any of
+// DELTAFIN_BENCH_ONLY=mxfp4,mxwide,grouped,mxpairs,bf16,bfshapes,spine,lmhead,logits,other (any of
 // them) runs only those entries; `spine` is K3's other BF16 shapes, whose short and long rows
 // decode reads most.
 #include <algorithm>
@@ -311,40 +311,46 @@ struct Bf16Copies {
   const uint16_t* matrix(int k) const { return reinterpret_cast<const uint16_t*>(w + k * stride); }
 };
 
-// The BF16 kernel at 8 activation rows with 2 chunks a lane per tile and with 1 (fewer
-// registers, 4 blocks an SM; gemv.cu chooses per matrix): outputs memcmp'd ("DIFF" where they
-// differ), then GB/s with the two interleaved over 3 rounds of `reps`.
-void bench_bf16_n8_chunks(int reps, int64_t rows, int64_t cols) {
-  const Bf16Copies m(rows, cols, 8);
+// Every BF16 kernel shape compiled for n activation rows (detail::bf16_shapes): outputs memcmp'd
+// against the first shape's ("DIFF" where they differ), then GB/s with the shapes interleaved over
+// 3 rounds of `reps`. A row is named R/W/U/S: weight rows a warp, warps a block, chunks a lane,
+// ring buffers.
+void bench_bf16_shapes(int reps, int n, int64_t rows, int64_t cols) {
+  const Bf16Copies m(rows, cols, n);
   const size_t bytes = m.bytes;
   float* const y = m.y;
   Stats read;
   read_rate_line("read", reps, m.copies, m.stride, bytes, m.w, &read);
-  auto run = [&](int k) { matmul(DeviceBf16{m.matrix(k), rows, cols}, m.x, 8, y); };
-  const int chunks[] = {2, 1};
-  std::vector<float> want, got(8 * rows);
-  bool same[2] = {};
-  for (int v = 0; v < 2; ++v) {
-    detail::set_bf16_n8_chunks(chunks[v]);
-    check(cudaMemset(y, 0, 8 * rows * sizeof(float)), "memset");
+  auto run = [&](int k) { matmul(DeviceBf16{m.matrix(k), rows, cols}, m.x, n, y); };
+  const std::vector<detail::Bf16Shape> shapes = detail::bf16_shapes(n);
+  const size_t count = shapes.size();
+  std::vector<float> want, got(n * rows);
+  std::vector<bool> same(count);
+  for (size_t v = 0; v < count; ++v) {
+    detail::set_bf16_shape(n, shapes[v]);
+    check(cudaMemset(y, 0, n * rows * sizeof(float)), "memset");
     run(0);
     check(cudaMemcpy(got.data(), y, got.size() * 4, cudaMemcpyDeviceToHost), "d2h");
     if (v == 0) want = got;
     const bool written = std::any_of(want.begin(), want.end(), [](float f) { return f != 0; });
     same[v] = written && std::memcmp(want.data(), got.data(), got.size() * 4) == 0;
   }
-  std::vector<double> rate[2];
+  std::vector<std::vector<double>> rate(count);
   for (int round = 0; round < 3; ++round)
-    for (int v = 0; v < 2; ++v) {
-      detail::set_bf16_n8_chunks(chunks[v]);
+    for (size_t v = 0; v < count; ++v) {
+      detail::set_bf16_shape(n, shapes[v]);
       const auto r = time_launches(reps, m.copies, static_cast<double>(bytes), run);
       rate[v].insert(rate[v].end(), r.begin(), r.end());
     }
-  detail::set_bf16_n8_chunks(0);
-  for (int v = 0; v < 2; ++v)
+  detail::set_bf16_shape(n, {});
+  for (size_t v = 0; v < count; ++v) {
+    const detail::Bf16Shape& sh = shapes[v];
     print_row("bf16 " + std::to_string(rows) + "x" + std::to_string(cols) +
-                  " n=8 chunks=" + std::to_string(chunks[v]) + (same[v] ? "" : " DIFF"),
+                  " n=" + std::to_string(n) + " " + std::to_string(sh.rows_per_warp) + "/" +
+                  std::to_string(sh.warps) + "/" + std::to_string(sh.chunks) + "/" +
+                  std::to_string(sh.stages) + (same[v] ? "" : " DIFF"),
               stats(rate[v]), read);
+  }
   check(cudaDeviceSynchronize(), "sync");
 }
 
@@ -559,14 +565,16 @@ int main(int argc, char** argv) {
     bench_mxfp4_pairs(reps, 32, 3072, 3584);  // a K3 layer's gates and ups
     bench_mxfp4_pairs(reps, 16, 3584, 3072);  // and its downs
   }
-  if (wanted("bfn8")) {
-    for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{7168, 7168},
-                                                                             {12288, 7168},
-                                                                             {7168, 12288},
-                                                                             {3072, 7168},
-                                                                             {33792, 7168},
-                                                                             {7168, 33792}})
-      bench_bf16_n8_chunks(reps, rows, cols);
+  if (wanted("bfshapes")) {
+    // K3's BF16 spine shapes at a speculative pass's row counts.
+    for (int n : {8, 4, 16})
+      for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{7168, 7168},
+                                                                               {12288, 7168},
+                                                                               {7168, 12288},
+                                                                               {3072, 7168},
+                                                                               {33792, 7168},
+                                                                               {7168, 33792}})
+        bench_bf16_shapes(reps, n, rows, cols);
   }
   if (wanted("bf16")) {
     bench_bf16(reps, 7168, 7168);

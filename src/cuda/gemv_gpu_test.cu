@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cuda/gemv.h"
+#include "cuda/gemv_knobs.h"
 #include "cuda/gemv_order_ref.h"
 #include "cuda/gpu_test_util.h"
 #include "cuda/norm.h"
@@ -284,6 +285,55 @@ void test_bf16(std::mt19937& rng, int64_t rows, int64_t cols, int64_t max_n) {
               static_cast<long long>(max_n));
 }
 
+// Every BF16 kernel shape compiled for the batch sizes 4, 8 and 16 (detail::bf16_shapes), forced
+// one at a time: each output row bit-identical to the n = 1 product, itself checked against the
+// CPU emulation, for n that fill a batch size and n that leave rows of it empty; single matrices
+// and sibling launches. cols = 1000 leaves a partial last tile; 64, a single tile (fewer tiles
+// than a ring's buffers).
+void test_bf16_shapes(std::mt19937& rng, int64_t rows, int64_t cols) {
+  const std::string name = "bf16 shapes " + std::to_string(rows) + "x" + std::to_string(cols);
+  const int64_t max_n = 16;
+  std::vector<uint16_t> w(rows * cols);
+  const std::vector<float> wf = random_x(rng, rows * cols);
+  for (int64_t k = 0; k < rows * cols; ++k) w[k] = quant::f32_to_bf16(wf[k]);
+  const std::vector<float> x = random_x(rng, max_n * cols);
+  DeviceBuffer<uint16_t> d_w(w);
+  DeviceBuffer<float> d_x(x), d_y(max_n * rows), d_y2(max_n * rows);
+  const DeviceBf16 dw{d_w.ptr, rows, cols};
+  std::vector<float> emulated(max_n * rows), single(max_n * rows);
+  cpu_order_bf16(w.data(), rows, cols, x.data(), max_n, emulated.data());
+  for (int64_t i = 0; i < max_n; ++i) {
+    matmul(dw, d_x.ptr + i * cols, 1, d_y.ptr);
+    const auto y = d_y.download(rows);
+    std::copy(y.begin(), y.end(), single.begin() + i * rows);
+  }
+  expect(same_bits(single.data(), emulated.data(), max_n * rows), name + ": n=1 == CPU emulation");
+  int shapes = 0;
+  for (const int64_t n : {3, 4, 5, 8, 13, 16}) {
+    const int batch = n <= 4 ? 4 : n <= 8 ? 8 : 16;
+    for (const detail::Bf16Shape& sh : detail::bf16_shapes(batch)) {
+      detail::set_bf16_shape(batch, sh);
+      const std::string what = name + " n=" + std::to_string(n) + " shape " +
+                               std::to_string(sh.rows_per_warp) + "/" + std::to_string(sh.warps) +
+                               "/" + std::to_string(sh.chunks) + "/" + std::to_string(sh.stages);
+      matmul(dw, d_x.ptr, n, d_y.ptr);
+      expect(same_bits(d_y.download(n * rows).data(), single.data(), n * rows),
+             what + ": rows == n=1 rows (memcmp)");
+      const DeviceBf16Out outs[2] = {{dw, d_y.ptr},
+                                     {DeviceBf16{d_w.ptr, rows / 2, cols}, d_y2.ptr}};
+      matmul_siblings(outs, 2, d_x.ptr, n);
+      bool same = same_bits(d_y.download(n * rows).data(), single.data(), n * rows);
+      const auto half = d_y2.download(n * (rows / 2));
+      for (int64_t i = 0; i < n; ++i)
+        same &= same_bits(half.data() + i * (rows / 2), single.data() + i * rows, rows / 2);
+      expect(same, what + ": siblings == n=1 rows (memcmp)");
+      ++shapes;
+    }
+    detail::set_bf16_shape(batch, {});
+  }
+  std::printf("ok   %s: %d shape and n pairs bit-identical to n = 1\n", name.c_str(), shapes);
+}
+
 // Sibling BF16 products of one x in one launch: each output bit-identical to its single matmul,
 // for matrices of different row counts (one smaller than a block's rows) and n = 1..max_n.
 void test_bf16_siblings(std::mt19937& rng, const std::vector<int64_t>& rows, int64_t cols,
@@ -402,6 +452,8 @@ int main() {
   test_bf16(rng, 257, 7168, 19);
   test_bf16(rng, 7168, 256, 8);  // 448 blocks at n = 8: one lane chunk a tile on a 132-SM GPU
   test_bf16_siblings(rng, {300, 5, 128, 97}, 1024, 17);
+  test_bf16_shapes(rng, 45, 1000);
+  test_bf16_shapes(rng, 130, 64);
   test_rmsnorm(rng, 9, 7168);
   test_rmsnorm(rng, 33, 1000);
   test_bad_shapes();

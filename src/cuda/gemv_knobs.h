@@ -2,11 +2,23 @@
 // time them side by side. Not thread-safe; the model never calls them.
 #pragma once
 
+#include <vector>
+
 namespace deltafin::cuda::detail {
 
-// Chunks of 8 values a lane takes per tile in the BF16 kernel at 8 activation rows: 2 (512-column
-// tiles) or 1 (256 columns: fewer registers, 4 blocks an SM), or 0 (the default) for gemv.cu's
-// choice per matrix by how full the waves of each are.
-void set_bf16_n8_chunks(int chunks);
+// A shape of the BF16 kernel: weight rows a warp (2 or 4), warps a block (4 or 8: the rows that
+// share a staged activation tile), 8-value chunks a lane takes per tile (1: 256-column tiles, 2:
+// 512) and the activation tiles' cp.async ring (buffers; 0: staged through registers). Every
+// shape computes the same bits.
+struct Bf16Shape {
+  int rows_per_warp = 0, warps = 0, chunks = 0, stages = 0;
+};
+
+// Forces the shape the BF16 kernels use for passes of n activation rows (1, 2, 4, 8 or 16, the
+// compiled batch sizes; a pass of 5-8 rows runs as 8); a shape of 0 rows a warp restores
+// gemv.cu's choice. Throws std::invalid_argument for a shape not compiled for n.
+void set_bf16_shape(int n, Bf16Shape shape);
+// The shapes compiled for passes of n rows, gemv.cu's default where it has no rule first.
+std::vector<Bf16Shape> bf16_shapes(int n);
 
 }  // namespace deltafin::cuda::detail
