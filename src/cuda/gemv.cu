@@ -293,7 +293,7 @@ __device__ __forceinline__ void bf16_body(const uint16_t* __restrict__ wbits, in
   // every thread counts the same groups); activation rows past n land as zeros. A thread copies
   // the same chunk half of every kRingRowStep-th activation row, through L1: the SM's other
   // blocks read the same tiles (through L2 alone it measured 0.27-0.55 of the read at n = 8).
-  constexpr int kRingRowStep = kThreads / (kBfTileChunks * 2);
+  constexpr int kRingRowStep = S > 0 ? kThreads / (kBfTileChunks * 2) : 1;
   static_assert(S == 0 || (kThreads % (kBfTileChunks * 2) == 0 && N % kRingRowStep == 0),
                 "a ring's pieces divide evenly among the threads");
   auto issue = [&](int t) {
@@ -589,7 +589,7 @@ template <int N>
 struct Bf16Compiled;
 template <>
 struct Bf16Compiled<1> {
-  using Codes = std::integer_sequence<int, 2420>;
+  using Codes = std::integer_sequence<int, 2420, 1440>;
 };
 template <>
 struct Bf16Compiled<2> {
@@ -645,18 +645,26 @@ double bf16_wave_fill(int64_t rows, int count) {
   return wave_fill(V::blocks(rows) * count, blocks_per_sm<V::kKernel>(V::kThreads, V::kSmem));
 }
 
-// The shape for N activation rows over `count` matrices of up to `rows` rows. At 8 rows, 8 warps of
-// 4 rows with a 3-tile ring, and 1 chunk a lane per tile (122 registers: 2 blocks an SM) or 2
-// (156: 1 block): 1 is ~6% faster a block, 2 fills the waves of short or odd matrices better. So
-// 1 unless 2's wave fill beats 1.06 times its own: a 12288-row matrix is 384 blocks, 1.45 waves of
-// 2 an SM (73% full) or 2.9 of 1 (97%); a 3072-row one 36% or 73%. Measured on an H100
-// (docs/PERFORMANCE.md, 2026-12-05): this picks the faster of the two on all six K3 shapes. Every
-// shape gives the same bits (a lane's chunks are taken in the same order, and a row's sums do not
-// depend on its neighbours).
+// The shape for N activation rows over `count` matrices of up to `rows` rows of `cols`.
+// - 1 row: 1 row a warp with 4 chunks a lane per 1024-column tile (twice the blocks, twice the
+//   bytes a lane has in flight) where a row fills that tile: 1.24x on q_a's 1536x7168 and 1.09x
+//   on 3072x7168, equal on 7168x7168, but 0.71x on f_b's 128 columns, which keep 2 rows and 2
+//   chunks.
+// - 8 rows: 8 warps of 4 rows with a 3-tile ring, and 1 chunk a lane per tile (122 registers: 2
+//   blocks an SM) or 2 (156: 1 block). 1 is ~6% faster a block, 2 fills the waves of short or odd
+//   matrices better, so 1 unless 2's wave fill beats 1.06 times its own: a 12288-row matrix is
+//   384 blocks, 1.45 waves of 2 an SM (73% full) or 2.9 of 1 (97%); a 3072-row one 36% or 73%.
+//   That picks the faster of the two on all six K3 shapes.
+// - Otherwise the first compiled shape.
+// Measured on an H100 (docs/PERFORMANCE.md, 2026-12-05). Every shape gives the same bits (a
+// lane's chunks are taken in the same order, and a row's sums do not depend on its neighbours).
 template <int N>
-detail::Bf16Shape bf16_choose(int64_t rows, int count) {
+detail::Bf16Shape bf16_choose(int64_t rows, int64_t cols, int count) {
   const detail::Bf16Shape forced = g_bf16_forced[batch_slot(N)];
   if (forced.rows_per_warp != 0) return forced;
+  if constexpr (N == 1) {
+    if (cols >= 1024) return {1, 4, 4, 0};
+  }
   if constexpr (N == 8) {
     const double one = bf16_wave_fill<8, 4813>(rows, count);
     const double two = bf16_wave_fill<8, 4823>(rows, count);
@@ -691,7 +699,7 @@ void matmul_siblings(const DeviceBf16Out* outs, int count, const float* x, int64
     dispatch(nb, [&](auto tag) {
       constexpr int N = decltype(tag)::value;
       with_bf16_variant<N>(
-          bf16_choose<N>(max_rows, count), typename Bf16Compiled<N>::Codes{}, [&](auto v) {
+          bf16_choose<N>(max_rows, cols, count), typename Bf16Compiled<N>::Codes{}, [&](auto v) {
             using V = decltype(v);
             launch_threads<V::kSiblings>(V::kThreads, V::kSmem, dim3(V::blocks(max_rows), count),
                                          stream, pass, static_cast<int>(cols), x + i0 * cols, nb);
@@ -710,11 +718,12 @@ void matmul(const DeviceBf16& w, const float* x, int64_t n, float* y, cudaStream
     float* yb = y + i0 * w.rows;
     dispatch(nb, [&](auto tag) {
       constexpr int N = decltype(tag)::value;
-      with_bf16_variant<N>(bf16_choose<N>(rows, 1), typename Bf16Compiled<N>::Codes{}, [&](auto v) {
-        using V = decltype(v);
-        launch_threads<V::kKernel>(V::kThreads, V::kSmem, dim3(V::blocks(rows)), stream, w.data,
-                                   rows, cols, xb, nb, yb);
-      });
+      with_bf16_variant<N>(
+          bf16_choose<N>(rows, cols, 1), typename Bf16Compiled<N>::Codes{}, [&](auto v) {
+            using V = decltype(v);
+            launch_threads<V::kKernel>(V::kThreads, V::kSmem, dim3(V::blocks(rows)), stream, w.data,
+                                       rows, cols, xb, nb, yb);
+          });
     });
   }
   check_launch("cuda::matmul(BF16)");

@@ -3,9 +3,9 @@
 // the same bytes with the same launch pattern, and cudaMemcpy device-to-device (read rate).
 // Weights rotate over copies totalling >= 1 GiB so every launch reads from HBM, not the L2.
 //   deltafin_cuda_bench [repetitions]
-// DELTAFIN_BENCH_ONLY=mxfp4,mxwide,grouped,mxpairs,bf16,bfshapes,spine,lmhead,logits,other (any of
-// them) runs only those entries; `spine` is K3's other BF16 shapes, whose short and long rows
-// decode reads most.
+// DELTAFIN_BENCH_ONLY=mxfp4,mxwide,grouped,mxpairs,bf16,bfshapes,bfsmall,spine,lmhead,logits,other
+// (any of them) runs only those entries; `spine` is K3's other BF16 shapes, whose short and long
+// rows decode reads most.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -574,6 +574,13 @@ int main(int argc, char** argv) {
                                                                                {3072, 7168},
                                                                                {33792, 7168},
                                                                                {7168, 33792}})
+        bench_bf16_shapes(reps, n, rows, cols);
+  }
+  if (wanted("bfsmall")) {
+    // K3's short BF16 matrices at one and two rows: MLA's q_a, f_b, a 3072-row one, and a control.
+    for (int n : {1, 2})
+      for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
+               {1536, 7168}, {12288, 128}, {3072, 7168}, {7168, 7168}})
         bench_bf16_shapes(reps, n, rows, cols);
   }
   if (wanted("bf16")) {

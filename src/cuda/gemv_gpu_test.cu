@@ -309,8 +309,8 @@ void test_bf16_shapes(std::mt19937& rng, int64_t rows, int64_t cols) {
   }
   expect(same_bits(single.data(), emulated.data(), max_n * rows), name + ": n=1 == CPU emulation");
   int shapes = 0;
-  for (const int64_t n : {3, 4, 5, 8, 13, 16}) {
-    const int batch = n <= 4 ? 4 : n <= 8 ? 8 : 16;
+  for (const int64_t n : {1, 2, 3, 4, 5, 8, 13, 16}) {
+    const int batch = n <= 2 ? static_cast<int>(n) : n <= 4 ? 4 : n <= 8 ? 8 : 16;
     for (const detail::Bf16Shape& sh : detail::bf16_shapes(batch)) {
       detail::set_bf16_shape(batch, sh);
       const std::string what = name + " n=" + std::to_string(n) + " shape " +
