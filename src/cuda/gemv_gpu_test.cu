@@ -392,6 +392,32 @@ void test_rmsnorm(std::mt19937& rng, int64_t rows, int64_t n) {
   std::printf("ok   %s: f32 and bf16 weights bit-identical to the CPU reference\n", name.c_str());
 }
 
+// The bench's shape switch, host-side only (no device needed): every listed shape is accepted for
+// its batch size, and a shape or batch size that is not compiled is refused by name.
+void test_bf16_shape_knob() {
+  int listed = 0;
+  for (const int n : {1, 2, 4, 8, 16}) {
+    const std::vector<detail::Bf16Shape> shapes = detail::bf16_shapes(n);
+    expect(!shapes.empty(), "bf16 shapes for n = " + std::to_string(n) + " are listed");
+    for (const detail::Bf16Shape& sh : shapes) {
+      const std::string m = invalid_argument_message([&] { detail::set_bf16_shape(n, sh); });
+      expect(m.empty(), "bf16 shape " + std::to_string(sh.rows_per_warp) + "/" +
+                            std::to_string(sh.warps) + "/" + std::to_string(sh.chunks) + "/" +
+                            std::to_string(sh.stages) + " is accepted at n = " + std::to_string(n) +
+                            ": '" + m + "'");
+      ++listed;
+    }
+    detail::set_bf16_shape(n, {});
+  }
+  const std::string m1 = invalid_argument_message([] { detail::set_bf16_shape(8, {3, 8, 1, 3}); });
+  expect(m1.find("not compiled for n = 8") != std::string::npos,
+         "an uncompiled bf16 shape is refused: '" + m1 + "'");
+  const std::string m2 = invalid_argument_message([] { detail::set_bf16_shape(3, {}); });
+  expect(m2.find("n is 3") != std::string::npos,
+         "a batch size that is not compiled is refused: '" + m2 + "'");
+  std::printf("ok   bf16 shape switch: %d shapes accepted, uncompiled ones refused\n", listed);
+}
+
 void test_bad_shapes() {
   DeviceBuffer<float> buf(1024);
   const auto* bytes = reinterpret_cast<const uint8_t*>(buf.ptr);
@@ -428,6 +454,7 @@ int main() {
   if (!testing::has_gpu()) {
     // The host-side contracts (emulations against the repository's references) still hold here.
     run_decode_tests(false);
+    test_bf16_shape_knob();
     std::printf("host checks: %d, %d failed\n", g_checks, g_failures);
     if (g_failures) return 1;
     testing::require_gpu("deltafin_cuda_gpu_tests");  // exits 77
@@ -457,6 +484,7 @@ int main() {
   test_rmsnorm(rng, 9, 7168);
   test_rmsnorm(rng, 33, 1000);
   test_bad_shapes();
+  test_bf16_shape_knob();
   run_decode_tests(true);
   std::printf("%s: %d checks, %d failed\n", g_failures ? "FAILED" : "PASSED", g_checks, g_failures);
   return g_failures ? 1 : 0;
