@@ -608,9 +608,17 @@ struct Bf16Compiled<16> {
   using Codes = std::integer_sequence<int, 2813, 2420>;
 };
 
+// A shape code's digits (Bf16Compiled).
+template <int kCode>
+constexpr detail::Bf16Shape shape_of() {
+  return {kCode / 1000, kCode / 100 % 10, kCode / 10 % 10, kCode % 10};
+}
+
 template <int N, int kCode>
 struct Bf16Variant {
-  static constexpr int R = kCode / 1000, W = kCode / 100 % 10, U = kCode / 10 % 10, S = kCode % 10;
+  static constexpr detail::Bf16Shape kShape = shape_of<kCode>();
+  static constexpr int R = kShape.rows_per_warp, W = kShape.warps, U = kShape.chunks,
+                       S = kShape.stages;
   static constexpr int kThreads = 32 * W;
   static constexpr int kSmem = bf16_smem_bytes<N, U, S>();
   static constexpr auto kKernel = bf16_kernel<N, R, W, U, S>;
@@ -623,7 +631,7 @@ struct Bf16Variant {
 
 template <int... kCodes>
 std::vector<detail::Bf16Shape> shapes_of(std::integer_sequence<int, kCodes...>) {
-  return {detail::Bf16Shape{kCodes / 1000, kCodes / 100 % 10, kCodes / 10 % 10, kCodes % 10}...};
+  return {shape_of<kCodes>()...};
 }
 
 // Calls f(Bf16Variant<N, code>{}) for the compiled variant of `shape`; false if there is none.
@@ -663,12 +671,12 @@ detail::Bf16Shape bf16_choose(int64_t rows, int64_t cols, int count) {
   const detail::Bf16Shape forced = g_bf16_forced[batch_slot(N)];
   if (forced.rows_per_warp != 0) return forced;
   if constexpr (N == 1) {
-    if (cols >= 1024) return {1, 4, 4, 0};
+    if (cols >= 1024) return shape_of<1440>();
   }
   if constexpr (N == 8) {
     const double one = bf16_wave_fill<8, 4813>(rows, count);
     const double two = bf16_wave_fill<8, 4823>(rows, count);
-    return {4, 8, two > 1.06 * one ? 2 : 1, 3};
+    return two > 1.06 * one ? shape_of<4823>() : shape_of<4813>();
   }
   return shapes_of(typename Bf16Compiled<N>::Codes{}).front();
 }
@@ -743,11 +751,15 @@ void set_bf16_shape(int n, Bf16Shape shape) {
     });
     if (!compiled)
       throw std::invalid_argument(
-          "set_bf16_shape: " + std::to_string(shape.rows_per_warp) + " rows a warp, " +
-          std::to_string(shape.warps) + " warps, " + std::to_string(shape.chunks) + " chunks, " +
-          std::to_string(shape.stages) + " stages is not compiled for n = " + std::to_string(n));
+          "set_bf16_shape: " + bf16_shape_name(shape) +
+          " (rows a warp/warps/chunks/stages) is not compiled for n = " + std::to_string(n));
   }
   g_bf16_forced[slot] = shape;
+}
+
+std::string bf16_shape_name(const Bf16Shape& s) {
+  return std::to_string(s.rows_per_warp) + "/" + std::to_string(s.warps) + "/" +
+         std::to_string(s.chunks) + "/" + std::to_string(s.stages);
 }
 
 std::vector<Bf16Shape> bf16_shapes(int n) {

@@ -343,14 +343,11 @@ void bench_bf16_shapes(int reps, int n, int64_t rows, int64_t cols) {
       rate[v].insert(rate[v].end(), r.begin(), r.end());
     }
   detail::set_bf16_shape(n, {});
-  for (size_t v = 0; v < count; ++v) {
-    const detail::Bf16Shape& sh = shapes[v];
+  for (size_t v = 0; v < count; ++v)
     print_row("bf16 " + std::to_string(rows) + "x" + std::to_string(cols) +
-                  " n=" + std::to_string(n) + " " + std::to_string(sh.rows_per_warp) + "/" +
-                  std::to_string(sh.warps) + "/" + std::to_string(sh.chunks) + "/" +
-                  std::to_string(sh.stages) + (same[v] ? "" : " DIFF"),
+                  " n=" + std::to_string(n) + " " + detail::bf16_shape_name(shapes[v]) +
+                  (same[v] ? "" : " DIFF"),
               stats(rate[v]), read);
-  }
   check(cudaDeviceSynchronize(), "sync");
 }
 

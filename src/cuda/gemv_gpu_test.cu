@@ -285,7 +285,7 @@ void test_bf16(std::mt19937& rng, int64_t rows, int64_t cols, int64_t max_n) {
               static_cast<long long>(max_n));
 }
 
-// Every BF16 kernel shape compiled for the batch sizes 4, 8 and 16 (detail::bf16_shapes), forced
+// Every BF16 kernel shape compiled for each batch size (detail::bf16_shapes), forced
 // one at a time: each output row bit-identical to the n = 1 product, itself checked against the
 // CPU emulation, for n that fill a batch size and n that leave rows of it empty; single matrices
 // and sibling launches. cols = 1000 leaves a partial last tile; 64, a single tile (fewer tiles
@@ -313,9 +313,8 @@ void test_bf16_shapes(std::mt19937& rng, int64_t rows, int64_t cols) {
     const int batch = n <= 2 ? static_cast<int>(n) : n <= 4 ? 4 : n <= 8 ? 8 : 16;
     for (const detail::Bf16Shape& sh : detail::bf16_shapes(batch)) {
       detail::set_bf16_shape(batch, sh);
-      const std::string what = name + " n=" + std::to_string(n) + " shape " +
-                               std::to_string(sh.rows_per_warp) + "/" + std::to_string(sh.warps) +
-                               "/" + std::to_string(sh.chunks) + "/" + std::to_string(sh.stages);
+      const std::string what =
+          name + " n=" + std::to_string(n) + " shape " + detail::bf16_shape_name(sh);
       matmul(dw, d_x.ptr, n, d_y.ptr);
       expect(same_bits(d_y.download(n * rows).data(), single.data(), n * rows),
              what + ": rows == n=1 rows (memcmp)");
@@ -401,10 +400,8 @@ void test_bf16_shape_knob() {
     expect(!shapes.empty(), "bf16 shapes for n = " + std::to_string(n) + " are listed");
     for (const detail::Bf16Shape& sh : shapes) {
       const std::string m = invalid_argument_message([&] { detail::set_bf16_shape(n, sh); });
-      expect(m.empty(), "bf16 shape " + std::to_string(sh.rows_per_warp) + "/" +
-                            std::to_string(sh.warps) + "/" + std::to_string(sh.chunks) + "/" +
-                            std::to_string(sh.stages) + " is accepted at n = " + std::to_string(n) +
-                            ": '" + m + "'");
+      expect(m.empty(), "bf16 shape " + detail::bf16_shape_name(sh) +
+                            " is accepted at n = " + std::to_string(n) + ": '" + m + "'");
       ++listed;
     }
     detail::set_bf16_shape(n, {});

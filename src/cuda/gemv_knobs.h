@@ -2,6 +2,7 @@
 // time them side by side. Not thread-safe; the model never calls them.
 #pragma once
 
+#include <string>
 #include <vector>
 
 namespace deltafin::cuda::detail {
@@ -20,5 +21,7 @@ struct Bf16Shape {
 void set_bf16_shape(int n, Bf16Shape shape);
 // The shapes compiled for passes of n rows, gemv.cu's default where it has no rule first.
 std::vector<Bf16Shape> bf16_shapes(int n);
+// "R/W/U/S": rows a warp, warps, chunks, ring buffers (the bench's rows, the tests' messages).
+std::string bf16_shape_name(const Bf16Shape& shape);
 
 }  // namespace deltafin::cuda::detail
