@@ -633,6 +633,11 @@ template <int... kCodes>
 std::vector<detail::Bf16Shape> shapes_of(std::integer_sequence<int, kCodes...>) {
   return {shape_of<kCodes>()...};
 }
+// The first of a list: the default shape, found without building the list on every launch.
+template <int kFirst, int... kRest>
+constexpr detail::Bf16Shape first_shape(std::integer_sequence<int, kFirst, kRest...>) {
+  return shape_of<kFirst>();
+}
 
 // Calls f(Bf16Variant<N, code>{}) for the compiled variant of `shape`; false if there is none.
 template <int N, typename F, int... kCodes>
@@ -678,7 +683,7 @@ detail::Bf16Shape bf16_choose(int64_t rows, int64_t cols, int count) {
     const double two = bf16_wave_fill<8, 4823>(rows, count);
     return two > 1.06 * one ? shape_of<4823>() : shape_of<4813>();
   }
-  return shapes_of(typename Bf16Compiled<N>::Codes{}).front();
+  return first_shape(typename Bf16Compiled<N>::Codes{});
 }
 
 void matmul_siblings(const DeviceBf16Out* outs, int count, const float* x, int64_t n,
