@@ -2,8 +2,10 @@
 // scale and the softmax denominator (so they match the reference to about the last bit).
 // GCC 12 flags its own AVX-512 intrinsics (the _mm512_undefined_* they start from) as
 // uninitialized after inlining: GCC bug 105593, fixed in GCC 13.
+#if defined(__GNUC__) && !defined(__clang__)  // clang has no -Wmaybe-uninitialized
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #include <immintrin.h>
 
 #include <limits>
