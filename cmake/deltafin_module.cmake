@@ -10,6 +10,11 @@ endif()
 set(DELTAFIN_AVX2_FLAGS -mavx2 -mfma -mf16c -mbmi2)
 set(DELTAFIN_AVX512_FLAGS -mavx2 -mfma -mf16c -mbmi2 -mavx512f -mavx512bw -mavx512vl -mavx512dq)
 
+# Extra compile options for the unit-test programs' own sources (the fuzz preset's sanitizer tree
+# sets -O0: its libraries stay optimized for the fuzzers, while the tests' code, heavy on gtest and
+# light on work, compiles ~2x faster unoptimized under ASan+UBSan).
+set(DELTAFIN_TEST_COMPILE_OPTIONS "" CACHE STRING "Compile options for the unit tests' sources")
+
 function(deltafin_warnings target)
   target_compile_options(${target} PRIVATE ${DELTAFIN_WARNINGS})
   if(DELTAFIN_WERROR)
@@ -127,8 +132,10 @@ function(deltafin_module name)
     endforeach()
     target_compile_definitions(${target}_tests PRIVATE
       DELTAFIN_SOURCE_DIR="${PROJECT_SOURCE_DIR}" DELTAFIN_BINARY_DIR="${PROJECT_BINARY_DIR}")
+    target_compile_options(${target}_tests PRIVATE ${DELTAFIN_TEST_COMPILE_OPTIONS})
     deltafin_warnings(${target}_tests)
     add_test(NAME ${name} COMMAND ${target}_tests)
     set_tests_properties(${name} PROPERTIES LABELS unit)
+    set_property(GLOBAL APPEND PROPERTY DELTAFIN_UNIT_TEST_TARGETS ${target}_tests)
   endif()
 endfunction()
