@@ -10,12 +10,11 @@ endif()
 set(DELTAFIN_AVX2_FLAGS -mavx2 -mfma -mf16c -mbmi2)
 set(DELTAFIN_AVX512_FLAGS -mavx2 -mfma -mf16c -mbmi2 -mavx512f -mavx512bw -mavx512vl -mavx512dq)
 
-# Extra compile options for the unit-test programs' own sources: the fuzz preset's sanitizer tree
-# sets -O0 (its libraries stay optimized for the fuzzers, while the tests' code, heavy on gtest and
-# light on work, compiles ~2x faster unoptimized under ASan+UBSan), the release preset -O0 too
-# (~2x faster than -O3; the code under test is in the libraries, built -O3, and without -mfma the
-# test files' floating point is the same at any level; at -O1 GCC 12's -Warray-bounds misfires
-# on std::string).
+# Extra compile options for the unit-test programs' own sources; the release and fuzz presets set
+# -O0. Test files are heavy on gtest and light on work, and compile ~2x faster unoptimized; the
+# code they test is in the libraries, which keep their build type. No ISA flags reach test files
+# (no -mfma), so their floating point is the same at any level. (-O1 is no cheaper way out: GCC
+# 12's -Warray-bounds misfires on std::string there.)
 set(DELTAFIN_TEST_COMPILE_OPTIONS "" CACHE STRING "Compile options for the unit tests' sources")
 
 function(deltafin_warnings target)
