@@ -17,6 +17,16 @@ set(DELTAFIN_AVX512_FLAGS -mavx2 -mfma -mf16c -mbmi2 -mavx512f -mavx512bw -mavx5
 # 12's -Warray-bounds misfires on std::string there.)
 set(DELTAFIN_TEST_COMPILE_OPTIONS "" CACHE STRING "Compile options for the unit tests' sources")
 
+# A unit-test program: the tests' compile options and warnings, one ctest entry NAME labelled
+# `unit`, and a place in deltafin_unit_tests (what the sanitizer tree builds).
+function(deltafin_unit_test target name)
+  target_compile_options(${target} PRIVATE ${DELTAFIN_TEST_COMPILE_OPTIONS})
+  deltafin_warnings(${target})
+  add_test(NAME ${name} COMMAND ${target})
+  set_tests_properties(${name} PROPERTIES LABELS unit)
+  set_property(GLOBAL APPEND PROPERTY DELTAFIN_UNIT_TEST_TARGETS ${target})
+endfunction()
+
 function(deltafin_warnings target)
   target_compile_options(${target} PRIVATE ${DELTAFIN_WARNINGS})
   if(DELTAFIN_WERROR)
@@ -134,12 +144,8 @@ function(deltafin_module name)
     endforeach()
     target_compile_definitions(${target}_tests PRIVATE
       DELTAFIN_SOURCE_DIR="${PROJECT_SOURCE_DIR}" DELTAFIN_BINARY_DIR="${PROJECT_BINARY_DIR}")
-    target_compile_options(${target}_tests PRIVATE ${DELTAFIN_TEST_COMPILE_OPTIONS})
     # Every test file includes gtest, ~1.5 s of parsing each: parsed once per test program.
     target_precompile_headers(${target}_tests PRIVATE <gtest/gtest.h>)
-    deltafin_warnings(${target}_tests)
-    add_test(NAME ${name} COMMAND ${target}_tests)
-    set_tests_properties(${name} PROPERTIES LABELS unit)
-    set_property(GLOBAL APPEND PROPERTY DELTAFIN_UNIT_TEST_TARGETS ${target}_tests)
+    deltafin_unit_test(${target}_tests ${name})
   endif()
 endfunction()
