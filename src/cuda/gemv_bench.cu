@@ -213,10 +213,10 @@ void bench_mxfp4_grouped(int reps, int experts, int per_expert, int64_t rows, in
   cudaFree(tasks);
 }
 
-// The row-pair MXFP4 kernel (gemv_mxfp4_pairs.cu) at n = 1 for each ring depth against the
-// general kernel (depth 0), on `count` [rows, cols] matrices as one grouped launch and one at a
-// time: the outputs memcmp'd to the general kernel's ("DIFF" where they differ), then GB/s with
-// the variants interleaved over 3 rounds of `reps`.
+// The fixed-width MXFP4 kernel (gemv_mxfp4_pairs.cu) at n = 1 in each compiled shape (rows a warp
+// step, ring depth) against the general kernel, on `count` [rows, cols] matrices as one grouped
+// launch and one at a time: the outputs memcmp'd to the general kernel's ("DIFF" where they
+// differ), then GB/s with the variants interleaved over 3 rounds of `reps`.
 void bench_mxfp4_pairs(int reps, int count, int64_t rows, int64_t cols) {
   const Mxfp4Sets sets(count, rows, cols);
   const size_t packed = sets.packed, scales = sets.scales, set_bytes = sets.set_bytes;
@@ -236,16 +236,17 @@ void bench_mxfp4_pairs(int reps, int count, int64_t rows, int64_t cols) {
   Stats read_set, read_one;
   read_rate_line("read", reps, copies, set_bytes, set_bytes, sets.w, &read_set);
   read_rate_line("read", reps, copies * count, sets.stride, packed + scales, sets.w, &read_one);
-  const int depths[] = {0, 1, 2, 3};
+  const detail::Mxfp4PairsShape shapes[] = {{2, 0}, {2, 1}, {2, 2}, {2, 3}, {4, 1}, {4, 2}, {4, 3}};
+  constexpr int kShapes = 7;
   auto grouped = [&](int c) { matmul_grouped(tasks + c * count, count, rows, cols, 1); };
   auto single = [&](int k) {
     matmul(DeviceMxfp4{sets.matrix(k), sets.matrix(k) + packed, rows, cols}, x, 1, y);
   };
   // Same bits as the general kernel, grouped (every task) and single (the first matrix).
   std::vector<float> want_g, want_s;
-  bool same[4] = {};
-  for (int d = 0; d < 4; ++d) {
-    detail::set_mxfp4_pairs_stages(depths[d]);
+  bool same[kShapes] = {};
+  for (int d = 0; d < kShapes; ++d) {
+    detail::set_mxfp4_pairs_shape(shapes[d]);
     std::vector<float> got_g(count * rows), got_s(rows);
     check(cudaMemset(y, 0, count * rows * sizeof(float)), "memset");
     grouped(0);
@@ -258,22 +259,23 @@ void bench_mxfp4_pairs(int reps, int count, int64_t rows, int64_t cols) {
     same[d] = written && std::memcmp(want_g.data(), got_g.data(), got_g.size() * 4) == 0 &&
               std::memcmp(want_s.data(), got_s.data(), got_s.size() * 4) == 0;
   }
-  std::vector<double> rate_g[4], rate_s[4];
+  std::vector<double> rate_g[kShapes], rate_s[kShapes];
   for (int round = 0; round < 3; ++round)
-    for (int d = 0; d < 4; ++d) {
-      detail::set_mxfp4_pairs_stages(depths[d]);
+    for (int d = 0; d < kShapes; ++d) {
+      detail::set_mxfp4_pairs_shape(shapes[d]);
       const auto g = time_launches(reps, copies, static_cast<double>(set_bytes), grouped);
       const auto s1 =
           time_launches(reps, copies * count, static_cast<double>(packed + scales), single);
       rate_g[d].insert(rate_g[d].end(), g.begin(), g.end());
       rate_s[d].insert(rate_s[d].end(), s1.begin(), s1.end());
     }
-  detail::set_mxfp4_pairs_stages(detail::kMxfp4PairsDefaultStages);
+  detail::set_mxfp4_pairs_shape(detail::kMxfp4PairsDefault);
   const std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
-  for (int d = 0; d < 4; ++d) {
-    const std::string tag =
-        (d == 0 ? std::string("general") : "pairs d=" + std::to_string(depths[d])) +
-        (same[d] ? "" : " DIFF");
+  for (int d = 0; d < kShapes; ++d) {
+    const std::string tag = (d == 0 ? std::string("general")
+                                    : "rows " + std::to_string(shapes[d].rows_per_warp) +
+                                          " d=" + std::to_string(shapes[d].stages)) +
+                            (same[d] ? "" : " DIFF");
     print_row("grp " + std::to_string(count) + "x" + shape + " " + tag, stats(rate_g[d]), read_set);
     print_row("one " + shape + " " + tag, stats(rate_s[d]), read_one);
   }

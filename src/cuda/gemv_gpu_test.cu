@@ -16,6 +16,7 @@
 
 #include "cuda/gemv.h"
 #include "cuda/gemv_knobs.h"
+#include "cuda/gemv_mxfp4_pairs.h"
 #include "cuda/gemv_order_ref.h"
 #include "cuda/gpu_test_util.h"
 #include "cuda/norm.h"
@@ -161,14 +162,18 @@ void test_mxfp4_grouped(std::mt19937& rng, int64_t rows, int64_t cols, int count
   std::printf("ok   %s: tasks bit-identical to single launches\n", name.c_str());
 }
 
-// The row-pair kernel's own paths (gemv_mxfp4_pairs.cu, K3's 3072 and 3584 columns at n = 1):
-// an odd row count (the last pair's second row absent), scales on every side of its 191 switch
-// (one FMA by 2^(s-64) below it, the general kernel's two steps above) and NaN, and scales that
-// are not 16-byte aligned (byte loads instead of 16-byte copies), single and grouped, each
-// bit-identical to the emulation.
-void test_mxfp4_pairs_edges(std::mt19937& rng, int64_t cols) {
-  const int64_t rows = 301, groups = cols / 32;
-  const std::string name = "mxfp4 pairs 301x" + std::to_string(cols);
+// The fixed-width kernel's own paths (gemv_mxfp4_pairs.cu, K3's 3072 and 3584 columns at n = 1),
+// in every compiled shape: a row count that leaves the last warp step's rows absent but one,
+// scales on every side of its 191 switch (one FMA by 2^(s-64) below it, the general kernel's two
+// steps above) and NaN, and scales that are not 16-byte aligned (byte loads instead of 16-byte
+// copies), single and grouped, each bit-identical to the emulation.
+void test_mxfp4_pairs_edges(std::mt19937& rng, int64_t cols, detail::Mxfp4PairsShape shape) {
+  // Odd for row pairs; the last 4-row step holds 1 row (301) or 3 (303).
+  const int64_t rows = cols == 3584 ? 301 : 303, groups = cols / 32;
+  const std::string name = "mxfp4 rows " + std::to_string(shape.rows_per_warp) +
+                           " d=" + std::to_string(shape.stages) + " " + std::to_string(rows) + "x" +
+                           std::to_string(cols);
+  detail::set_mxfp4_pairs_shape(shape);
   Mxfp4Host w = random_mxfp4(rng, rows, cols);
   const uint8_t special[] = {0, 1, 63, 64, 190, 191, 192, 200, 254, 255};
   for (int64_t r = 0; r < rows; r += 7)
@@ -207,6 +212,7 @@ void test_mxfp4_pairs_edges(std::mt19937& rng, int64_t cols) {
            at + ": grouped tasks == CPU emulation");
     expect(untouched, at + ": a task of n = 0 writes nothing");
   }
+  detail::set_mxfp4_pairs_shape(detail::kMxfp4PairsDefault);
   std::printf("ok   %s: odd rows, scales 0..255, unaligned scales, single and grouped\n",
               name.c_str());
 }
@@ -415,6 +421,31 @@ void test_bf16_shape_knob() {
   std::printf("ok   bf16 shape switch: %d shapes accepted, uncompiled ones refused\n", listed);
 }
 
+// The fixed-width MXFP4 kernel's switch (gemv_mxfp4_pairs.h): every compiled shape and the general
+// kernel (0 stages) are accepted, others refused with what was asked; the default is restored.
+void test_mxfp4_shape_knob() {
+  int accepted = 0;
+  for (const int r : {2, 4})
+    for (const int d : {0, 1, 2, 3}) {
+      const std::string m = invalid_argument_message([&] {
+        detail::set_mxfp4_pairs_shape({r, d});
+      });
+      expect(m.empty(), "mxfp4 shape rows " + std::to_string(r) + " d=" + std::to_string(d) +
+                            " is accepted: '" + m + "'");
+      accepted += m.empty();
+    }
+  for (const detail::Mxfp4PairsShape bad :
+       {detail::Mxfp4PairsShape{3, 1}, {8, 2}, {2, 4}, {4, -1}}) {
+    const std::string m = invalid_argument_message([&] { detail::set_mxfp4_pairs_shape(bad); });
+    const std::string asked = std::to_string(bad.rows_per_warp) + " rows a warp step and " +
+                              std::to_string(bad.stages) + " stages";
+    expect(m.find(asked) != std::string::npos,
+           "mxfp4 shape " + asked + " is refused, naming it: '" + m + "'");
+  }
+  detail::set_mxfp4_pairs_shape(detail::kMxfp4PairsDefault);
+  std::printf("ok   mxfp4 shape switch: %d shapes accepted, uncompiled ones refused\n", accepted);
+}
+
 void test_bad_shapes() {
   DeviceBuffer<float> buf(1024);
   const auto* bytes = reinterpret_cast<const uint8_t*>(buf.ptr);
@@ -452,6 +483,7 @@ int main() {
     // The host-side contracts (emulations against the repository's references) still hold here.
     run_decode_tests(false);
     test_bf16_shape_knob();
+    test_mxfp4_shape_knob();
     std::printf("host checks: %d, %d failed\n", g_checks, g_failures);
     if (g_failures) return 1;
     testing::require_gpu("deltafin_cuda_gpu_tests");  // exits 77
@@ -470,8 +502,9 @@ int main() {
   test_mxfp4_grouped(rng, 37, 1056, 5, 4);
   test_mxfp4_grouped(rng, 300, 3584, 18, 16);
   test_mxfp4_grouped(rng, 100, 3072, 3, 1);
-  test_mxfp4_pairs_edges(rng, 3584);
-  test_mxfp4_pairs_edges(rng, 3072);
+  for (const detail::Mxfp4PairsShape shape :
+       {detail::Mxfp4PairsShape{2, 1}, {2, 2}, {2, 3}, {4, 1}, {4, 2}, {4, 3}})
+    for (const int64_t cols : {3584, 3072}) test_mxfp4_pairs_edges(rng, cols, shape);
   test_bf16(rng, 45, 1000, 16);
   test_bf16(rng, 257, 7168, 19);
   test_bf16(rng, 7168, 256, 8);  // 448 blocks at n = 8: one lane chunk a tile on a 132-SM GPU
@@ -482,6 +515,7 @@ int main() {
   test_rmsnorm(rng, 33, 1000);
   test_bad_shapes();
   test_bf16_shape_knob();
+  test_mxfp4_shape_knob();
   run_decode_tests(true);
   std::printf("%s: %d checks, %d failed\n", g_failures ? "FAILED" : "PASSED", g_checks, g_failures);
   return g_failures ? 1 : 0;

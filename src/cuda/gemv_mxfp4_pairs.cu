@@ -27,20 +27,23 @@ using namespace gemv;
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-int g_stages = kMxfp4PairsDefaultStages;
+Mxfp4PairsShape g_shape = kMxfp4PairsDefault;
 
-// A row pair's work for rows of G groups: kFull steps in which every lane takes a group of each
-// row, then (G % 32 == 16) one step holding both rows' last 16 groups. A stage of a warp's ring
-// holds the pair's 16-byte pieces ([kPieces][32 lanes]) and both rows' scales (2G bytes, 16-byte
-// chunks).
-template <int G>
-struct PairShape {
+// A warp step's work for R rows (2 or 4) of G groups each: kFull steps in which every lane takes a
+// group of each row, then (G % 32 == 16) R / 2 half steps, the h-th holding the last 16 groups of
+// rows 2h (lanes 0-15) and 2h + 1 (lanes 16-31). A stage of a warp's ring holds the step's 16-byte
+// pieces ([kPieces][32 lanes]: full step s's row r at R·s + r, then the half steps) and the rows'
+// scales ([R][G] bytes, 16-byte chunks).
+template <int G, int R>
+struct RowsShape {
   static_assert(G % 32 == 0 || G % 32 == 16, "a row's last step must be whole or half");
+  static_assert(R == 2 || R == 4, "rows a warp step: 2 or 4");
   static constexpr int kFull = G / 32;
   static constexpr bool kTail = G % 32 != 0;
-  static constexpr int kPieces = 2 * kFull + (kTail ? 1 : 0);
+  static constexpr int kHalves = kTail ? R / 2 : 0;
+  static constexpr int kPieces = R * kFull + kHalves;
   static constexpr int kPieceBytes = kPieces * 32 * 16;
-  static constexpr int kStageBytes = kPieceBytes + 2 * G;
+  static constexpr int kStageBytes = kPieceBytes + R * G;
   static int smem_bytes(int stages) {
     return G * kMxGroupStride * 4 + kWarps * stages * kStageBytes;
   }
@@ -72,71 +75,90 @@ __device__ __forceinline__ float group_sum(const uint4& w, const float4* xg) {
   return p;
 }
 
-// Both rows' group sums for a step whose lanes all take group g of each row: the activations are
-// read once for the two.
-__device__ __forceinline__ void group_sums2(const uint4& wa, const uint4& wb, const float4* xg,
-                                            float& pa, float& pb) {
-  pa = 0.0f;
-  pb = 0.0f;
+// R rows' group sums for a step whose lanes all take group g of each row: the activations are
+// read once for all of them.
+template <int R>
+__device__ __forceinline__ void group_sums(const uint4* w, const float4* xg, float (&p)[R]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) p[r] = 0.0f;
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
     const float4 x0 = xg[2 * k], x1 = xg[2 * k + 1];
-    float fa[8], fb[8];
-    e2m1x8_raw(word(wa, k), fa);
-    pa = fma8(fa, x0, x1, pa);
-    e2m1x8_raw(word(wb, k), fb);
-    pb = fma8(fb, x0, x1, pb);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float f[8];
+      e2m1x8_raw(word(w[r], k), f);
+      p[r] = fma8(f, x0, x1, p[r]);
+    }
   }
 }
 
-// A lane's scales of one pair: row a's and row b's groups 32s + lane, then its tail group's.
-template <int G>
-struct PairScales {
-  uint32_t a[PairShape<G>::kFull], b[PairShape<G>::kFull], tail;
+// A lane's scales of one step: row r's group 32s + lane at full[s][r], then its half steps' groups.
+template <int G, int R>
+struct RowsScales {
+  uint32_t full[RowsShape<G, R>::kFull][R];
+  uint32_t half[R / 2];
 };
 
-// The pair's two outputs from the lane's pieces of it: lane l's sums in the general kernel's order
-// for both rows, then its butterfly, the first step of which (lanes l and l + 16) is formed per
-// row: lanes 0-15 hold the first row's sums after it, lanes 16-31 the second's, and the other four
-// steps run on both at once. Returns the lane's value after the butterfly (lane 0: row a, lane 16:
-// row b).
-template <int G, bool kFast>
-__device__ __forceinline__ float pair_outputs(const uint4 (&w)[PairShape<G>::kPieces],
-                                              const PairScales<G>& sc, const float* xs, int lane) {
-  using S = PairShape<G>;
-  float acc_a = 0.0f, acc_b = 0.0f;
+// The step's R outputs from the lane's pieces of it: lane l's sums in the general kernel's order
+// for every row, then its butterfly. The first step (lanes l and l + 16) is formed per row pair:
+// lanes 0-15 hold row 2h's sums after it, lanes 16-31 row 2h + 1's. With 4 rows the second step
+// (lanes l and l + 8) takes rows 0 and 1 where l % 16 < 8 and rows 2 and 3 elsewhere, each lane
+// adding the same two values the general kernel adds (an addition commutes bit for bit), and the
+// last three steps run on all rows at once. Returns the lane's value after the butterfly: row 0 at
+// lane 0, row 1 at 16, row 2 at 8, row 3 at 24.
+template <int G, int R, bool kFast>
+__device__ __forceinline__ float rows_outputs(const uint4 (&w)[RowsShape<G, R>::kPieces],
+                                              const RowsScales<G, R>& sc, const float* xs,
+                                              int lane) {
+  using S = RowsShape<G, R>;
+  float acc[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
 #pragma unroll
   for (int s = 0; s < S::kFull; ++s) {
-    float pa, pb;
-    group_sums2(w[2 * s], w[2 * s + 1],
-                reinterpret_cast<const float4*>(xs + (32 * s + lane) * kMxGroupStride), pa, pb);
-    acc_a = add_group<kFast>(pa, sc.a[s], acc_a);
-    acc_b = add_group<kFast>(pb, sc.b[s], acc_b);
+    float p[R];
+    group_sums<R>(&w[R * s], reinterpret_cast<const float4*>(xs + (32 * s + lane) * kMxGroupStride),
+                  p);
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = add_group<kFast>(p[r], sc.full[s][r], acc[r]);
   }
-  float v;
-  if constexpr (S::kTail) {
-    // Lane l < 16 adds the first row's group 32·kFull + l to its own sum; lane l + 16 adds the
-    // second row's to the sum of that row's lane l, moved up to it.
-    const bool row_a = lane < 16;
-    const float p = group_sum(
-        w[2 * S::kFull],
-        reinterpret_cast<const float4*>(xs + (32 * S::kFull + lane % 16) * kMxGroupStride));
-    const float b_below = __shfl_up_sync(kFullMask, acc_b, 16);
-    const float a_above = __shfl_down_sync(kFullMask, acc_a, 16);
-    const float t = add_group<kFast>(p, sc.tail, row_a ? acc_a : b_below);
-    v = __fadd_rn(t, row_a ? a_above : acc_b);
+  const bool low = lane < 16;
+  float v[R / 2];
+#pragma unroll
+  for (int h = 0; h < R / 2; ++h) {
+    const float a = acc[2 * h], b = acc[2 * h + 1];
+    if constexpr (S::kTail) {
+      // Lane l < 16 adds row 2h's group 32·kFull + l to its own sum; lane l + 16 adds row
+      // 2h + 1's to the sum of that row's lane l, moved up to it.
+      const float p = group_sum(
+          w[R * S::kFull + h],
+          reinterpret_cast<const float4*>(xs + (32 * S::kFull + lane % 16) * kMxGroupStride));
+      const float b_below = __shfl_up_sync(kFullMask, b, 16);
+      const float a_above = __shfl_down_sync(kFullMask, a, 16);
+      const float t = add_group<kFast>(p, sc.half[h], low ? a : b_below);
+      v[h] = __fadd_rn(t, low ? a_above : b);
+    } else {
+      const float other = __shfl_xor_sync(kFullMask, low ? b : a, 16);
+      v[h] = __fadd_rn(low ? a : b, other);
+    }
+  }
+  float u;
+  if constexpr (R == 4) {
+    const bool upper8 = (lane & 8) != 0;
+    const float sent = __shfl_xor_sync(kFullMask, upper8 ? v[0] : v[1], 8);
+    u = __fadd_rn(upper8 ? v[1] : v[0], sent);
   } else {
-    const float other = __shfl_xor_sync(kFullMask, lane < 16 ? acc_b : acc_a, 16);
-    v = __fadd_rn(lane < 16 ? acc_a : acc_b, other);
+    u = __fadd_rn(v[0], __shfl_xor_sync(kFullMask, v[0], 8));
   }
 #pragma unroll
-  for (int off = 8; off > 0; off /= 2) v = __fadd_rn(v, __shfl_xor_sync(kFullMask, v, off));
-  return v;
+  for (int off = 4; off > 0; off /= 2) u = __fadd_rn(u, __shfl_xor_sync(kFullMask, u, off));
+  return u;
 }
 
-template <int G, int D>
-__device__ __forceinline__ void pairs_body(const DeviceMxfp4Task& task, int rows) {
-  using S = PairShape<G>;
+template <int G, int D, int R>
+__device__ __forceinline__ void rows_body(const DeviceMxfp4Task& task, int rows) {
+  using S = RowsShape<G, R>;
   if (task.n <= 0) return;  // the whole block returns: nothing to read or write
   extern __shared__ float4 smem[];
   float* xs = reinterpret_cast<float*>(smem);  // [G][kMxGroupStride], x · 2^63
@@ -144,43 +166,53 @@ __device__ __forceinline__ void pairs_body(const DeviceMxfp4Task& task, int rows
   uint8_t* const ring =
       reinterpret_cast<uint8_t*>(xs + G * kMxGroupStride) + warp * D * S::kStageBytes;
   uint8_t* const ring_end = ring + D * S::kStageBytes;
-  const int pairs = (rows + 1) / 2, whole_pairs = rows / 2;
+  const int sets = (rows + R - 1) / R;  // a set: the R rows of one warp step
   const int first = blockIdx.x * kWarps + warp, step = gridDim.x * kWarps;
   const bool scales_aligned = reinterpret_cast<uintptr_t>(task.scales) % 16 == 0;
   float* const y = task.y;
 
-  // The loads run D - 1 pairs ahead of the math: the issuing side's pair, its rows' weights and
-  // scales and its stage advance by a grid's worth of pairs per call. One commit group per call,
-  // empty past the last pair.
-  int issue_pair = first;
-  const uint8_t* iw = task.packed + static_cast<int64_t>(first) * (2 * G * 16);
-  const uint8_t* is = task.scales + static_cast<int64_t>(first) * (2 * G);
+  // The loads run D - 1 sets ahead of the math: the issuing side's set, its rows' weights and
+  // scales and its stage advance by a grid's worth of sets per call. One commit group per call,
+  // empty past the last set. A row past the matrix's last reads nothing and stages zeros.
+  int issue_set = first;
+  const uint8_t* iw = task.packed + static_cast<int64_t>(first) * (R * G * 16);
+  const uint8_t* is = task.scales + static_cast<int64_t>(first) * (R * G);
   uint8_t* issue_stage = ring;
-  // The tail piece: the first row's group 32·kFull + lane (lanes 0-15) or the second's.
-  const int tail_offset = (lane < 16 ? 0 : G * 16) + (32 * S::kFull + lane % 16) * 16;
+  // Per lane, the same every set: the row of its half-step pieces (2h + this) and of its 16-byte
+  // scale chunk.
+  const int half_row = lane < 16 ? 0 : 1, scale_row = lane * 16 / G;
   auto issue = [&] {
-    if (issue_pair < pairs) {
-      const bool has_b = issue_pair < whole_pairs;
-      const uint8_t* ib = has_b ? iw + G * 16 : iw;  // an absent row reads nothing
+    if (issue_set < sets) {
+      const int present = rows - issue_set * R;  // rows of the set that exist, if below R
 #pragma unroll
-      for (int s = 0; s < S::kFull; ++s) {
-        cp_async16(issue_stage + (2 * s * 32 + lane) * 16, iw + (32 * s + lane) * 16, true);
-        cp_async16(issue_stage + ((2 * s + 1) * 32 + lane) * 16, ib + (32 * s + lane) * 16, has_b);
+      for (int s = 0; s < S::kFull; ++s)
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const bool has = r == 0 || r < present;  // the set's first row exists
+          cp_async16(issue_stage + ((R * s + r) * 32 + lane) * 16,
+                     iw + (has ? r : 0) * G * 16 + (32 * s + lane) * 16, has);
+        }
+#pragma unroll
+      for (int h = 0; h < S::kHalves; ++h) {
+        const int r = 2 * h + half_row;
+        const bool has = r == 0 || r < present;
+        cp_async16(issue_stage + ((R * S::kFull + h) * 32 + lane) * 16,
+                   iw + (has ? r : 0) * G * 16 + (32 * S::kFull + lane % 16) * 16, has);
       }
-      if constexpr (S::kTail)
-        cp_async16(issue_stage + (2 * S::kFull * 32 + lane) * 16, iw + tail_offset,
-                   lane < 16 || has_b);
       uint8_t* sc = issue_stage + S::kPieceBytes;
       if (scales_aligned) {
-        if (lane < G / 8) cp_async16(sc + lane * 16, is + lane * 16, lane < G / 16 || has_b);
+        if (lane < R * G / 16) {
+          const bool has = scale_row == 0 || scale_row < present;
+          cp_async16(sc + lane * 16, is + (has ? lane * 16 : 0), has);
+        }
       } else {  // no 16-byte copies: byte loads (the model's scales are 256-byte aligned)
-        for (int j = lane; j < 2 * G; j += 32) sc[j] = (j < G || has_b) ? is[j] : 0;
+        for (int j = lane; j < R * G; j += 32) sc[j] = j / G < present ? is[j] : 0;
       }
     }
     cp_async_commit();
-    issue_pair += step;
-    iw += static_cast<int64_t>(step) * (2 * G * 16);
-    is += static_cast<int64_t>(step) * (2 * G);
+    issue_set += step;
+    iw += static_cast<int64_t>(step) * (R * G * 16);
+    is += static_cast<int64_t>(step) * (R * G);
     issue_stage = issue_stage + S::kStageBytes == ring_end ? ring : issue_stage + S::kStageBytes;
   };
 
@@ -193,36 +225,46 @@ __device__ __forceinline__ void pairs_body(const DeviceMxfp4Task& task, int rows
   }
   __syncthreads();
   const uint8_t* stage = ring;
-  for (int pair = first; pair < pairs; pair += step) {
-    if constexpr (D > 1) issue();  // into the stage the previous pair's math left
+  // Where the lane's output row sits in its set (lanes 0, 16, 8, 24 hold rows 0-3), or -1.
+  const int out_row = lane == 0                ? 0
+                      : lane == 16             ? 1
+                      : (R == 4 && lane == 8)  ? 2
+                      : (R == 4 && lane == 24) ? 3
+                                               : -1;
+  for (int set = first; set < sets; set += step) {
+    if constexpr (D > 1) issue();  // into the stage the previous set's math left
     cp_async_wait<D - 1>();
     __syncwarp();  // the scales a lane reads came through other lanes' copies
     uint4 w[S::kPieces];
 #pragma unroll
     for (int p = 0; p < S::kPieces; ++p)
       w[p] = reinterpret_cast<const uint4*>(stage)[p * 32 + lane];
-    const uint8_t* sc = stage + S::kPieceBytes;  // [2][G]
-    PairScales<G> scales;
+    const uint8_t* sc = stage + S::kPieceBytes;  // [R][G]
+    RowsScales<G, R> scales;
     uint32_t top = 0;
 #pragma unroll
-    for (int s = 0; s < S::kFull; ++s) {
-      scales.a[s] = sc[32 * s + lane];
-      scales.b[s] = sc[G + 32 * s + lane];
-      top = max(top, max(scales.a[s], scales.b[s]));
+    for (int s = 0; s < S::kFull; ++s)
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        scales.full[s][r] = sc[r * G + 32 * s + lane];
+        top = max(top, scales.full[s][r]);
+      }
+#pragma unroll
+    for (int h = 0; h < R / 2; ++h) {
+      scales.half[h] =
+          S::kTail ? sc[(2 * h + (lane < 16 ? 0 : 1)) * G + 32 * S::kFull + lane % 16] : 0u;
+      top = max(top, scales.half[h]);
     }
-    scales.tail = S::kTail ? sc[(lane < 16 ? 0 : G) + 32 * S::kFull + lane % 16] : 0u;
-    top = max(top, scales.tail);
     if constexpr (D == 1) {
-      __syncwarp();  // the one stage is read: the next pair's loads go in while this one's math
+      __syncwarp();  // the one stage is read: the next set's loads go in while this one's math
                      // runs
       issue();
     }
     // Scales above 2^64 (s > 191) are far outside trained weights; the general step takes them.
     const float v = __all_sync(kFullMask, top <= 191u)
-                        ? pair_outputs<G, true>(w, scales, xs, lane)
-                        : pair_outputs<G, false>(w, scales, xs, lane);
-    if (lane == 0) y[2 * pair] = v;
-    if (lane == 16 && 2 * pair + 1 < rows) y[2 * pair + 1] = v;
+                        ? rows_outputs<G, R, true>(w, scales, xs, lane)
+                        : rows_outputs<G, R, false>(w, scales, xs, lane);
+    if (out_row >= 0 && R * set + out_row < rows) y[R * set + out_row] = v;
     if constexpr (D > 1) {
       __syncwarp();  // every lane is done with the stage before it is refilled
       stage = stage + S::kStageBytes == ring_end ? ring : stage + S::kStageBytes;
@@ -231,15 +273,15 @@ __device__ __forceinline__ void pairs_body(const DeviceMxfp4Task& task, int rows
   cp_async_wait<0>();
 }
 
-template <int G, int D>
-__global__ void __launch_bounds__(kThreads) pairs_kernel(DeviceMxfp4Task task, int rows) {
-  pairs_body<G, D>(task, rows);
+template <int G, int D, int R>
+__global__ void __launch_bounds__(kThreads) rows_kernel(DeviceMxfp4Task task, int rows) {
+  rows_body<G, D, R>(task, rows);
 }
 
-template <int G, int D>
+template <int G, int D, int R>
 __global__ void __launch_bounds__(kThreads)
-    pairs_grouped_kernel(const DeviceMxfp4Task* __restrict__ tasks, int rows) {
-  pairs_body<G, D>(tasks[blockIdx.y], rows);
+    rows_grouped_kernel(const DeviceMxfp4Task* __restrict__ tasks, int rows) {
+  rows_body<G, D, R>(tasks[blockIdx.y], rows);
 }
 
 // The most blocks of `kernel` the GPU holds at once.
@@ -249,37 +291,46 @@ int resident_blocks(int smem) {
 }
 
 // One wave: as many blocks as fit at once, shared evenly by the tasks, each block's warps taking
-// pairs blockIdx.x · 4 + warp, then a grid's worth further, ... (no more blocks than pairs need).
-template <int G, int D>
+// sets blockIdx.x · 4 + warp, then a grid's worth further, ... (no more blocks than sets need).
+template <int G, int D, int R>
 void launch(const DeviceMxfp4Task* tasks, int count, const DeviceMxfp4Task& single, int rows,
             cudaStream_t stream) {
-  const int smem = PairShape<G>::smem_bytes(D);
-  const int pairs = (rows + 1) / 2;
-  const int most = (pairs + kWarps - 1) / kWarps;
+  const int smem = RowsShape<G, R>::smem_bytes(D);
+  const int sets = (rows + R - 1) / R;
+  const int most = (sets + kWarps - 1) / kWarps;
   if (count > 0) {
-    constexpr auto kernel = pairs_grouped_kernel<G, D>;
+    constexpr auto kernel = rows_grouped_kernel<G, D, R>;
     const int per_task = std::max(1, resident_blocks<kernel>(smem) / count);
     kernel<<<dim3(std::min(per_task, most), count), kThreads, smem, stream>>>(tasks, rows);
   } else {
-    constexpr auto kernel = pairs_kernel<G, D>;
+    constexpr auto kernel = rows_kernel<G, D, R>;
     kernel<<<std::min(resident_blocks<kernel>(smem), most), kThreads, smem, stream>>>(single, rows);
   }
   count_launches(1);
 }
 
+template <int G, int R>
+void launch_depth(const DeviceMxfp4Task* tasks, int count, const DeviceMxfp4Task& single, int rows,
+                  cudaStream_t stream) {
+  switch (g_shape.stages) {
+    case 1:
+      return launch<G, 1, R>(tasks, count, single, rows, stream);
+    case 2:
+      return launch<G, 2, R>(tasks, count, single, rows, stream);
+    default:
+      return launch<G, 3, R>(tasks, count, single, rows, stream);
+  }
+}
+
 bool run(const DeviceMxfp4Task* tasks, int count, const DeviceMxfp4Task& single, int rows, int cols,
          cudaStream_t stream) {
-  if (!mxfp4_pairs_takes(cols) || g_stages == 0) return false;
+  if (!mxfp4_pairs_takes(cols) || g_shape.stages == 0) return false;
   auto with_groups = [&](auto g) {
     constexpr int G = decltype(g)::value;
-    switch (g_stages) {
-      case 1:
-        return launch<G, 1>(tasks, count, single, rows, stream);
-      case 2:
-        return launch<G, 2>(tasks, count, single, rows, stream);
-      default:
-        return launch<G, 3>(tasks, count, single, rows, stream);
-    }
+    if (g_shape.rows_per_warp == 4)
+      launch_depth<G, 4>(tasks, count, single, rows, stream);
+    else
+      launch_depth<G, 2>(tasks, count, single, rows, stream);
   };
   if (cols == 3584)
     with_groups(std::integral_constant<int, 112>{});
@@ -302,11 +353,13 @@ bool mxfp4_pairs_grouped(const DeviceMxfp4Task* tasks, int count, int rows, int 
   return run(tasks, count, DeviceMxfp4Task{}, rows, cols, stream);
 }
 
-void set_mxfp4_pairs_stages(int stages) {
-  if (stages < 0 || stages > 3)
-    throw std::invalid_argument("set_mxfp4_pairs_stages: stages is " + std::to_string(stages) +
-                                ", expected 0..3");
-  g_stages = stages;
+void set_mxfp4_pairs_shape(Mxfp4PairsShape shape) {
+  if (shape.stages < 0 || shape.stages > 3 ||
+      (shape.stages > 0 && shape.rows_per_warp != 2 && shape.rows_per_warp != 4))
+    throw std::invalid_argument("set_mxfp4_pairs_shape: " + std::to_string(shape.rows_per_warp) +
+                                " rows a warp step and " + std::to_string(shape.stages) +
+                                " stages, expected 2 or 4 rows and 1..3 stages, or 0 stages");
+  g_shape = shape;
 }
 
 }  // namespace deltafin::cuda::detail

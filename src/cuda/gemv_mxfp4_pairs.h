@@ -22,10 +22,17 @@ bool mxfp4_pairs_single(const DeviceMxfp4& w, const float* x, float* y, cudaStre
 bool mxfp4_pairs_grouped(const DeviceMxfp4Task* tasks, int count, int rows, int cols,
                          cudaStream_t stream);
 
-// The bench's choice of cp.async stages per warp (1: the stage is read into registers before the
-// next pair's loads go into it; 2 or 3: the loads run 1 or 2 pairs ahead), or 0 for the general
-// kernel everywhere; kMxfp4PairsDefaultStages unless set. Not thread-safe: for the benchmark only.
-inline constexpr int kMxfp4PairsDefaultStages = 2;
-void set_mxfp4_pairs_stages(int stages);
+// The kernel's shape: weight rows a warp step (2 or 4: the rows that share each activation read
+// and the butterfly's shuffles) and cp.async stages a warp (1: the stage is read into registers
+// before the next step's loads go into it; 2 or 3: the loads run 1 or 2 steps ahead). Every shape
+// computes the same bits.
+struct Mxfp4PairsShape {
+  int rows_per_warp = 2, stages = 2;
+};
+inline constexpr Mxfp4PairsShape kMxfp4PairsDefault{2, 2};
+// The bench's and the GPU test's choice of shape, or stages 0 for the general kernel everywhere;
+// kMxfp4PairsDefault unless set. Throws std::invalid_argument for a shape not compiled. Not
+// thread-safe: the model never calls it.
+void set_mxfp4_pairs_shape(Mxfp4PairsShape shape);
 
 }  // namespace deltafin::cuda::detail
