@@ -40,6 +40,12 @@ template <int N, int U, int S>
 constexpr int bf16_smem_bytes() {
   return (S > 0 ? S : bf16_two_buffers(N) ? 2 : 1) * N * 32 * U * kBfChunkStride * 4;
 }
+// With the weights in the ring (K = 1), each buffer also holds the block's weight tile: W warps'
+// kRowsPerWarp rows of 32 · U 16-byte chunks.
+template <int N, int kRowsPerWarp, int W, int U, int S, int K>
+constexpr int bf16_smem_bytes() {
+  return bf16_smem_bytes<N, U, S>() + (K ? S * W * kRowsPerWarp * 32 * U * 16 : 0);
+}
 
 // Each lane's partial sums reduced across the warp; lane 0 stores the rows and activations that
 // exist (y is [n, rows], activation-major).
@@ -213,12 +219,14 @@ __global__ void __launch_bounds__(kThreads)
 // calls it: it synchronizes).
 // S > 0: the activation tiles arrive through a cp.async ring of S buffers, issued S - 1 tiles
 // ahead; S == 0: through registers into two buffers (bf16_two_buffers) or into one between two
-// barriers.
-template <int N, int kRowsPerWarp, int W, int U, int S>
+// barriers. K = 1 (rings only): the weight tiles travel in the same ring, S - 1 tiles ahead with
+// no registers held for them, instead of one tile ahead in registers.
+template <int N, int kRowsPerWarp, int W, int U, int S, int K>
 __device__ __forceinline__ void bf16_body(const uint16_t* __restrict__ wbits, int rows, int cols,
                                           const float* __restrict__ x, int n, float* __restrict__ y,
                                           int block) {
   static_assert(S == 0 || S >= 2, "a ring holds the tile being read and one landing");
+  static_assert(K == 0 || S > 0, "weights travel in a ring only");
   constexpr int kThreads = 32 * W;
   extern __shared__ float4 smem[];
   constexpr int kBfChunksPerLane = U, kBfTileChunks = 32 * U;
@@ -231,15 +239,17 @@ __device__ __forceinline__ void bf16_body(const uint16_t* __restrict__ wbits, in
 
   uint4 w[kRowsPerWarp][kBfChunksPerLane];
   auto load = [&](int tile) {
+    if constexpr (!K) {  // else the ring brings them
 #pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) {
+      for (int r = 0; r < kRowsPerWarp; ++r) {
 #pragma unroll
-      for (int u = 0; u < kBfChunksPerLane; ++u) {
-        const int c = tile * kBfTileChunks + u * 32 + lane;
-        const int row = row0 + r;
-        w[r][u] = (row < rows && c < chunks)
-                      ? load_stream(wbits + static_cast<int64_t>(row) * cols + c * 8)
-                      : make_uint4(0, 0, 0, 0);
+        for (int u = 0; u < kBfChunksPerLane; ++u) {
+          const int c = tile * kBfTileChunks + u * 32 + lane;
+          const int row = row0 + r;
+          w[r][u] = (row < rows && c < chunks)
+                        ? load_stream(wbits + static_cast<int64_t>(row) * cols + c * 8)
+                        : make_uint4(0, 0, 0, 0);
+        }
       }
     }
   };
@@ -294,6 +304,8 @@ __device__ __forceinline__ void bf16_body(const uint16_t* __restrict__ wbits, in
   // the same chunk half of every kRingRowStep-th activation row, through L1: the SM's other
   // blocks read the same tiles (through L2 alone it measured 0.27-0.55 of the read at n = 8).
   constexpr int kRingRowStep = S > 0 ? kThreads / (kBfTileChunks * 2) : 1;
+  constexpr int kWeightTilePieces = W * kRowsPerWarp * kBfTileChunks;
+  uint4* const weight_tiles = reinterpret_cast<uint4*>(xs + (S > 0 ? S : 1) * kTileFloats);
   static_assert(S == 0 || (kThreads % (kBfTileChunks * 2) == 0 && N % kRingRowStep == 0),
                 "a ring's pieces divide evenly among the threads");
   auto issue = [&](int t) {
@@ -309,6 +321,21 @@ __device__ __forceinline__ void bf16_body(const uint16_t* __restrict__ wbits, in
         cp_async16_l1(dst + part * 4, valid ? src : x, valid);
         src += kRingRowStep * static_cast<int64_t>(cols);
         dst += kRingRowStep * kBfTileChunks * kBfChunkStride;
+      }
+      if constexpr (K) {
+        // Piece p of the block's weight tile: row p / kBfTileChunks of the block, the tile's chunk
+        // p % kBfTileChunks; consecutive threads take consecutive chunks of a row. Through L2
+        // only: each weight is read once.
+        uint4* wdst = weight_tiles + (t % S) * kWeightTilePieces;
+#pragma unroll
+        for (int j = 0; j < kRowsPerWarp * U; ++j) {
+          const int p = threadIdx.x + j * kThreads;
+          const int row = block * (W * kRowsPerWarp) + p / kBfTileChunks;
+          const int wc = t * kBfTileChunks + p % kBfTileChunks;
+          const bool valid = row < rows && wc < chunks;
+          cp_async16(wdst + p, valid ? wbits + static_cast<int64_t>(row) * cols + wc * 8 : wbits,
+                     valid);
+        }
       }
     }
     cp_async_commit();
@@ -355,7 +382,14 @@ __device__ __forceinline__ void bf16_body(const uint16_t* __restrict__ wbits, in
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r)
 #pragma unroll
-      for (int u = 0; u < kBfChunksPerLane; ++u) wc[r][u] = w[r][u];
+      for (int u = 0; u < kBfChunksPerLane; ++u) {
+        if constexpr (K)
+          wc[r][u] =
+              weight_tiles[(t % (S > 0 ? S : 1)) * kWeightTilePieces +
+                           ((threadIdx.x / 32) * kRowsPerWarp + r) * kBfTileChunks + u * 32 + lane];
+        else
+          wc[r][u] = w[r][u];
+      }
     if (t + 1 < tiles) load(t + 1);
 
 #pragma unroll
@@ -389,11 +423,11 @@ __device__ __forceinline__ void bf16_body(const uint16_t* __restrict__ wbits, in
   store_rows<N, kRowsPerWarp>(acc, lane, n, rows, row0, y);
 }
 
-template <int N, int kRowsPerWarp, int W, int U, int S>
+template <int N, int kRowsPerWarp, int W, int U, int S, int K>
 __global__ void __launch_bounds__(32 * W)
     bf16_kernel(const uint16_t* __restrict__ wbits, int rows, int cols, const float* __restrict__ x,
                 int n, float* __restrict__ y) {
-  bf16_body<N, kRowsPerWarp, W, U, S>(wbits, rows, cols, x, n, y, blockIdx.x);
+  bf16_body<N, kRowsPerWarp, W, U, S, K>(wbits, rows, cols, x, n, y, blockIdx.x);
 }
 
 // Sibling products of one x (matmul_siblings), passed by value: blockIdx.y picks the matrix,
@@ -404,12 +438,12 @@ struct Bf16Siblings {
   int rows[kMaxBf16Siblings];
 };
 
-template <int N, int kRowsPerWarp, int W, int U, int S>
+template <int N, int kRowsPerWarp, int W, int U, int S, int K>
 __global__ void __launch_bounds__(32 * W)
     bf16_siblings_kernel(Bf16Siblings s, int cols, const float* __restrict__ x, int n) {
   const int t = blockIdx.y;
   if (static_cast<int>(blockIdx.x) * W * kRowsPerWarp >= s.rows[t]) return;
-  bf16_body<N, kRowsPerWarp, W, U, S>(s.w[t], s.rows[t], cols, x, n, s.y[t], blockIdx.x);
+  bf16_body<N, kRowsPerWarp, W, U, S, K>(s.w[t], s.rows[t], cols, x, n, s.y[t], blockIdx.x);
 }
 
 void check_launch(const char* what) {
@@ -601,7 +635,7 @@ struct Bf16Compiled<4> {
 };
 template <>
 struct Bf16Compiled<8> {
-  using Codes = std::integer_sequence<int, 4813, 4823, 4420>;
+  using Codes = std::integer_sequence<int, 4813, 4823, 4420, 14813, 14814>;
 };
 template <>
 struct Bf16Compiled<16> {
@@ -611,20 +645,21 @@ struct Bf16Compiled<16> {
 // A shape code's digits (Bf16Compiled).
 template <int kCode>
 constexpr detail::Bf16Shape shape_of() {
-  return {kCode / 1000, kCode / 100 % 10, kCode / 10 % 10, kCode % 10};
+  return {kCode / 1000 % 10, kCode / 100 % 10, kCode / 10 % 10, kCode % 10, kCode / 10000};
 }
 
 template <int N, int kCode>
 struct Bf16Variant {
   static constexpr detail::Bf16Shape kShape = shape_of<kCode>();
   static constexpr int R = kShape.rows_per_warp, W = kShape.warps, U = kShape.chunks,
-                       S = kShape.stages;
+                       S = kShape.stages, K = kShape.weight_ring;
   static constexpr int kThreads = 32 * W;
-  static constexpr int kSmem = bf16_smem_bytes<N, U, S>();
-  static constexpr auto kKernel = bf16_kernel<N, R, W, U, S>;
-  static constexpr auto kSiblings = bf16_siblings_kernel<N, R, W, U, S>;
+  static constexpr int kSmem = bf16_smem_bytes<N, R, W, U, S, K>();
+  static constexpr auto kKernel = bf16_kernel<N, R, W, U, S, K>;
+  static constexpr auto kSiblings = bf16_siblings_kernel<N, R, W, U, S, K>;
   static bool is(const detail::Bf16Shape& s) {
-    return s.rows_per_warp == R && s.warps == W && s.chunks == U && s.stages == S;
+    return s.rows_per_warp == R && s.warps == W && s.chunks == U && s.stages == S &&
+           s.weight_ring == K;
   }
   static int blocks(int64_t rows) { return static_cast<int>((rows + W * R - 1) / (W * R)); }
 };
@@ -764,7 +799,7 @@ void set_bf16_shape(int n, Bf16Shape shape) {
 
 std::string bf16_shape_name(const Bf16Shape& s) {
   return std::to_string(s.rows_per_warp) + "/" + std::to_string(s.warps) + "/" +
-         std::to_string(s.chunks) + "/" + std::to_string(s.stages);
+         std::to_string(s.chunks) + "/" + std::to_string(s.stages) + (s.weight_ring ? "+w" : "");
 }
 
 std::vector<Bf16Shape> bf16_shapes(int n) {

@@ -13,6 +13,7 @@ namespace deltafin::cuda::detail {
 // shape computes the same bits.
 struct Bf16Shape {
   int rows_per_warp = 0, warps = 0, chunks = 0, stages = 0;
+  int weight_ring = 0;  // 1: the weight tiles travel in the ring too ("+w"), not in registers
 };
 
 // Forces the shape the BF16 kernels use for passes of n activation rows (1, 2, 4, 8 or 16, the
@@ -21,7 +22,8 @@ struct Bf16Shape {
 void set_bf16_shape(int n, Bf16Shape shape);
 // The shapes compiled for passes of n rows, gemv.cu's default where it has no rule first.
 std::vector<Bf16Shape> bf16_shapes(int n);
-// "R/W/U/S": rows a warp, warps, chunks, ring buffers (the bench's rows, the tests' messages).
+// "R/W/U/S" (+"+w" with the weights in the ring): rows a warp, warps, chunks, ring buffers (the
+// bench's rows, the tests' messages).
 std::string bf16_shape_name(const Bf16Shape& shape);
 
 }  // namespace deltafin::cuda::detail
