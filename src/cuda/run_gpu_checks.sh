@@ -2,7 +2,11 @@
 # Builds the GPU test and the benchmark with nvcc alone (no CMake, gtest or other Debian
 # packages: the device host has only the CUDA toolkit) and runs both. One command on a GPU host:
 #   src/cuda/run_gpu_checks.sh [out_dir]    env: REPS (default 15), GENCODE, SANITIZE=1, NVCC, JOBS,
-#   DELTAFIN_BENCH_ONLY (the benchmark's entries to run, e.g. mxfp4,grouped,bf16)
+#   DELTAFIN_BENCH_ONLY (the benchmark's entries to run, e.g. mxfp4,grouped,bf16),
+#   PROFILE: after the benchmark, ncu (--clock-control none) on chosen kernels of a one-repetition
+#   benchmark run, each "entries|kernel regex|launches" (';' between), e.g.
+#   PROFILE='mxpairs|rows_grouped_kernel<112, 2, |2;bfshapes|bf16_kernel<8, 4, 8|4' (demangled
+#   names), one report each in out_dir/ncu_K.txt: stall reasons, pipes, issue, memory.
 # GENCODE='-gencode=arch=compute_90a,code=sm_90a' builds for the H100/H200 alone (faster).
 # Exit status: the test's (0 passed, 1 failed, 77 no GPU), or the build's.
 set -euo pipefail
@@ -46,4 +50,23 @@ if [[ ${SANITIZE:-0} == 1 ]] && command -v compute-sanitizer >/dev/null; then
 fi
 [[ $status == 77 ]] && exit 77
 "$out/deltafin_cuda_bench" "${REPS:-15}"
+if [[ -n ${PROFILE:-} ]]; then
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
+  [[ -n $ncu ]] || { echo "run_gpu_checks: PROFILE set but no ncu found" >&2; exit 2; }
+  metrics=(sm__pipe_alu_cycles_active sm__pipe_fma_cycles_active sm__pipe_fmaheavy_cycles_active
+    sm__pipe_shared_cycles_active sm__inst_executed_pipe_lsu smsp__issue_active)
+  IFS=';' read -ra items <<<"$PROFILE"
+  k=0
+  for item in "${items[@]}"; do
+    IFS='|' read -r only regex launches <<<"$item"
+    k=$((k + 1))
+    DELTAFIN_BENCH_ONLY=$only "$ncu" --clock-control none --kernel-name-base demangled \
+      -k "regex:$regex" -c "${launches:-1}" --section SpeedOfLight --section Occupancy \
+      --section LaunchStats --section SchedulerStats --section WarpStateStats \
+      --section InstructionStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+      --metrics "$(printf '%s.avg.pct_of_peak_sustained_active,' "${metrics[@]}")dram__throughput.avg.pct_of_peak_sustained_elapsed" \
+      "$out/deltafin_cuda_bench" 1 >"$out/ncu_$k.txt" 2>&1 || echo "run_gpu_checks: ncu run $k failed" >&2
+    echo "ncu $k ($only, $regex): $out/ncu_$k.txt"
+  done
+fi
 exit $status
