@@ -613,12 +613,13 @@ void matmul_grouped(const DeviceMxfp4Task* tasks, int64_t count, int64_t rows, i
   check_launch(what);
 }
 
-// The BF16 kernel shapes compiled for N activation rows, each coded R·1000 + W·100 + U·10 + S
-// (weight rows a warp, warps a block, chunks a lane per tile, activation ring buffers; Bf16Shape):
-// the chooser's candidates and the bench's variants; the first is the default where bf16_choose has
-// no rule. At 4-16 rows, the 8-warp shapes with a ring share each staged tile among 32 (16) rows,
-// halving the activations read from L2 per weight; at 8 rows the register-staged 4-warp shape
-// stays for the bench to compare (docs/PERFORMANCE.md, 2026-12-05).
+// The BF16 kernel shapes compiled for N activation rows, each coded K·10000 + R·1000 + W·100 +
+// U·10 + S (weight tiles in the ring, weight rows a warp, warps a block, chunks a lane per tile,
+// ring buffers; Bf16Shape): the chooser's candidates and the bench's variants; the first is the
+// default where bf16_choose has no rule. At 4-16 rows, the 8-warp shapes with a ring share each
+// staged tile among 32 (16) rows, halving the activations read from L2 per weight; at 8 rows the
+// shapes the chooser no longer picks (weights in registers at 1 chunk, a 4-tile ring, the
+// register-staged 4-warp block) stay for the bench to compare (docs/PERFORMANCE.md).
 template <int N>
 struct Bf16Compiled;
 template <>
@@ -635,7 +636,7 @@ struct Bf16Compiled<4> {
 };
 template <>
 struct Bf16Compiled<8> {
-  using Codes = std::integer_sequence<int, 4813, 4823, 4420, 14813, 14814>;
+  using Codes = std::integer_sequence<int, 14813, 4823, 4813, 4420, 14814>;
 };
 template <>
 struct Bf16Compiled<16> {
@@ -698,11 +699,12 @@ double bf16_wave_fill(int64_t rows, int count) {
 //   bytes a lane has in flight) where a row fills that tile: 1.24x on q_a's 1536x7168 and 1.09x
 //   on 3072x7168, equal on 7168x7168, but 0.71x on f_b's 128 columns, which keep 2 rows and 2
 //   chunks.
-// - 8 rows: 8 warps of 4 rows with a 3-tile ring, and 1 chunk a lane per tile (122 registers: 2
-//   blocks an SM) or 2 (156: 1 block). 1 is ~6% faster a block, 2 fills the waves of short or odd
-//   matrices better, so 1 unless 2's wave fill beats 1.06 times its own: a 12288-row matrix is
-//   384 blocks, 1.45 waves of 2 an SM (73% full) or 2.9 of 1 (97%); a 3072-row one 36% or 73%.
-//   That picks the faster of the two on all six K3 shapes.
+// - 8 rows: 8 warps of 4 rows with a 3-tile ring, and 1 chunk a lane per tile with the weight
+//   tiles in the ring too (122 registers: 2 blocks an SM) or 2 chunks with the weights in
+//   registers (156: 1 block). 1 is faster a block, 2 fills the waves of short or odd matrices
+//   better, so 1 unless 2's wave fill beats 1.06 times its own: a 12288-row matrix is 384 blocks,
+//   1.45 waves of 2 an SM (73% full) or 2.9 of 1 (97%); a 3072-row one 36% or 73%. That picks the
+//   fastest compiled shape on all six K3 shapes (H100, 2026-12-06).
 // - Otherwise the first compiled shape.
 // Measured on an H100 (docs/PERFORMANCE.md, 2026-12-05). Every shape gives the same bits (a
 // lane's chunks are taken in the same order, and a row's sums do not depend on its neighbours).
@@ -714,9 +716,9 @@ detail::Bf16Shape bf16_choose(int64_t rows, int64_t cols, int count) {
     if (cols >= 1024) return shape_of<1440>();
   }
   if constexpr (N == 8) {
-    const double one = bf16_wave_fill<8, 4813>(rows, count);
+    const double one = bf16_wave_fill<8, 14813>(rows, count);
     const double two = bf16_wave_fill<8, 4823>(rows, count);
-    return two > 1.06 * one ? shape_of<4823>() : shape_of<4813>();
+    return two > 1.06 * one ? shape_of<4823>() : shape_of<14813>();
   }
   return first_shape(typename Bf16Compiled<N>::Codes{});
 }

@@ -269,7 +269,7 @@ void bench_mxfp4_pairs(int reps, int count, int64_t rows, int64_t cols) {
       rate_g[d].insert(rate_g[d].end(), g.begin(), g.end());
       rate_s[d].insert(rate_s[d].end(), s1.begin(), s1.end());
     }
-  detail::set_mxfp4_pairs_shape(detail::kMxfp4PairsDefault);
+  detail::reset_mxfp4_pairs_shape();
   const std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
   for (int d = 0; d < kShapes; ++d) {
     const std::string tag = (d == 0 ? std::string("general")

@@ -212,7 +212,7 @@ void test_mxfp4_pairs_edges(std::mt19937& rng, int64_t cols, detail::Mxfp4PairsS
            at + ": grouped tasks == CPU emulation");
     expect(untouched, at + ": a task of n = 0 writes nothing");
   }
-  detail::set_mxfp4_pairs_shape(detail::kMxfp4PairsDefault);
+  detail::reset_mxfp4_pairs_shape();
   std::printf("ok   %s: odd rows, scales 0..255, unaligned scales, single and grouped\n",
               name.c_str());
 }
@@ -442,7 +442,13 @@ void test_mxfp4_shape_knob() {
     expect(m.find(asked) != std::string::npos,
            "mxfp4 shape " + asked + " is refused, naming it: '" + m + "'");
   }
-  detail::set_mxfp4_pairs_shape(detail::kMxfp4PairsDefault);
+  for (const int64_t cols : {3072, 3584}) {
+    const detail::Mxfp4PairsShape d = detail::mxfp4_pairs_default(cols);
+    const std::string m = invalid_argument_message([&] { detail::set_mxfp4_pairs_shape(d); });
+    expect(m.empty() && d.stages > 0,
+           "the model's shape for " + std::to_string(cols) + " columns is a compiled pairs shape");
+  }
+  detail::reset_mxfp4_pairs_shape();
   std::printf("ok   mxfp4 shape switch: %d shapes accepted, uncompiled ones refused\n", accepted);
 }
 

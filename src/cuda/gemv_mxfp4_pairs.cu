@@ -27,7 +27,9 @@ using namespace gemv;
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-Mxfp4PairsShape g_shape = kMxfp4PairsDefault;
+// The shape set_mxfp4_pairs_shape forced on every width, if any.
+bool g_forced = false;
+Mxfp4PairsShape g_shape;
 
 // A warp step's work for R rows (2 or 4) of G groups each: kFull steps in which every lane takes a
 // group of each row, then (G % 32 == 16) R / 2 half steps, the h-th holding the last 16 groups of
@@ -311,8 +313,8 @@ void launch(const DeviceMxfp4Task* tasks, int count, const DeviceMxfp4Task& sing
 
 template <int G, int R>
 void launch_depth(const DeviceMxfp4Task* tasks, int count, const DeviceMxfp4Task& single, int rows,
-                  cudaStream_t stream) {
-  switch (g_shape.stages) {
+                  int stages, cudaStream_t stream) {
+  switch (stages) {
     case 1:
       return launch<G, 1, R>(tasks, count, single, rows, stream);
     case 2:
@@ -324,13 +326,15 @@ void launch_depth(const DeviceMxfp4Task* tasks, int count, const DeviceMxfp4Task
 
 bool run(const DeviceMxfp4Task* tasks, int count, const DeviceMxfp4Task& single, int rows, int cols,
          cudaStream_t stream) {
-  if (!mxfp4_pairs_takes(cols) || g_shape.stages == 0) return false;
+  if (!mxfp4_pairs_takes(cols)) return false;
+  const Mxfp4PairsShape shape = g_forced ? g_shape : mxfp4_pairs_default(cols);
+  if (shape.stages == 0) return false;
   auto with_groups = [&](auto g) {
     constexpr int G = decltype(g)::value;
-    if (g_shape.rows_per_warp == 4)
-      launch_depth<G, 4>(tasks, count, single, rows, stream);
+    if (shape.rows_per_warp == 4)
+      launch_depth<G, 4>(tasks, count, single, rows, shape.stages, stream);
     else
-      launch_depth<G, 2>(tasks, count, single, rows, stream);
+      launch_depth<G, 2>(tasks, count, single, rows, shape.stages, stream);
   };
   if (cols == 3584)
     with_groups(std::integral_constant<int, 112>{});
@@ -342,6 +346,10 @@ bool run(const DeviceMxfp4Task* tasks, int count, const DeviceMxfp4Task& single,
 }  // namespace
 
 bool mxfp4_pairs_takes(int64_t cols) { return cols == 3072 || cols == 3584; }
+
+Mxfp4PairsShape mxfp4_pairs_default(int64_t cols) {
+  return cols == 3584 ? Mxfp4PairsShape{4, 2} : Mxfp4PairsShape{4, 3};
+}
 
 bool mxfp4_pairs_single(const DeviceMxfp4& w, const float* x, float* y, cudaStream_t stream) {
   return run(nullptr, 0, DeviceMxfp4Task{w.packed, w.scales, x, y, 1}, static_cast<int>(w.rows),
@@ -360,6 +368,9 @@ void set_mxfp4_pairs_shape(Mxfp4PairsShape shape) {
                                 " rows a warp step and " + std::to_string(shape.stages) +
                                 " stages, expected 2 or 4 rows and 1..3 stages, or 0 stages");
   g_shape = shape;
+  g_forced = true;
 }
+
+void reset_mxfp4_pairs_shape() { g_forced = false; }
 
 }  // namespace deltafin::cuda::detail

@@ -29,10 +29,14 @@ bool mxfp4_pairs_grouped(const DeviceMxfp4Task* tasks, int count, int rows, int 
 struct Mxfp4PairsShape {
   int rows_per_warp = 2, stages = 2;
 };
-inline constexpr Mxfp4PairsShape kMxfp4PairsDefault{2, 2};
-// The bench's and the GPU test's choice of shape, or stages 0 for the general kernel everywhere;
-// kMxfp4PairsDefault unless set. Throws std::invalid_argument for a shape not compiled. Not
-// thread-safe: the model never calls it.
+// The shape the model runs for rows of `cols` columns: 4 rows a warp step, the loads 1 step
+// ahead on 112-group rows (gates, ups) and 2 on 96-group rows (downs), each width's fastest
+// grouped shape on an H100 (docs/PERFORMANCE.md, 2026-12-06).
+Mxfp4PairsShape mxfp4_pairs_default(int64_t cols);
+// The bench's and the GPU test's choice: every width runs `shape` (stages 0: the general kernel
+// everywhere) until reset_mxfp4_pairs_shape gives each width its default again. Throws
+// std::invalid_argument for a shape not compiled. Not thread-safe: the model never calls them.
 void set_mxfp4_pairs_shape(Mxfp4PairsShape shape);
+void reset_mxfp4_pairs_shape();
 
 }  // namespace deltafin::cuda::detail
