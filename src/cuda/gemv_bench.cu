@@ -236,16 +236,18 @@ void bench_mxfp4_pairs(int reps, int count, int64_t rows, int64_t cols) {
   Stats read_set, read_one;
   read_rate_line("read", reps, copies, set_bytes, set_bytes, sets.w, &read_set);
   read_rate_line("read", reps, copies * count, sets.stride, packed + scales, sets.w, &read_one);
-  const detail::Mxfp4PairsShape shapes[] = {{2, 0}, {2, 1}, {2, 2}, {2, 3}, {4, 1}, {4, 2}, {4, 3}};
-  constexpr int kShapes = 7;
+  // The general kernel (0 stages), then every compiled shape.
+  std::vector<detail::Mxfp4PairsShape> shapes = {{2, 0}};
+  for (const detail::Mxfp4PairsShape& s : detail::mxfp4_pairs_shapes()) shapes.push_back(s);
+  const int n_shapes = static_cast<int>(shapes.size());
   auto grouped = [&](int c) { matmul_grouped(tasks + c * count, count, rows, cols, 1); };
   auto single = [&](int k) {
     matmul(DeviceMxfp4{sets.matrix(k), sets.matrix(k) + packed, rows, cols}, x, 1, y);
   };
   // Same bits as the general kernel, grouped (every task) and single (the first matrix).
   std::vector<float> want_g, want_s;
-  bool same[kShapes] = {};
-  for (int d = 0; d < kShapes; ++d) {
+  std::vector<bool> same(n_shapes);
+  for (int d = 0; d < n_shapes; ++d) {
     detail::set_mxfp4_pairs_shape(shapes[d]);
     std::vector<float> got_g(count * rows), got_s(rows);
     check(cudaMemset(y, 0, count * rows * sizeof(float)), "memset");
@@ -259,9 +261,9 @@ void bench_mxfp4_pairs(int reps, int count, int64_t rows, int64_t cols) {
     same[d] = written && std::memcmp(want_g.data(), got_g.data(), got_g.size() * 4) == 0 &&
               std::memcmp(want_s.data(), got_s.data(), got_s.size() * 4) == 0;
   }
-  std::vector<double> rate_g[kShapes], rate_s[kShapes];
+  std::vector<std::vector<double>> rate_g(n_shapes), rate_s(n_shapes);
   for (int round = 0; round < 3; ++round)
-    for (int d = 0; d < kShapes; ++d) {
+    for (int d = 0; d < n_shapes; ++d) {
       detail::set_mxfp4_pairs_shape(shapes[d]);
       const auto g = time_launches(reps, copies, static_cast<double>(set_bytes), grouped);
       const auto s1 =
@@ -271,7 +273,7 @@ void bench_mxfp4_pairs(int reps, int count, int64_t rows, int64_t cols) {
     }
   detail::reset_mxfp4_pairs_shape();
   const std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
-  for (int d = 0; d < kShapes; ++d) {
+  for (int d = 0; d < n_shapes; ++d) {
     const std::string tag = (d == 0 ? std::string("general")
                                     : "rows " + std::to_string(shapes[d].rows_per_warp) +
                                           " d=" + std::to_string(shapes[d].stages)) +

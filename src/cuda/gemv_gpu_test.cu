@@ -508,8 +508,7 @@ int main() {
   test_mxfp4_grouped(rng, 37, 1056, 5, 4);
   test_mxfp4_grouped(rng, 300, 3584, 18, 16);
   test_mxfp4_grouped(rng, 100, 3072, 3, 1);
-  for (const detail::Mxfp4PairsShape shape :
-       {detail::Mxfp4PairsShape{2, 1}, {2, 2}, {2, 3}, {4, 1}, {4, 2}, {4, 3}})
+  for (const detail::Mxfp4PairsShape& shape : detail::mxfp4_pairs_shapes())
     for (const int64_t cols : {3584, 3072}) test_mxfp4_pairs_edges(rng, cols, shape);
   test_bf16(rng, 45, 1000, 16);
   test_bf16(rng, 257, 7168, 19);

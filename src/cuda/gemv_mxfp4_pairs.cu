@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -28,8 +29,7 @@ using namespace gemv;
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 // The shape set_mxfp4_pairs_shape forced on every width, if any.
-bool g_forced = false;
-Mxfp4PairsShape g_shape;
+std::optional<Mxfp4PairsShape> g_forced;
 
 // A warp step's work for R rows (2 or 4) of G groups each: kFull steps in which every lane takes a
 // group of each row, then (G % 32 == 16) R / 2 half steps, the h-th holding the last 16 groups of
@@ -327,7 +327,7 @@ void launch_depth(const DeviceMxfp4Task* tasks, int count, const DeviceMxfp4Task
 bool run(const DeviceMxfp4Task* tasks, int count, const DeviceMxfp4Task& single, int rows, int cols,
          cudaStream_t stream) {
   if (!mxfp4_pairs_takes(cols)) return false;
-  const Mxfp4PairsShape shape = g_forced ? g_shape : mxfp4_pairs_default(cols);
+  const Mxfp4PairsShape shape = g_forced.value_or(mxfp4_pairs_default(cols));
   if (shape.stages == 0) return false;
   auto with_groups = [&](auto g) {
     constexpr int G = decltype(g)::value;
@@ -361,16 +361,26 @@ bool mxfp4_pairs_grouped(const DeviceMxfp4Task* tasks, int count, int rows, int 
   return run(tasks, count, DeviceMxfp4Task{}, rows, cols, stream);
 }
 
+std::vector<Mxfp4PairsShape> mxfp4_pairs_shapes() {
+  std::vector<Mxfp4PairsShape> shapes;
+  for (const int rows : {2, 4})
+    for (const int stages : {1, 2, 3}) shapes.push_back({rows, stages});
+  return shapes;
+}
+
 void set_mxfp4_pairs_shape(Mxfp4PairsShape shape) {
-  if (shape.stages < 0 || shape.stages > 3 ||
-      (shape.stages > 0 && shape.rows_per_warp != 2 && shape.rows_per_warp != 4))
+  const std::vector<Mxfp4PairsShape> compiled = mxfp4_pairs_shapes();
+  const bool known = shape.stages == 0 ||
+                     std::any_of(compiled.begin(), compiled.end(), [&](const Mxfp4PairsShape& c) {
+                       return c.rows_per_warp == shape.rows_per_warp && c.stages == shape.stages;
+                     });
+  if (!known)
     throw std::invalid_argument("set_mxfp4_pairs_shape: " + std::to_string(shape.rows_per_warp) +
                                 " rows a warp step and " + std::to_string(shape.stages) +
                                 " stages, expected 2 or 4 rows and 1..3 stages, or 0 stages");
-  g_shape = shape;
-  g_forced = true;
+  g_forced = shape;
 }
 
-void reset_mxfp4_pairs_shape() { g_forced = false; }
+void reset_mxfp4_pairs_shape() { g_forced.reset(); }
 
 }  // namespace deltafin::cuda::detail

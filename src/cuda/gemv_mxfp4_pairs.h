@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "cuda/gemv.h"
 
@@ -33,6 +34,8 @@ struct Mxfp4PairsShape {
 // ahead on 112-group rows (gates, ups) and 2 on 96-group rows (downs), each width's fastest
 // grouped shape on an H100 (docs/PERFORMANCE.md, 2026-12-06).
 Mxfp4PairsShape mxfp4_pairs_default(int64_t cols);
+// Every compiled shape (2 or 4 rows, depth 1-3): what the bench times and the GPU test checks.
+std::vector<Mxfp4PairsShape> mxfp4_pairs_shapes();
 // The bench's and the GPU test's choice: every width runs `shape` (stages 0: the general kernel
 // everywhere) until reset_mxfp4_pairs_shape gives each width its default again. Throws
 // std::invalid_argument for a shape not compiled. Not thread-safe: the model never calls them.
