@@ -24,6 +24,7 @@ GpuStats combine(const GpuStats& a, const GpuStats& b, Op op) {
   r.launches = op(a.launches, b.launches);
   r.copies = op(a.copies, b.copies);
   r.syncs = op(a.syncs, b.syncs);
+  r.expert_batch_splits = op(a.expert_batch_splits, b.expert_batch_splits);
   r.device_seconds = op(a.device_seconds, b.device_seconds);
   return r;
 }

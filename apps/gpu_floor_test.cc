@@ -27,6 +27,7 @@ GpuStats pass_stats(uint64_t scale) {
   s.launches = 1000;
   s.copies = 200;
   s.syncs = 5;
+  s.expert_batch_splits = 2 * scale;
   s.device_seconds = 0.002;
   return s;
 }
@@ -64,6 +65,7 @@ TEST(GpuFloor, DifferencesAndFloors) {
   EXPECT_EQ(d.expert_bytes, 600u);
   EXPECT_EQ(d.kda_state_bytes, 60u);
   EXPECT_EQ(d.launches, 0u);
+  EXPECT_EQ(d.expert_batch_splits, 4u);
   EXPECT_DOUBLE_EQ(d.device_seconds, 0.498);
   EXPECT_EQ(pass_stats(1).touched_bytes(), 600u + 300 + 50 + 10 + 20 + 30);
 

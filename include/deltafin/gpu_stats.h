@@ -22,6 +22,9 @@ struct GpuStats {
   uint64_t attention_cache_bytes = 0;  // every cached position's MLA latent and k_pe, per layer
   uint64_t kda_state_bytes = 0;        // each KDA layer's recurrent and conv state, read + written
   uint64_t launches = 0, copies = 0, syncs = 0;  // kernel launches, async copies, host waits
+  // Of the launches: grouped expert products split by batch size, one per extra gate/up and
+  // down launch pair (a multi-row pass whose experts were chosen by different numbers of rows).
+  uint64_t expert_batch_splits = 0;
   // From an event before each pass's first operation to one after its last (gaps included).
   double device_seconds = 0;
   uint64_t touched_bytes() const {

@@ -553,16 +553,18 @@ void launch_mxfp4(int rows, int cols, int count, cudaStream_t stream, const Devi
 // up to a power of two to keep the number of compiled variants small.
 template <typename F>
 void dispatch(int64_t n, F&& f) {
-  if (n <= 1)
-    f(std::integral_constant<int, 1>{});
-  else if (n <= 2)
-    f(std::integral_constant<int, 2>{});
-  else if (n <= 4)
-    f(std::integral_constant<int, 4>{});
-  else if (n <= 8)
-    f(std::integral_constant<int, 8>{});
-  else
-    f(std::integral_constant<int, 16>{});
+  switch (kernel_batch(n)) {
+    case 1:
+      return f(std::integral_constant<int, 1>{});
+    case 2:
+      return f(std::integral_constant<int, 2>{});
+    case 4:
+      return f(std::integral_constant<int, 4>{});
+    case 8:
+      return f(std::integral_constant<int, 8>{});
+    default:
+      return f(std::integral_constant<int, 16>{});
+  }
 }
 
 }  // namespace

@@ -27,6 +27,12 @@ struct DeviceBf16 {
 // Largest number of activation rows one pass over the weight serves; more run as 16-row passes.
 inline constexpr int kGpuMaxBatch = 16;
 
+// The compiled batch size that runs a pass of n <= kGpuMaxBatch rows: n rounded up to 1, 2, 4, 8
+// or 16. Any batch size gives a row the same bits; smaller ones read the weights faster.
+constexpr int kernel_batch(int64_t n) {
+  return n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : n <= 8 ? 8 : 16;
+}
+
 // y[n, rows] = x[n, cols] · Wᵀ (row-major x, y), fp32 activations, fp32 accumulation, on `stream`.
 // The arithmetic of every output is fixed (docs/CUDA.md "Exactness"): lane l of a warp takes the
 // 32-value groups (MXFP4) or 8-value chunks (BF16) l, l+32, ... of the weight row in order, with a

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/expert_runs.h"
 #include "cuda/gemv.h"
 #include "cuda/gemv_knobs.h"
 #include "cuda/gemv_mxfp4_pairs.h"
@@ -423,6 +424,25 @@ void test_bf16_shape_knob() {
 
 // The fixed-width MXFP4 kernel's switch (gemv_mxfp4_pairs.h): every compiled shape and the general
 // kernel (0 stages) are accepted, others refused with what was asked; the default is restored.
+// A pass's experts in runs of one batch size (expert_runs.h): smallest size first, the order kept
+// within a size, every expert once.
+void test_expert_runs() {
+  std::vector<size_t> order;
+  const std::vector<ExpertRun> runs = expert_runs({1, 3, 1, 16, 2, 1, 5, 9, 4}, order);
+  const std::vector<size_t> want_order = {0, 2, 5, 4, 1, 8, 6, 3, 7};
+  const std::vector<int64_t> want_runs = {0, 3, 1, 3, 4, 2, 4, 6, 4, 6, 7, 8, 7, 9, 16};
+  std::vector<int64_t> got_runs;
+  for (const ExpertRun& r : runs) got_runs.insert(got_runs.end(), {r.begin, r.end, r.max_rows});
+  expect(order == want_order, "expert runs: experts ordered by batch size, stable within one");
+  expect(got_runs == want_runs, "expert runs: one run per batch size, [begin, end) and size");
+  const std::vector<ExpertRun> ones = expert_runs({1, 1, 1}, order);
+  expect(ones.size() == 1 && ones[0].begin == 0 && ones[0].end == 3 && ones[0].max_rows == 1 &&
+             order == std::vector<size_t>{0, 1, 2},
+         "expert runs: one row each is a single run at batch size 1");
+  expect(expert_runs({}, order).empty() && order.empty(), "expert runs: no experts, no runs");
+  std::printf("ok   expert runs by batch size\n");
+}
+
 void test_mxfp4_shape_knob() {
   int accepted = 0;
   for (const int r : {2, 4})
@@ -490,6 +510,7 @@ int main() {
     run_decode_tests(false);
     test_bf16_shape_knob();
     test_mxfp4_shape_knob();
+    test_expert_runs();
     std::printf("host checks: %d, %d failed\n", g_checks, g_failures);
     if (g_failures) return 1;
     testing::require_gpu("deltafin_cuda_gpu_tests");  // exits 77
@@ -521,6 +542,7 @@ int main() {
   test_bad_shapes();
   test_bf16_shape_knob();
   test_mxfp4_shape_knob();
+  test_expert_runs();
   run_decode_tests(true);
   std::printf("%s: %d checks, %d failed\n", g_failures ? "FAILED" : "PASSED", g_checks, g_failures);
   return g_failures ? 1 : 0;

@@ -7,8 +7,10 @@
 #include <utility>
 #include <vector>
 
+#include "cuda/expert_runs.h"
 #include "cuda/gpu_internal.h"
 #include "cuda/norm.h"
+#include "cuda/op_count.h"
 
 namespace deltafin::cuda {
 namespace {
@@ -20,16 +22,21 @@ void copy_d2d(float* dst, const float* src, int64_t count, cudaStream_t stream, 
 }
 
 // Every gate and up of `count` experts (tasks[2i], tasks[2i + 1], x into ws.glu_g / glu_u) in one
-// grouped launch, SiTU over their `rows` rows, every down (tasks[2·count + i], into ws.ey) in one
-// more: the routed experts' products whichever side filled the table.
+// grouped launch per run (expert_runs: the experts of one batch size), SiTU over their `rows`
+// rows, every down (tasks[2·count + i], into ws.ey) in one more per run: the routed experts'
+// products whichever side filled the table.
 void grouped_glu(const PassContext& c, const DeviceMxfp4Task* tasks, int64_t count, int64_t inter,
-                 int64_t rows, int64_t max_m) {
+                 int64_t rows, const std::vector<ExpertRun>& runs) {
   const GpuShape& sh = c.shape;
   const int64_t width = sh.moe_width;
-  matmul_grouped(tasks, 2 * count, inter, width, max_m, c.stream);
+  for (const ExpertRun& r : runs)
+    matmul_grouped(tasks + 2 * r.begin, 2 * (r.end - r.begin), inter, width, r.max_rows, c.stream);
   situ_glu(c.ws.glu_g, c.ws.glu_u, rows * inter, sh.situ_beta, sh.situ_linear_beta, c.ws.glu_g,
            c.stream);
-  matmul_grouped(tasks + 2 * count, count, width, inter, max_m, c.stream);
+  for (const ExpertRun& r : runs)
+    matmul_grouped(tasks + 2 * count + r.begin, r.end - r.begin, width, inter, r.max_rows,
+                   c.stream);
+  count_batch_splits(runs.size() - 1);
 }
 
 // Where grouped_products left its outputs: device tables over the pass's n·k (row, rank) slots.
@@ -40,11 +47,13 @@ struct GroupedRows {
 };
 
 // The products of `experts`, (weights, i) each with the route's (row, rank) slots slots[i] that
-// chose expert i, in four launches and one upload, where one expert at a time takes four each and
-// a copy per row: the slots' inputs gathered expert by expert, every gate and up in one grouped
-// launch, SiTU over all of them, every down in one more. Each grouped product is bit-identical
-// to its single launch (gemv.h), so each output row is what one expert at a time computes. The
-// experts must be all MXFP4 of one shape (DevMoe::groupable).
+// chose expert i, in 2R + 2 launches and one upload (R: the batch sizes among the experts' row
+// counts, 1 in a decode pass), where one expert at a time takes four each and a copy per row: the
+// slots' inputs gathered expert by expert, every gate and up in one grouped launch per batch size,
+// SiTU over all of them, every down in one more per batch size. Each grouped product is
+// bit-identical to its single launch (gemv.h), so each output row is what one expert at a time
+// computes, in whatever order the experts run. The experts must be all MXFP4 of one shape
+// (DevMoe::groupable).
 GroupedRows grouped_products(const PassContext& c,
                              const std::vector<std::pair<const DevGlu*, size_t>>& experts,
                              const std::vector<std::vector<int32_t>>& slots, int64_t n) {
@@ -62,10 +71,15 @@ GroupedRows grouped_products(const PassContext& c,
   auto* gather_from = reinterpret_cast<int32_t*>(ws.host_moe_table.data() + task_bytes);
   int32_t* output_row = gather_from + m_all;
   int32_t* slot_of = output_row + m_all;
-  int64_t p = 0, max_m = 0;
+  std::vector<int64_t> rows_of(count);
+  for (int64_t i = 0; i < count; ++i)
+    rows_of[i] = static_cast<int64_t>(slots[experts[i].second].size());
+  std::vector<size_t> order;
+  const std::vector<ExpertRun> runs = expert_runs(rows_of, order);
+  int64_t p = 0;
   for (int64_t i = 0; i < count; ++i) {
-    const DevGlu& e = *experts[i].first;
-    const std::vector<int32_t>& chose = slots[experts[i].second];
+    const DevGlu& e = *experts[order[i]].first;
+    const std::vector<int32_t>& chose = slots[experts[order[i]].second];
     const int m = static_cast<int>(chose.size());
     float *xin = ws.zin + p * width, *g = ws.glu_g + p * inter, *u = ws.glu_u + p * inter;
     tasks[2 * i] = DeviceMxfp4Task{e.gate.mx.packed, e.gate.mx.scales, xin, g, m};
@@ -78,7 +92,6 @@ GroupedRows grouped_products(const PassContext& c,
       slot_of[p] = sl;
       ++p;
     }
-    max_m = std::max<int64_t>(max_m, m);
   }
   const auto* d_tasks = reinterpret_cast<const DeviceMxfp4Task*>(ws.moe_table);
   const auto* d_gather_from = reinterpret_cast<const int32_t*>(ws.moe_table + task_bytes);
@@ -88,7 +101,7 @@ GroupedRows grouped_products(const PassContext& c,
                              cudaMemcpyHostToDevice, s),
              "MoE table");
   gather_rows(ws.z, d_gather_from, p, width, ws.zin, s);
-  grouped_glu(c, d_tasks, count, inter, p, max_m);
+  grouped_glu(c, d_tasks, count, inter, p, runs);
   return {d_gather_from + m_all, d_gather_from + 2 * m_all, p};
 }
 
@@ -203,7 +216,7 @@ void route_row_on_device(const PassContext& c, const DevMoe& w) {
   auto* tasks = reinterpret_cast<DeviceMxfp4Task*>(ws.moe_table);
   expert_tasks_one_row(w.expert_table, sh.router.n_experts, ws.route_e, k, ws.z, ws.glu_g, ws.glu_u,
                        inter, ws.ey, width, tasks, c.stream);
-  grouped_glu(c, tasks, k, inter, k, 1);
+  grouped_glu(c, tasks, k, inter, k, {ExpertRun{0, k, 1}});
   moe_combine(ws.ey, ws.route_w, 1, k, width, ws.sum, c.stream);
   c.stats->expert_hits += k;
   c.stats->expert_hit_bytes += k * w.expert_bytes;

@@ -110,6 +110,7 @@ void PassMeter::finish(int64_t n, int64_t head_rows, int64_t positions) {
   counters_.launches += now.launches - at_start_.launches;
   counters_.copies += now.copies - at_start_.copies;
   counters_.syncs += now.syncs - at_start_.syncs;
+  counters_.expert_batch_splits += now.batch_splits - at_start_.batch_splits;
   float ms = 0;
   check_cuda(cudaEventElapsedTime(&ms, start_, stop_), "pass meter time");
   counters_.device_seconds += ms / 1e3;

@@ -325,6 +325,7 @@ Counted counted(Engine& engine, const std::vector<int32_t>& prompt) {
   d.launches = b.launches - a.launches;
   d.copies = b.copies - a.copies;
   d.syncs = b.syncs - a.syncs;
+  d.expert_batch_splits = b.expert_batch_splits - a.expert_batch_splits;
   const deltafin::StreamStats tb = engine.stream_stats();
   c.tiers.gpu_expert_misses = tb.gpu_expert_misses - ta.gpu_expert_misses;
   c.tiers.gpu_streamed_spine_bytes = tb.gpu_streamed_spine_bytes - ta.gpu_streamed_spine_bytes;
@@ -410,9 +411,14 @@ void run_tiers(const std::string& dir) {
     // Launches: the resident model runs each MoE layer in 5 (the grouped products and the
     // combine); the cache runs its hits in 5 when it has any, each miss in 4 (gate, up, SiTU,
     // down) and the combine in 1. Over L MoE layer passes, H of them with hits, and M misses
-    // that is 5H + 4M - 4L more, with 0 <= H <= L <= experts / top_k. The cache's copies (each
-    // miss's, its row copies) outnumber the resident model's table uploads.
-    const int64_t extra = static_cast<int64_t>(pc.launches) - static_cast<int64_t>(rc.launches);
+    // that is 5H + 4M - 4L more, with 0 <= H <= L <= experts / top_k. Grouped products whose
+    // experts need more than one batch size add a gate/up and down launch pair per extra size
+    // (expert_batch_splits), taken out first. The cache's copies (each miss's, its row copies)
+    // outnumber the resident model's table uploads.
+    const int64_t splits =
+        static_cast<int64_t>(pc.expert_batch_splits) - static_cast<int64_t>(rc.expert_batch_splits);
+    const int64_t extra =
+        static_cast<int64_t>(pc.launches) - static_cast<int64_t>(rc.launches) - 2 * splits;
     const int64_t m4 = 4 * static_cast<int64_t>(misses),
                   max_layers = static_cast<int64_t>(rc.experts) / top_k;
     expect(extra >= m4 - 4 * max_layers && extra <= m4 + max_layers &&
