@@ -306,6 +306,10 @@ __device__ __forceinline__ void bf16_body(const uint16_t* __restrict__ wbits, in
   constexpr int kRingRowStep = S > 0 ? kThreads / (kBfTileChunks * 2) : 1;
   constexpr int kWeightTilePieces = W * kRowsPerWarp * kBfTileChunks;
   uint4* const weight_tiles = reinterpret_cast<uint4*>(xs + (S > 0 ? S : 1) * kTileFloats);
+  // Tile t's weights in the ring (K = 1): its buffer's W · kRowsPerWarp rows of kBfTileChunks.
+  auto weight_tile = [&](int t) {
+    return weight_tiles + (t % (S > 0 ? S : 1)) * kWeightTilePieces;
+  };
   static_assert(S == 0 || (kThreads % (kBfTileChunks * 2) == 0 && N % kRingRowStep == 0),
                 "a ring's pieces divide evenly among the threads");
   auto issue = [&](int t) {
@@ -326,7 +330,7 @@ __device__ __forceinline__ void bf16_body(const uint16_t* __restrict__ wbits, in
         // Piece p of the block's weight tile: row p / kBfTileChunks of the block, the tile's chunk
         // p % kBfTileChunks; consecutive threads take consecutive chunks of a row. Through L2
         // only: each weight is read once.
-        uint4* wdst = weight_tiles + (t % S) * kWeightTilePieces;
+        uint4* wdst = weight_tile(t);
 #pragma unroll
         for (int j = 0; j < kRowsPerWarp * U; ++j) {
           const int p = threadIdx.x + j * kThreads;
@@ -379,14 +383,13 @@ __device__ __forceinline__ void bf16_body(const uint16_t* __restrict__ wbits, in
                               : kTwoBuffers ? (t % 2) * kTileFloats
                                             : 0);
     uint4 wc[kRowsPerWarp][kBfChunksPerLane];
+    const uint4* warp_tile = weight_tile(t) + (threadIdx.x / 32) * kRowsPerWarp * kBfTileChunks;
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r)
 #pragma unroll
       for (int u = 0; u < kBfChunksPerLane; ++u) {
         if constexpr (K)
-          wc[r][u] =
-              weight_tiles[(t % (S > 0 ? S : 1)) * kWeightTilePieces +
-                           ((threadIdx.x / 32) * kRowsPerWarp + r) * kBfTileChunks + u * 32 + lane];
+          wc[r][u] = warp_tile[r * kBfTileChunks + u * 32 + lane];
         else
           wc[r][u] = w[r][u];
       }

@@ -253,8 +253,7 @@ __device__ __forceinline__ void rows_body(const DeviceMxfp4Task& task, int rows)
       }
 #pragma unroll
     for (int h = 0; h < R / 2; ++h) {
-      scales.half[h] =
-          S::kTail ? sc[(2 * h + (lane < 16 ? 0 : 1)) * G + 32 * S::kFull + lane % 16] : 0u;
+      scales.half[h] = S::kTail ? sc[(2 * h + half_row) * G + 32 * S::kFull + lane % 16] : 0u;
       top = max(top, scales.half[h]);
     }
     if constexpr (D == 1) {
