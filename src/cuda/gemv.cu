@@ -623,8 +623,8 @@ void matmul_grouped(const DeviceMxfp4Task* tasks, int64_t count, int64_t rows, i
 // ring buffers; Bf16Shape): the chooser's candidates and the bench's variants; the first is the
 // default where bf16_choose has no rule. At 4-16 rows, the 8-warp shapes with a ring share each
 // staged tile among 32 (16) rows, halving the activations read from L2 per weight; at 8 rows the
-// shapes the chooser no longer picks (weights in registers at 1 chunk, a 4-tile ring, the
-// register-staged 4-warp block) stay for the bench to compare (docs/PERFORMANCE.md).
+// shapes the chooser no longer picks (weights in registers at 1 chunk, the register-staged 4-warp
+// block) stay for the bench to compare (docs/PERFORMANCE.md).
 template <int N>
 struct Bf16Compiled;
 template <>
@@ -710,6 +710,10 @@ double bf16_wave_fill(int64_t rows, int count) {
 //   better, so 1 unless 2's wave fill beats 1.06 times its own: a 12288-row matrix is 384 blocks,
 //   1.45 waves of 2 an SM (73% full) or 2.9 of 1 (97%); a 3072-row one 36% or 73%. That picks the
 //   fastest compiled shape on all six K3 shapes (H100, 2026-12-06).
+// - 8 rows on a card past kFastDramGbpsPerSm (an H200), where that rule picks the slower shape on
+//   12288 rows: the 4-tile ring (115 KB, still 2 blocks an SM) once the matrix gives every SM a
+//   block, 1.01-1.04x the 3-tile ring and 1.05-1.12x the 2-chunk shape on 7168-33792 rows; below
+//   that the 2-chunk shape, 1.10x the 4-tile ring on 3072 rows (H200, 2026-12-06).
 // - Otherwise the first compiled shape.
 // Measured on an H100 (docs/PERFORMANCE.md, 2026-12-05). Every shape gives the same bits (a
 // lane's chunks are taken in the same order, and a row's sums do not depend on its neighbours).
@@ -721,6 +725,10 @@ detail::Bf16Shape bf16_choose(int64_t rows, int64_t cols, int count) {
     if (cols >= 1024) return shape_of<1440>();
   }
   if constexpr (N == 8) {
+    if (device_dram_gbps_per_sm() > kFastDramGbpsPerSm) {
+      const int64_t blocks = Bf16Variant<8, 14814>::blocks(rows) * count;
+      return blocks < device_sms() ? shape_of<4823>() : shape_of<14814>();
+    }
     const double one = bf16_wave_fill<8, 14813>(rows, count);
     const double two = bf16_wave_fill<8, 4823>(rows, count);
     return two > 1.06 * one ? shape_of<4823>() : shape_of<14813>();

@@ -1,5 +1,6 @@
 // Host helpers the GEMV launchers share (gemv.cu, gemv_mxfp4_pairs.cu): a kernel's opt-in to more
-// than 48 KB of shared memory, the device's SM count, and how many blocks of a kernel an SM holds.
+// than 48 KB of shared memory, the device's SM count and DRAM rate per SM, and how many blocks of a
+// kernel an SM holds.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -32,6 +33,25 @@ inline int device_sms() {
   }();
   return sms;
 }
+
+// The current device's peak DRAM rate per SM in GB/s (double data rate over its bus), found once:
+// 25.4 on an H100 SXM (3.35 TB/s, 132 SMs), 37.3 on an H200 (4.92 TB/s, 132 SMs). 0 without a
+// device.
+inline double device_dram_gbps_per_sm() {
+  static const double rate = [] {
+    int device = 0, khz = 0, bits = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, device) != cudaSuccess)
+      return 0.0;
+    return 2.0 * khz * 1e3 * (bits / 8.0) / 1e9 / device_sms();
+  }();
+  return rate;
+}
+// Where DRAM feeds an SM faster than this, the GEMV kernels are bound inside the SM rather than by
+// the read, and some want other shapes than on slower cards (the H200 against the H100: gemv.cu's
+// bf16_choose, gemv_mxfp4_pairs.cu's mxfp4_pairs_default).
+inline constexpr double kFastDramGbpsPerSm = 30.0;
 
 // Blocks of `kKernel` an SM holds at once with `threads` threads and `smem` bytes, found at the
 // first call: for kernels launched with one shared-memory size only (the first call's is kept).
