@@ -422,8 +422,6 @@ void test_bf16_shape_knob() {
   std::printf("ok   bf16 shape switch: %d shapes accepted, uncompiled ones refused\n", listed);
 }
 
-// The fixed-width MXFP4 kernel's switch (gemv_mxfp4_pairs.h): every compiled shape and the general
-// kernel (0 stages) are accepted, others refused with what was asked; the default is restored.
 // A pass's experts in runs of one batch size (expert_runs.h): smallest size first, the order kept
 // within a size, every expert once.
 void test_expert_runs() {
@@ -443,6 +441,9 @@ void test_expert_runs() {
   std::printf("ok   expert runs by batch size\n");
 }
 
+// The fixed-width MXFP4 kernel's switch (gemv_mxfp4_pairs.h): every compiled shape and the general
+// kernel (0 stages) are accepted, others refused with what was asked; each width's default, on
+// either card's table, is a compiled shape; the defaults are restored.
 void test_mxfp4_shape_knob() {
   int accepted = 0;
   for (const int r : {2, 4})

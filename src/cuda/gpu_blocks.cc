@@ -36,7 +36,7 @@ void grouped_glu(const PassContext& c, const DeviceMxfp4Task* tasks, int64_t cou
   for (const ExpertRun& r : runs)
     matmul_grouped(tasks + 2 * count + r.begin, r.end - r.begin, width, inter, r.max_rows,
                    c.stream);
-  count_batch_splits(runs.size() - 1);
+  if (runs.size() > 1) count_batch_splits(runs.size() - 1);
 }
 
 // Where grouped_products left its outputs: device tables over the pass's n·k (row, rank) slots.
