@@ -19,6 +19,7 @@
 #include "cuda/decode_ops.h"
 #include "cuda/gemv.h"
 #include "cuda/gemv_knobs.h"
+#include "cuda/gemv_launch.cuh"
 #include "cuda/gemv_mxfp4_pairs.h"
 #include "cuda/gpu_test_util.h"
 
@@ -527,6 +528,10 @@ int main(int argc, char** argv) {
   check(cudaMalloc(&g_sink, 4), "malloc");
   std::printf("device: %s, %d SMs, L2 %d MB; %d repetitions; GB = 1e9 bytes\n", prop.name, g_sms,
               prop.l2CacheSize >> 20, reps);
+  // Which table of default shapes this card gets (gemv_launch.cuh).
+  const double per_sm = gemv::device_dram_gbps_per_sm();
+  std::printf("DRAM %.2f GB/s an SM: the %s shapes\n", per_sm,
+              per_sm > gemv::kFastDramGbpsPerSm ? "fast-card" : "default");
 
   // The copy ceiling: 2 GiB device-to-device; "read" counts the bytes read (moved = 2x).
   const size_t copy_bytes = size_t{2} << 30;
