@@ -624,7 +624,8 @@ void matmul_grouped(const DeviceMxfp4Task* tasks, int64_t count, int64_t rows, i
 // default where bf16_choose has no rule. At 4-16 rows, the 8-warp shapes with a ring share each
 // staged tile among 32 (16) rows, halving the activations read from L2 per weight; at 8 rows the
 // shapes the chooser no longer picks (weights in registers at 1 chunk, the register-staged 4-warp
-// block) stay for the bench to compare (docs/PERFORMANCE.md).
+// block) stay for the bench to compare, as does 3 rows with the 4-tile weight ring (13814), the
+// fast card's 3-row candidate, not yet timed on one (docs/PERFORMANCE.md).
 template <int N>
 struct Bf16Compiled;
 template <>
@@ -641,7 +642,7 @@ struct Bf16Compiled<4> {
 };
 template <>
 struct Bf16Compiled<8> {
-  using Codes = std::integer_sequence<int, 14813, 4823, 4813, 4420, 14814>;
+  using Codes = std::integer_sequence<int, 14813, 4823, 4813, 4420, 14814, 13814, 3823>;
 };
 template <>
 struct Bf16Compiled<16> {
@@ -693,10 +694,15 @@ int batch_slot(int n) {
   return n == 1 ? 0 : n == 2 ? 1 : n == 4 ? 2 : n == 8 ? 3 : n == 16 ? 4 : -1;
 }
 
+// How fully a variant's grid keeps the SMs busy: its wave fill, except that a grid smaller than
+// the SMs counts the SMs it occupies (one block of 8 warps keeps an SM reading; a second would
+// add to few of them).
 template <int N, int kCode>
-double bf16_wave_fill(int64_t rows, int count) {
+double bf16_active_fill(int64_t rows, int count) {
   using V = Bf16Variant<N, kCode>;
-  return wave_fill(V::blocks(rows) * count, blocks_per_sm<V::kKernel>(V::kThreads, V::kSmem));
+  const int blocks = V::blocks(rows) * count;
+  if (blocks <= device_sms()) return static_cast<double>(blocks) / device_sms();
+  return wave_fill(blocks, blocks_per_sm<V::kKernel>(V::kThreads, V::kSmem));
 }
 
 // The shape for N activation rows over `count` matrices of up to `rows` rows of `cols`.
@@ -704,12 +710,17 @@ double bf16_wave_fill(int64_t rows, int count) {
 //   bytes a lane has in flight) where a row fills that tile: 1.24x on q_a's 1536x7168 and 1.09x
 //   on 3072x7168, equal on 7168x7168, but 0.71x on f_b's 128 columns, which keep 2 rows and 2
 //   chunks.
-// - 8 rows: 8 warps of 4 rows with a 3-tile ring, and 1 chunk a lane per tile with the weight
-//   tiles in the ring too (122 registers: 2 blocks an SM) or 2 chunks with the weights in
-//   registers (156: 1 block). 1 is faster a block, 2 fills the waves of short or odd matrices
-//   better, so 1 unless 2's wave fill beats 1.06 times its own: a 12288-row matrix is 384 blocks,
-//   1.45 waves of 2 an SM (73% full) or 2.9 of 1 (97%); a 3072-row one 36% or 73%. That picks the
-//   fastest compiled shape on all six K3 shapes (H100, 2026-12-06).
+// - 8 rows: 8 warps with a 3-tile ring, of three kinds: 4 rows a warp and 1 chunk a lane per tile
+//   with the weight tiles in the ring too (14813: 122 registers, 2 blocks an SM), 4 rows and 2
+//   chunks with the weights in registers (4823: 156, 1 block), and 3 rows and 2 chunks (3823:
+//   128, 2 blocks; 24-row blocks, so 3072 rows make 128 blocks, one for nearly every SM, where 32
+//   rows make 96). Each is judged by its active fill (bf16_active_fill). 3 rows where that is at
+//   least the 2-chunk shape's and beats 1.06 times the 1-chunk shape's: 3072 rows (128 of 132
+//   SMs against 96) and 12288 (1.94 waves of 2 an SM, 97% full, against 1.45 waves, 73%), 1.09x
+//   the 2-chunk shape on both. Else 2 chunks where the 32-row grid is no larger than the SMs
+//   (its 2 chunks keep more bytes in flight a warp: 1.10x the 1-chunk shape on 3072 rows) or its
+//   fill beats 1.06 times the 1-chunk shape's, else 1 chunk (1 is faster a block). That picks
+//   the fastest of these on all six K3 shapes (H100, 2026-12-06).
 // - 8 rows on a card past kFastDramGbpsPerSm (an H200), where that rule picks the slower shape on
 //   12288 rows: the 4-tile ring (115 KB, still 2 blocks an SM) once the matrix gives every SM a
 //   block, 1.01-1.04x the 3-tile ring and 1.05-1.12x the 2-chunk shape on 7168-33792 rows; below
@@ -729,8 +740,11 @@ detail::Bf16Shape bf16_choose(int64_t rows, int64_t cols, int count) {
       const int64_t blocks = Bf16Variant<8, 14814>::blocks(rows) * count;
       return blocks < device_sms() ? shape_of<4823>() : shape_of<14814>();
     }
-    const double one = bf16_wave_fill<8, 14813>(rows, count);
-    const double two = bf16_wave_fill<8, 4823>(rows, count);
+    const double one = bf16_active_fill<8, 14813>(rows, count);
+    const double two = bf16_active_fill<8, 4823>(rows, count);
+    const double three = bf16_active_fill<8, 3823>(rows, count);
+    if (three >= two && three > 1.06 * one) return shape_of<3823>();
+    if (Bf16Variant<8, 4823>::blocks(rows) * count <= device_sms()) return shape_of<4823>();
     return two > 1.06 * one ? shape_of<4823>() : shape_of<14813>();
   }
   return first_shape(typename Bf16Compiled<N>::Codes{});
