@@ -1,5 +1,5 @@
-// The device probes of device_probe.h: a grid-stride read of 16-byte loads, four in flight per
-// thread, over a buffer much larger than L2; empty launches, small copies and waited-for launches
+// The device probes of device_probe.h: reads of 16-byte loads over a buffer much larger than L2,
+// by three kernels (the best is the rate); empty launches, small copies and waited-for launches
 // timed back to back on a stream of the GPU model's kind; expert-sized copies from pinned host
 // memory.
 #include <cuda_runtime.h>
@@ -34,6 +34,25 @@ __global__ void read_kernel(const uint4* __restrict__ p, uint64_t n, uint32_t* s
     acc ^= a.x ^ a.y ^ a.z ^ a.w;
   }
   if (acc == 0x9e3779b9u) *sink = acc;  // the loads must not be dropped as unused
+}
+
+// Each block reads tiles of kLoads · blockDim.x contiguous 16-byte words, a tile's loads all in
+// flight before any is used, streaming (evict-first), tiles blockIdx.x, + gridDim.x, ...
+template <int kLoads>
+__global__ void read_tiles_kernel(const uint4* __restrict__ p, uint64_t n, uint32_t* sink) {
+  const uint64_t tile = static_cast<uint64_t>(blockDim.x) * kLoads;
+  uint32_t acc = 0;
+  for (uint64_t base = blockIdx.x * tile; base < n; base += gridDim.x * tile) {
+    uint4 v[kLoads];
+#pragma unroll
+    for (int k = 0; k < kLoads; ++k) {
+      const uint64_t i = base + static_cast<uint64_t>(k) * blockDim.x + threadIdx.x;
+      v[k] = i < n ? __ldcs(p + i) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int k = 0; k < kLoads; ++k) acc ^= v[k].x ^ v[k].y ^ v[k].z ^ v[k].w;
+  }
+  if (acc == 0x9e3779b9u) *sink = acc;
 }
 
 __global__ void empty_kernel() {}
@@ -76,7 +95,6 @@ DeviceProbe probe_device(int device, uint64_t read_bytes, int repetitions) {
   auto* sink = reinterpret_cast<uint32_t*>(bytes + 2 * kCopyBytes);
   int sms = 0;
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count");
-  const unsigned blocks = static_cast<unsigned>(sms) * 8;
   const auto span = [&](auto&& issue) {  // device seconds between two events around `issue`
     check(cudaEventRecord(res.a, res.stream), "cudaEventRecord");
     issue();
@@ -87,14 +105,35 @@ DeviceProbe probe_device(int device, uint64_t read_bytes, int repetitions) {
     return ms / 1e3;
   };
 
+  // One kernel's grid-stride read alone measured 4.0 TB/s on some H200 leases and 4.5-4.6 on
+  // others, where GEMVs streamed 4.59: so three kernels, their repetitions interleaved, and the
+  // rate is the best of all (the ceiling a kernel can reach, not one kernel's luck).
   const auto* words = static_cast<const uint4*>(res.buffer);
-  double best = 0;
-  for (int rep = 0; rep <= repetitions; ++rep) {  // the first one warms up
-    const double s = span([&] { read_kernel<<<blocks, 256, 0, res.stream>>>(words, n, sink); });
-    check(cudaGetLastError(), "read kernel");
-    if (rep > 0 && (best == 0 || s < best)) best = s;
+  const auto read_with = [&](int kernel) {
+    switch (kernel) {
+      case 0:  // grid-stride, 4 loads in flight a thread
+        read_kernel<<<static_cast<unsigned>(sms) * 8, 256, 0, res.stream>>>(words, n, sink);
+        break;
+      case 1:  // contiguous tiles, 8 loads in flight a thread, 2048 threads an SM
+        read_tiles_kernel<8>
+            <<<static_cast<unsigned>(sms) * 4, 512, 0, res.stream>>>(words, n, sink);
+        break;
+      default:  // contiguous tiles, 4 loads in flight, 16 blocks an SM
+        read_tiles_kernel<4>
+            <<<static_cast<unsigned>(sms) * 16, 128, 0, res.stream>>>(words, n, sink);
+    }
+  };
+  double best[kReadKernels] = {};
+  for (int rep = 0; rep <= repetitions; ++rep)  // the first one warms up
+    for (int k = 0; k < kReadKernels; ++k) {
+      const double s = span([&] { read_with(k); });
+      check(cudaGetLastError(), "read kernel");
+      if (rep > 0 && (best[k] == 0 || s < best[k])) best[k] = s;
+    }
+  for (int k = 0; k < kReadKernels; ++k) {
+    r.read_gbps_by_kernel[k] = static_cast<double>(r.read_bytes) / best[k] / 1e9;
+    r.read_gbps = std::max(r.read_gbps, r.read_gbps_by_kernel[k]);
   }
-  r.read_gbps = static_cast<double>(r.read_bytes) / best / 1e9;
 
   constexpr int kLaunches = 4096, kCopies = 2048, kSyncs = 512;
   span([&] {

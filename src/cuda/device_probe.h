@@ -1,15 +1,20 @@
 // What the device does in this process, for `bench decode`'s floor on the GPU: the rate of a pure
-// streaming read of a large buffer, and the cost of each kind of stream operation a pass issues
-// (an empty kernel launch, a small device copy, a launch the host waits for).
+// streaming read of a large buffer (the best of three read kernels), and the cost of each kind of
+// stream operation a pass issues (an empty kernel launch, a small device copy, a launch the host
+// waits for).
 #pragma once
 
 #include <cstdint>
 
 namespace deltafin::cuda {
 
+inline constexpr int kReadKernels = 3;
+
 struct DeviceProbe {
-  uint64_t read_bytes = 0;    // the buffer read
-  double read_gbps = 0;       // the best repetition, GB = 10^9 bytes
+  uint64_t read_bytes = 0;  // the buffer read
+  double read_gbps = 0;     // the best repetition of any read kernel, GB = 10^9 bytes
+  // Each read kernel's best (device_probe.cu: grid-stride, 8-load tiles, 4-load tiles).
+  double read_gbps_by_kernel[kReadKernels] = {};
   double launch_seconds = 0;  // per empty kernel, launched back to back on one stream
   double copy_seconds = 0;    // per 16 KiB device-to-device cudaMemcpyAsync, back to back
   double sync_seconds = 0;    // per empty kernel the host launches and then waits for
