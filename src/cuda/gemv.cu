@@ -721,10 +721,11 @@ double bf16_active_fill(int64_t rows, int count) {
 //   (its 2 chunks keep more bytes in flight a warp: 1.10x the 1-chunk shape on 3072 rows) or its
 //   fill beats 1.06 times the 1-chunk shape's, else 1 chunk (1 is faster a block). That picks
 //   the fastest of these on all six K3 shapes (H100, 2026-12-06).
-// - 8 rows on a card past kFastDramGbpsPerSm (an H200), where that rule picks the slower shape on
-//   12288 rows: the 4-tile ring (115 KB, still 2 blocks an SM) once the matrix gives every SM a
-//   block, 1.01-1.04x the 3-tile ring and 1.05-1.12x the 2-chunk shape on 7168-33792 rows; below
-//   that the 2-chunk shape, 1.10x the 4-tile ring on 3072 rows (H200, 2026-12-06).
+// - 8 rows on a card past kFastDramGbpsPerSm (an H200): 3 rows by the same test against the
+//   4-tile ring (3072, 6144 and 12288 rows: 1.13x, 1.27x and 1.01x the ring or 2-chunk shape
+//   there, 0.69, 0.79 and 0.77 of the read); else the 4-tile ring (115 KB, still 2 blocks an
+//   SM) once the matrix gives every SM a block, 1.01-1.04x the 3-tile ring and 1.05-1.12x the
+//   2-chunk shape on 7168-33792 rows; below that the 2-chunk shape (H200, 2026-12-06).
 // - Otherwise the first compiled shape.
 // Measured on an H100 (docs/PERFORMANCE.md, 2026-12-05). Every shape gives the same bits (a
 // lane's chunks are taken in the same order, and a row's sums do not depend on its neighbours).
@@ -737,6 +738,10 @@ detail::Bf16Shape bf16_choose(int64_t rows, int64_t cols, int count) {
   }
   if constexpr (N == 8) {
     if (device_dram_gbps_per_sm() > kFastDramGbpsPerSm) {
+      const double ring = bf16_active_fill<8, 14814>(rows, count);
+      const double two = bf16_active_fill<8, 4823>(rows, count);
+      const double three = bf16_active_fill<8, 3823>(rows, count);
+      if (three >= two && three > 1.06 * ring) return shape_of<3823>();
       const int64_t blocks = Bf16Variant<8, 14814>::blocks(rows) * count;
       return blocks < device_sms() ? shape_of<4823>() : shape_of<14814>();
     }

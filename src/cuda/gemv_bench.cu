@@ -579,7 +579,9 @@ int main(int argc, char** argv) {
                                                                                {7168, 12288},
                                                                                {3072, 7168},
                                                                                {33792, 7168},
-                                                                               {7168, 33792}})
+                                                                               {7168, 33792},
+                                                                               {6144, 7168},
+                                                                               {1536, 7168}})
         bench_bf16_shapes(reps, n, rows, cols);
   }
   if (wanted("bfsmall")) {
