@@ -563,6 +563,13 @@ void test_expert_tasks(bool gpu) {
 
 // ---- MLA --------------------------------------------------------------------------------------
 
+// The heads one block of the weighted sum takes, each run: 0 is the choice by grid size.
+constexpr int kMixHeads[] = {0, 1, 2, 4, 8};
+std::string mix_name(int heads) {
+  return heads == 0 ? std::string("the chosen mix heads")
+                    : std::to_string(heads) + " heads a mix block";
+}
+
 // The fp64 definition (expanded form): per position K = W_UK·latent, V = W_UV·latent; softmax of
 // (q_nope·K + q_pe·k_pe)/sqrt(192); o = Σ p V. Tolerance of the emulation: 5e-6 of max |o| of the
 // row and head (measured 7e-7): fp32 sums of 128-512 products in q̂, scores and ō, and the absorbed
@@ -626,20 +633,26 @@ void test_mla(std::mt19937& rng, int64_t nh, int64_t n_positions, int64_t max_n,
   DeviceBuffer<float> d_lat(latent), d_kpe(k_pe), d_q(q), d_o(max_n * nh * M::kV),
       d_scratch(mla_absorbed_gpu_scratch_floats(sh, max_n, n_positions));
   const int64_t row = nh * M::kV;
-  for (int64_t r = 0; r < max_n; ++r) {
-    mla_absorbed(sh, d_kvb.ptr, d_lat.ptr, d_kpe.ptr, n_positions - max_n + r + 1,
-                 d_q.ptr + r * nh * qk, 1, d_scratch.ptr, d_o.ptr);
-    expect(same_bits(d_o.download(row).data(), emu.data() + r * row, row),
-           name + ": row " + std::to_string(r) + " alone == emulation");
+  // The weighted sum's every heads-per-block choice (0: the one the grid size picks).
+  for (const int heads : kMixHeads) {
+    detail::set_mla_mix_heads(heads);
+    const std::string with = name + ", " + mix_name(heads);
+    for (int64_t r = 0; r < max_n; ++r) {
+      mla_absorbed(sh, d_kvb.ptr, d_lat.ptr, d_kpe.ptr, n_positions - max_n + r + 1,
+                   d_q.ptr + r * nh * qk, 1, d_scratch.ptr, d_o.ptr);
+      expect(same_bits(d_o.download(row).data(), emu.data() + r * row, row),
+             with + ": row " + std::to_string(r) + " alone == emulation");
+    }
+    for (int64_t n = 2; n <= max_n; ++n) {
+      mla_absorbed(sh, d_kvb.ptr, d_lat.ptr, d_kpe.ptr, n_positions - max_n + n, d_q.ptr, n,
+                   d_scratch.ptr, d_o.ptr);
+      expect(same_bits(d_o.download(n * row).data(), emu.data(), n * row),
+             with + ": n=" + std::to_string(n) + " rows == emulation (memcmp)");
+    }
   }
-  for (int64_t n = 2; n <= max_n; ++n) {
-    mla_absorbed(sh, d_kvb.ptr, d_lat.ptr, d_kpe.ptr, n_positions - max_n + n, d_q.ptr, n,
-                 d_scratch.ptr, d_o.ptr);
-    expect(same_bits(d_o.download(n * row).data(), emu.data(), n * row),
-           name + ": n=" + std::to_string(n) + " rows == emulation (memcmp)");
-  }
-  std::printf("ok   %s n=1..%lld: bit-exact vs emulation, rows independent\n", name.c_str(),
-              static_cast<long long>(max_n));
+  detail::set_mla_mix_heads(0);
+  std::printf("ok   %s n=1..%lld, every mix block: bit-exact vs emulation, rows independent\n",
+              name.c_str(), static_cast<long long>(max_n));
 }
 
 // Absorbed MLA at dims below K3's (the k3-tiny-a oracle's rank 32, nope 16, rope 8, v 16: idle
@@ -706,12 +719,17 @@ void test_mla_small(std::mt19937& rng, const MlaGpuShape& sh, int64_t n_position
   }
   expect(d.bad == 0,
          name + ": GPU within 5e-6·max|o| of the fp64 expanded form (worst " + fmt(d.worst) + ")");
-  for (int64_t n = 2; n <= max_n; ++n) {
-    mla_absorbed(sh, d_kvb.ptr, d_lat.ptr, d_kpe.ptr, n_positions - max_n + n, d_q.ptr, n,
-                 d_scratch.ptr, d_o.ptr);
-    expect(same_bits(d_o.download(n * row).data(), alone.data(), n * row),
-           name + ": n=" + std::to_string(n) + " rows == each row alone (memcmp)");
+  for (const int heads : kMixHeads) {
+    detail::set_mla_mix_heads(heads);
+    for (int64_t n = 1; n <= max_n; ++n) {
+      mla_absorbed(sh, d_kvb.ptr, d_lat.ptr, d_kpe.ptr, n_positions - max_n + n, d_q.ptr, n,
+                   d_scratch.ptr, d_o.ptr);
+      expect(same_bits(d_o.download(n * row).data(), alone.data(), n * row),
+             name + ", " + mix_name(heads) + ": n=" + std::to_string(n) +
+                 " rows == each row alone (memcmp)");
+    }
   }
+  detail::set_mla_mix_heads(0);
   std::printf("ok   %s n=1..%lld: worst |gpu-ref|/max|o| = %.3g, rows independent\n", name.c_str(),
               static_cast<long long>(max_n), d.worst);
 }
@@ -826,6 +844,7 @@ void run_decode_tests(bool gpu) {
   test_expert_tasks(gpu);
   test_mla(rng, 4, 270, 16, gpu);  // rows see 255..270 positions: one chunk, then two
   test_mla(rng, 96, 40, 2, gpu);   // K3's head count
+  test_mla(rng, 20, 600, 3, gpu);  // three chunks; the last group of 8 heads is part-full
   test_mla_small(rng, MlaGpuShape{4, 32, 16, 8, 16}, 270, 16, gpu);  // the k3-tiny-a oracle's
   test_lm_head(gpu);
   test_decode_bad_shapes(gpu);

@@ -7,8 +7,10 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "cuda/decode_ops.h"
+#include "cuda/gemv_launch.cuh"
 #include "cuda/op_count.h"
 #include "cuda/portable_math.h"
 
@@ -439,36 +441,68 @@ struct MlaDims {
 };
 constexpr int kMlaMaxRank = 512;
 
-// Block (head h, row r), rank/4 threads: thread t owns latent columns 4t..4t+3 of q̂ and walks the
-// head's nope W_UK rows in order: q̂_c = fma(q_nope_i, W_UK[i, c], q̂_c).
-__global__ void __launch_bounds__(128)
+// Block (head h, row r), rank/2 threads: thread t owns latent columns 2t, 2t+1 of q̂ and walks the
+// head's nope W_UK rows in order: q̂_c = fma(q_nope_i, W_UK[i, c], q̂_c). The rows' loads are issued
+// eight ahead of their FMAs. (With 4 columns a thread and the loads one at a time, the 96 heads'
+// 4 warps an SM waited on each load.)
+__global__ void __launch_bounds__(kMlaMaxRank / 2)
     mla_qhat(const uint16_t* kv_b, const float* q, int nh, MlaDims d, float* qhat) {
   const int h = blockIdx.x, r = blockIdx.y, t = threadIdx.x;
   const float* qh = q + (static_cast<int64_t>(r) * nh + h) * (d.nope + d.rope);
-  const uint16_t* w = kv_b + static_cast<int64_t>(h) * (d.nope + d.v) * d.rank + 4 * t;
-  float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f;
+  const uint16_t* w = kv_b + static_cast<int64_t>(h) * (d.nope + d.v) * d.rank + 2 * t;
+  float a0 = 0.f, a1 = 0.f;
+#pragma unroll 8
   for (int i = 0; i < d.nope; ++i) {
-    const uint2 wb = __ldg(reinterpret_cast<const uint2*>(w + static_cast<int64_t>(i) * d.rank));
+    const uint32_t wb =
+        __ldg(reinterpret_cast<const uint32_t*>(w + static_cast<int64_t>(i) * d.rank));
     const float qi = qh[i];
-    a0 = __fmaf_rn(qi, __uint_as_float(wb.x << 16), a0);
-    a1 = __fmaf_rn(qi, __uint_as_float(wb.x & 0xffff0000u), a1);
-    a2 = __fmaf_rn(qi, __uint_as_float(wb.y << 16), a2);
-    a3 = __fmaf_rn(qi, __uint_as_float(wb.y & 0xffff0000u), a3);
+    a0 = __fmaf_rn(qi, __uint_as_float(wb << 16), a0);
+    a1 = __fmaf_rn(qi, __uint_as_float(wb & 0xffff0000u), a1);
   }
-  reinterpret_cast<float4*>(qhat + (static_cast<int64_t>(r) * nh + h) * d.rank)[t] =
-      make_float4(a0, a1, a2, a3);
+  reinterpret_cast<float2*>(qhat + (static_cast<int64_t>(r) * nh + h) * d.rank)[t] =
+      make_float2(a0, a1);
 }
 
-// Scores, one warp per (position s, head h, row r): lane l takes the latent float4s l + 32m for
-// m = 0..3 that exist (one fma4 chain) and the k_pe elements 2l, 2l+1 that exist (a second
-// chain); both warp_sum'd; score = (nope + pe) · scale. Block (16 heads, 32 positions, row r),
-// 8 warps: the positions' latents and k_pe are staged in shared memory once for the 16 heads
-// (each warp takes 2 heads, its q̂ and q_pe in registers); the head groups of one position tile
-// are adjacent blocks, so the tile is read from HBM about once per row.
+// Scores: for each (position s, head h, row r), lane l takes the latent float4s l + 32m for m =
+// 0..3 that exist (one fma4 chain) and the k_pe elements 2l, 2l+1 that exist (a second chain);
+// both are summed over the warp by the xor butterfly of warp_sum; score = (nope + pe) · scale.
+// Block (16 heads, 32 positions, row r), 8 warps: the positions' latents and k_pe are staged in
+// shared memory once for the 16 heads; the head groups of one position tile are adjacent blocks,
+// so the tile is read from HBM about once per row. A warp takes 2 heads (q̂ and q_pe in
+// registers) and 8 positions at a time, so each latent read from shared memory serves both heads,
+// and sums the 16 chains of each kind by a reduce-scatter (scatter_sums), whose additions are the
+// butterfly's: 16 + 1 shuffles for 16 sums instead of 80. (One warp a position and head, with a
+// butterfly each, stalled on its shuffles and shared loads.)
 constexpr int kScorePositions = 32;
 constexpr int kScoreHeads = 16;
+constexpr int kScoreBatch = 8;  // positions a warp sums at once
 
 int score_smem_bytes(const MlaDims& d) { return kScorePositions * (d.rank + d.rope) * 4; }
+
+// Halves v[0..2k) into v[0..k) across the lanes that differ in bit `off`: the lane whose bit is
+// clear keeps v[i] + (its partner's v[i]) for i < k, the other v[i + k] + (its partner's v[i + k]):
+// the addition warp_sum makes at offset `off`.
+template <int K, int N>
+__device__ __forceinline__ void scatter_level(float (&v)[N], int lane, int off) {
+  static_assert(2 * K <= N, "the level halves v[0..2K)");
+  const bool upper = (lane & off) != 0;
+#pragma unroll
+  for (int i = 0; i < K; ++i) {
+    const float keep = upper ? v[i + K] : v[i], send = upper ? v[i] : v[i + K];
+    v[i] = __fadd_rn(keep, __shfl_xor_sync(kFullMask, send, off));
+  }
+}
+
+// The 16 lane chains v[i] summed over the warp, each in warp_sum's order (offsets 16, 8, 4, 2, 1):
+// four halving levels leave lane l with sum i = l / 2 (its partial over the lanes that share bits
+// 1-4 of l), and the last level adds lanes l and l ^ 1, which hold the same i.
+__device__ __forceinline__ float scatter_sums(float (&v)[16], int lane) {
+  scatter_level<8>(v, lane, 16);
+  scatter_level<4>(v, lane, 8);
+  scatter_level<2>(v, lane, 4);
+  scatter_level<1>(v, lane, 2);
+  return __fadd_rn(v[0], __shfl_xor_sync(kFullMask, v[0], 1));
+}
 
 __global__ void __launch_bounds__(256)
     mla_scores(const float* qhat, const float* q, const float* latent, const float* k_pe, int nh,
@@ -487,90 +521,168 @@ __global__ void __launch_bounds__(256)
   for (int k = threadIdx.x; k < cnt * d.rope; k += 256) kpe[k] = __ldg(k_pe + s0 * d.rope + k);
   __syncthreads();
   const int h_end = (blockIdx.x + 1) * kScoreHeads < nh ? (blockIdx.x + 1) * kScoreHeads : nh;
+  const int h0 = blockIdx.x * kScoreHeads + 2 * warp;  // this warp's heads: h0 and h0 + 1
+  if (h0 >= h_end) return;                             // the whole warp
   const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
   const bool pe_lane = 2 * lane < d.rope;
-  for (int h = blockIdx.x * kScoreHeads + warp; h < h_end; h += 8) {
-    const int64_t rh = static_cast<int64_t>(r) * nh + h;
+  float4 qa[2][kMlaMaxRank / 128];
+  float qp[2][2];
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const bool real = h0 + hh < h_end;  // a second head of zeros computes sums nobody stores
+    const int64_t rh = static_cast<int64_t>(r) * nh + h0 + hh;
     const float4* qh4 = reinterpret_cast<const float4*>(qhat + rh * d.rank);
-    float4 qa[kMlaMaxRank / 128];
 #pragma unroll
     for (int m = 0; m < kMlaMaxRank / 128; ++m)
-      qa[m] = lane + 32 * m < r4 ? qh4[lane + 32 * m] : zero;
+      qa[hh][m] = real && lane + 32 * m < r4 ? qh4[lane + 32 * m] : zero;
     const float* qpe = q + rh * (d.nope + d.rope) + d.nope;
-    const float qp0 = pe_lane ? qpe[2 * lane] : 0.0f, qp1 = pe_lane ? qpe[2 * lane + 1] : 0.0f;
-    for (int j = 0; j < cnt; ++j) {
-      float p = 0.0f;
+    qp[hh][0] = real && pe_lane ? qpe[2 * lane] : 0.0f;
+    qp[hh][1] = real && pe_lane ? qpe[2 * lane + 1] : 0.0f;
+  }
+  for (int b = 0; b < cnt; b += kScoreBatch) {
+    float p[2 * kScoreBatch], pe[2 * kScoreBatch];  // [head][position of the batch]
+#pragma unroll
+    for (int j = 0; j < kScoreBatch; ++j) {
+      p[j] = p[kScoreBatch + j] = pe[j] = pe[kScoreBatch + j] = 0.0f;
+      if (b + j >= cnt) continue;  // the same for the whole warp; its sums are not stored
+      const int pos = b + j;
 #pragma unroll
       for (int m = 0; m < kMlaMaxRank / 128; ++m)
-        if (lane + 32 * m < r4) p = fma4(qa[m], lat[j * r4 + lane + 32 * m], p);
-      float pe = 0.0f;
+        if (lane + 32 * m < r4) {
+          const float4 a = lat[pos * r4 + lane + 32 * m];
+          p[j] = fma4(qa[0][m], a, p[j]);
+          p[kScoreBatch + j] = fma4(qa[1][m], a, p[kScoreBatch + j]);
+        }
       if (pe_lane) {
-        pe = __fmaf_rn(qp0, kpe[j * d.rope + 2 * lane], 0.0f);
-        pe = __fmaf_rn(qp1, kpe[j * d.rope + 2 * lane + 1], pe);
+        const float2 k2 = reinterpret_cast<const float2*>(kpe + pos * d.rope)[lane];
+        pe[j] = __fmaf_rn(qp[0][1], k2.y, __fmaf_rn(qp[0][0], k2.x, 0.0f));
+        pe[kScoreBatch + j] = __fmaf_rn(qp[1][1], k2.y, __fmaf_rn(qp[1][0], k2.x, 0.0f));
       }
-      p = warp_sum(p);
-      pe = warp_sum(pe);
-      if (lane == 0) scores[rh * n_positions + s0 + j] = __fmul_rn(__fadd_rn(p, pe), scale);
     }
+    const float nope_sum = scatter_sums(p, lane), pe_sum = scatter_sums(pe, lane);
+    const int hh = lane / 16, j = (lane / 2) % kScoreBatch;  // the sum this lane holds
+    if (lane % 2 == 0 && b + j < cnt && h0 + hh < h_end)
+      scores[(static_cast<int64_t>(r) * nh + h0 + hh) * n_positions + s0 + b + j] =
+          __fmul_rn(__fadd_rn(nope_sum, pe_sum), scale);
   }
 }
 
-// Block (head h, row r), 128 threads: the softmax over the row's positions, in place: the max;
-// e^(s−max) stored in place while thread t sums positions t, t+128, ... in order, warp_sum, warp
-// totals in order; then each weight divided by that sum.
-__global__ void __launch_bounds__(128)
+// Block (head h, row r), 1024 threads: the softmax over the row's positions, in place. The max
+// (its value does not depend on the order of the comparisons: of two zeros either sign gives the
+// same e^(s−max)) and e^(s−max) elementwise use every thread; the sum keeps its fixed shape, thread
+// t < kSoftmaxSumThreads adding positions t, t+128, ... in order, warp_sum, the four warp totals in
+// order; then each weight is divided by that sum. (With 128 threads doing all of it, 96 heads
+// kept four warps an SM waiting on their loads.)
+constexpr int kSoftmaxThreads = 1024;
+constexpr int kSoftmaxSumThreads = 128;
+
+__global__ void __launch_bounds__(kSoftmaxThreads)
     mla_softmax(int nh, int64_t n_positions, int n, float* scores) {
-  __shared__ float red[4];
+  __shared__ float red[kSoftmaxThreads / 32];
   __shared__ float total;
-  const int h = blockIdx.x, r = blockIdx.y, t = threadIdx.x;
+  const int h = blockIdx.x, r = blockIdx.y, t = threadIdx.x, warp = t / 32;
   const int64_t len = n_positions - n + r + 1;
   float* p = scores + (static_cast<int64_t>(r) * nh + h) * n_positions;
   float m = kNegInf;
-  for (int64_t s = t; s < len; s += 128) m = p[s] > m ? p[s] : m;
+  for (int64_t s = t; s < len; s += kSoftmaxThreads) m = p[s] > m ? p[s] : m;
   for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(kFullMask, m, off));
-  if (t % 32 == 0) red[t / 32] = m;
+  if (t % 32 == 0) red[warp] = m;
   __syncthreads();
-  m = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
-  float sum = 0.0f;
-  for (int64_t s = t; s < len; s += 128) {
-    const float e = pm::exp_f32(__fsub_rn(p[s], m));
-    p[s] = e;
-    sum = __fadd_rn(sum, e);
+  m = red[0];
+  for (int w = 1; w < kSoftmaxThreads / 32; ++w) m = fmaxf(m, red[w]);
+  for (int64_t s = t; s < len; s += kSoftmaxThreads) p[s] = pm::exp_f32(__fsub_rn(p[s], m));
+  __syncthreads();  // every e is stored, and everyone has read red[] for the max
+  if (t < kSoftmaxSumThreads) {
+    float sum = 0.0f;
+#pragma unroll 8
+    for (int64_t s = t; s < len; s += kSoftmaxSumThreads) sum = __fadd_rn(sum, p[s]);
+    sum = warp_sum(sum);
+    if (t % 32 == 0) red[warp] = sum;
   }
-  sum = warp_sum(sum);
-  __syncthreads();  // everyone has read red[] for the max
-  if (t % 32 == 0) red[t / 32] = sum;
   __syncthreads();
   if (t == 0) total = __fadd_rn(__fadd_rn(__fadd_rn(red[0], red[1]), red[2]), red[3]);
   __syncthreads();
-  for (int64_t s = t; s < len; s += 128) p[s] = __fdiv_rn(p[s], total);
+  for (int64_t s = t; s < len; s += kSoftmaxThreads) p[s] = __fdiv_rn(p[s], total);
 }
 
 // ō in chunks of kMlaChunk positions (absolute: chunk c holds positions [c·256, c·256 + 256), so
-// the split never depends on n). Block (chunk, head h, row r), rank/4 threads: thread t owns
-// latent columns 4t..4t+3 and adds fma(p_s, latent_s, part) over the chunk's positions in order.
+// the split never depends on n), the chunk sums added in chunk order by mla_mix_combine. Block
+// (chunk, group of H heads, row r), rank/4 threads: thread t owns latent columns 4t..4t+3 of each
+// of the group's heads and adds fma(p_s, latent_s, part) over the chunk's positions in order, so a
+// position's latent is read once for H heads (a block a head read a long cache once per head:
+// half of a 32K-position call's time). The group's weights of the chunk are staged in shared
+// memory ([position][H]). Every output's chain is the same whatever H is.
 constexpr int kMlaChunk = 256;
 
+template <int H>
 __global__ void __launch_bounds__(128)
     mla_mix_partial(const float* latent, int nh, int rank, int64_t n_positions, int n,
                     const float* scores, int64_t chunks, float* parts) {
-  const int h = blockIdx.y, r = blockIdx.z, t = threadIdx.x;
+  __shared__ __align__(16) float ws[kMlaChunk * H];
+  const int h0 = blockIdx.y * H, r = blockIdx.z, t = threadIdx.x;
   const int64_t len = n_positions - n + r + 1;
   const int64_t s0 = blockIdx.x * int64_t{kMlaChunk};
-  if (s0 >= len) return;
-  const int64_t s1 = s0 + kMlaChunk < len ? s0 + kMlaChunk : len;
-  const float* p = scores + (static_cast<int64_t>(r) * nh + h) * n_positions;
-  float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-  for (int64_t s = s0; s < s1; ++s) {
-    const float w = p[s];
-    const float4 a = reinterpret_cast<const float4*>(latent + s * rank)[t];
-    o.x = __fmaf_rn(w, a.x, o.x);
-    o.y = __fmaf_rn(w, a.y, o.y);
-    o.z = __fmaf_rn(w, a.z, o.z);
-    o.w = __fmaf_rn(w, a.w, o.w);
+  if (s0 >= len) return;  // the whole block
+  const int cnt = len - s0 < kMlaChunk ? static_cast<int>(len - s0) : kMlaChunk;
+  // Consecutive threads read consecutive positions of one head's scores.
+  for (int k = t; k < cnt * H; k += static_cast<int>(blockDim.x)) {
+    const int hh = k / cnt, j = k % cnt;
+    const int h = h0 + hh;
+    ws[j * H + hh] =
+        h < nh ? scores[(static_cast<int64_t>(r) * nh + h) * n_positions + s0 + j] : 0.0f;
   }
-  reinterpret_cast<float4*>(parts + ((static_cast<int64_t>(r) * nh + h) * chunks + blockIdx.x) *
-                                        rank)[t] = o;
+  __syncthreads();
+  float4 o[H];
+#pragma unroll
+  for (int hh = 0; hh < H; ++hh) o[hh] = make_float4(0.f, 0.f, 0.f, 0.f);
+  const float4* src = reinterpret_cast<const float4*>(latent + s0 * rank) + t;
+  const int r4 = rank / 4;
+#pragma unroll 2
+  for (int j = 0; j < cnt; ++j) {
+    const float4 a = __ldg(src + static_cast<int64_t>(j) * r4);
+#pragma unroll
+    for (int hh = 0; hh < H; ++hh) {
+      const float w = ws[j * H + hh];
+      o[hh].x = __fmaf_rn(w, a.x, o[hh].x);
+      o[hh].y = __fmaf_rn(w, a.y, o[hh].y);
+      o[hh].z = __fmaf_rn(w, a.z, o[hh].z);
+      o[hh].w = __fmaf_rn(w, a.w, o[hh].w);
+    }
+  }
+#pragma unroll
+  for (int hh = 0; hh < H; ++hh) {
+    if (h0 + hh >= nh) break;
+    reinterpret_cast<float4*>(
+        parts + ((static_cast<int64_t>(r) * nh + h0 + hh) * chunks + blockIdx.x) * rank)[t] = o[hh];
+  }
+}
+
+// Heads a mix block takes: the most of 8, 4, 2 whose grid still gives every SM two blocks, else 1
+// (short contexts: few chunks, so the heads supply the blocks). It picked the fastest at 1K, 8K
+// and 32K positions on an H200 and an H100, where 16 heads (94 registers) and a thread a column
+// with 8-32 heads were slower (docs/PERFORMANCE.md). The test and the bench may force it
+// (detail::set_mla_mix_heads).
+int g_forced_mix_heads = 0;
+
+int mix_heads(int64_t chunks, int64_t nh, int64_t n) {
+  if (g_forced_mix_heads != 0) return g_forced_mix_heads;
+  for (int h = 8; h > 1; h /= 2)
+    if (chunks * ((nh + h - 1) / h) * n >= 2 * int64_t{gemv::device_sms()}) return h;
+  return 1;
+}
+
+template <typename F>
+void with_mix_heads(int h, F&& f) {
+  switch (h) {
+    case 8:
+      return f(std::integral_constant<int, 8>{});
+    case 4:
+      return f(std::integral_constant<int, 4>{});
+    case 2:
+      return f(std::integral_constant<int, 2>{});
+    default:
+      return f(std::integral_constant<int, 1>{});
+  }
 }
 
 // Block (head h, row r), rank/4 threads: ō = the row's chunk sums added in chunk order.
@@ -584,6 +696,7 @@ __global__ void __launch_bounds__(128)
       reinterpret_cast<const float4*>(parts + (static_cast<int64_t>(r) * nh + h) * chunks * rank) +
       t;
   float4 o = part[0];
+#pragma unroll 8
   for (int64_t c = 1; c < used; ++c) {
     const float4 a = part[c * (rank / 4)];
     o.x = __fadd_rn(o.x, a.x);
@@ -914,7 +1027,8 @@ void mla_absorbed(const MlaGpuShape& sh, const uint16_t* kv_b, const float* late
   // parts must be 16-byte aligned: pad the scores to a multiple of 4 floats in the offset.
   parts += (4 - (n * sh.n_heads * n_positions) % 4) % 4;
   const float scale = 1.0f / std::sqrt(static_cast<float>(sh.nope + sh.rope));
-  mla_qhat<<<dim3(nh, nr), threads, 0, stream>>>(kv_b, q, static_cast<int>(nh), d, qhat);
+  mla_qhat<<<dim3(nh, nr), static_cast<unsigned>(d.rank / 2), 0, stream>>>(
+      kv_b, q, static_cast<int>(nh), d, qhat);
   // Above 48 KB of dynamic shared memory a kernel must opt in; once (for the largest) suffices.
   static const cudaError_t attr =
       cudaFuncSetAttribute(mla_scores, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -927,16 +1041,29 @@ void mla_absorbed(const MlaGpuShape& sh, const uint16_t* kv_b, const float* late
                     nr),
                256, score_smem_bytes(d), stream>>>(qhat, q, latent, k_pe, static_cast<int>(nh), d,
                                                    n_positions, static_cast<int>(n), scale, scores);
-  mla_softmax<<<dim3(nh, nr), 128, 0, stream>>>(static_cast<int>(nh), n_positions,
-                                                static_cast<int>(n), scores);
-  mla_mix_partial<<<dim3(static_cast<unsigned>(chunks), nh, nr), threads, 0, stream>>>(
-      latent, static_cast<int>(nh), d.rank, n_positions, static_cast<int>(n), scores, chunks,
-      parts);
+  mla_softmax<<<dim3(nh, nr), kSoftmaxThreads, 0, stream>>>(static_cast<int>(nh), n_positions,
+                                                            static_cast<int>(n), scores);
+  with_mix_heads(mix_heads(chunks, sh.n_heads, n), [&](auto tag) {
+    constexpr int H = decltype(tag)::value;
+    const auto groups = static_cast<unsigned>((sh.n_heads + H - 1) / H);
+    mla_mix_partial<H><<<dim3(static_cast<unsigned>(chunks), groups, nr), threads, 0, stream>>>(
+        latent, static_cast<int>(nh), d.rank, n_positions, static_cast<int>(n), scores, chunks,
+        parts);
+  });
   mla_mix_combine<<<dim3(nh, nr), threads, 0, stream>>>(static_cast<int>(nh), d.rank, n_positions,
                                                         static_cast<int>(n), chunks, parts, obar);
   mla_out<<<dim3(static_cast<unsigned>(d.v / 8), nh, nr), 256, 0, stream>>>(
       kv_b, obar, static_cast<int>(nh), d, o);
   check_launch(what, 6);
 }
+
+namespace detail {
+void set_mla_mix_heads(int heads) {
+  if (heads != 0 && heads != 1 && heads != 2 && heads != 4 && heads != 8)
+    throw std::invalid_argument("set_mla_mix_heads: heads is " + std::to_string(heads) +
+                                ", expected 0 (the choice by grid size), 1, 2, 4 or 8");
+  g_forced_mix_heads = heads;
+}
+}  // namespace detail
 
 }  // namespace deltafin::cuda

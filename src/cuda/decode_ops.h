@@ -119,6 +119,12 @@ void mla_absorbed(const MlaGpuShape& shape, const uint16_t* kv_b, const float* l
                   const float* k_pe, int64_t n_positions, const float* q, int64_t n, float* scratch,
                   float* o, cudaStream_t stream = 0);
 int64_t mla_absorbed_gpu_scratch_floats(const MlaGpuShape& shape, int64_t n, int64_t n_positions);
+namespace detail {
+// Forces the heads one block of mla_absorbed's weighted sum takes (1, 2, 4 or 8; 0 restores the
+// choice by grid size), so the test and the bench can run each; every choice gives the same bits.
+// Throws std::invalid_argument for another count. Not thread-safe; the model never calls it.
+void set_mla_mix_heads(int heads);
+}  // namespace detail
 
 // The greedy pick over logits [n, cols] (the lm_head's BF16 GEMV is cuda::matmul): per row the
 // index of the largest value, the lowest index among equal values, NaNs never chosen (-1 for a row

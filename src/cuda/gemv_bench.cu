@@ -403,7 +403,7 @@ void bench_kda(int reps) {
 
 // Absorbed MLA decode with K3's 96 heads over `positions` cached positions: the BF16 kv_b
 // (25.2 MB) and the cache (latent + k_pe, 2.3 KB per position) are the bytes read per call.
-void bench_mla(int reps, int64_t positions) {
+void bench_mla(int reps, int64_t positions, const std::string& variant = "") {
   const int64_t nh = 96;
   const MlaGpuShape sh{nh};
   const size_t kvb_bytes = nh * 256 * 512 * sizeof(uint16_t);
@@ -430,7 +430,7 @@ void bench_mla(int reps, int64_t positions) {
         const auto* latent = reinterpret_cast<const float*>(w + c * stride + kvb_bytes);
         mla_absorbed(sh, kvb, latent, latent + positions * 512, positions, q, 1, scratch, o);
       });
-  print_row("mla 96 heads ctx=" + std::to_string(positions) + " n=1", stats(rate), read);
+  print_row("mla 96 heads ctx=" + std::to_string(positions) + " n=1" + variant, stats(rate), read);
   check(cudaDeviceSynchronize(), "sync");
   cudaFree(w);
   cudaFree(q);
@@ -617,6 +617,16 @@ int main(int argc, char** argv) {
     bench_mla(reps, 1024);
     bench_mla(reps, 8192);
     bench_mla(reps, 32768);
+  }
+  if (wanted("mla32k")) bench_mla(reps, 32768);  // alone, for a profile of its kernels
+  if (wanted("mlamix")) {
+    // The weighted sum's heads a block, each forced, at 1K, 8K and 32K positions.
+    for (const int64_t positions : {1024, 8192, 32768})
+      for (const int heads : {1, 2, 4, 8}) {
+        detail::set_mla_mix_heads(heads);
+        bench_mla(reps, positions, " mix " + std::to_string(heads));
+      }
+    detail::set_mla_mix_heads(0);
   }
   check(cudaDeviceSynchronize(), "sync");
   return 0;
