@@ -442,8 +442,8 @@ struct MlaDims {
 constexpr int kMlaMaxRank = 512;
 
 // Block (head h, row r), rank/2 threads: thread t owns latent columns 2t, 2t+1 of q̂ and walks the
-// head's nope W_UK rows in order: q̂_c = fma(q_nope_i, W_UK[i, c], q̂_c). The rows' loads are issued
-// eight ahead of their FMAs. (With 4 columns a thread and the loads one at a time, the 96 heads'
+// head's nope W_UK rows in order: q̂_c = fma(q_nope_i, W_UK[i, c], q̂_c). The loads of 16 rows are
+// issued before their FMAs. (With 4 columns a thread and the loads one at a time, the 96 heads'
 // 4 warps an SM waited on each load.)
 __global__ void __launch_bounds__(kMlaMaxRank / 2)
     mla_qhat(const uint16_t* kv_b, const float* q, int nh, MlaDims d, float* qhat) {
@@ -451,13 +451,22 @@ __global__ void __launch_bounds__(kMlaMaxRank / 2)
   const float* qh = q + (static_cast<int64_t>(r) * nh + h) * (d.nope + d.rope);
   const uint16_t* w = kv_b + static_cast<int64_t>(h) * (d.nope + d.v) * d.rank + 2 * t;
   float a0 = 0.f, a1 = 0.f;
-#pragma unroll 8
-  for (int i = 0; i < d.nope; ++i) {
-    const uint32_t wb =
-        __ldg(reinterpret_cast<const uint32_t*>(w + static_cast<int64_t>(i) * d.rank));
-    const float qi = qh[i];
-    a0 = __fmaf_rn(qi, __uint_as_float(wb << 16), a0);
-    a1 = __fmaf_rn(qi, __uint_as_float(wb & 0xffff0000u), a1);
+  constexpr int kAhead = 16;  // rows whose loads are in flight together
+  for (int i0 = 0; i0 < d.nope; i0 += kAhead) {
+    uint32_t wb[kAhead];
+    float qi[kAhead];
+#pragma unroll
+    for (int k = 0; k < kAhead; ++k)
+      if (i0 + k < d.nope) {
+        wb[k] = __ldg(reinterpret_cast<const uint32_t*>(w + static_cast<int64_t>(i0 + k) * d.rank));
+        qi[k] = qh[i0 + k];
+      }
+#pragma unroll
+    for (int k = 0; k < kAhead; ++k)
+      if (i0 + k < d.nope) {
+        a0 = __fmaf_rn(qi[k], __uint_as_float(wb[k] << 16), a0);
+        a1 = __fmaf_rn(qi[k], __uint_as_float(wb[k] & 0xffff0000u), a1);
+      }
   }
   reinterpret_cast<float2*>(qhat + (static_cast<int64_t>(r) * nh + h) * d.rank)[t] =
       make_float2(a0, a1);
