@@ -624,8 +624,9 @@ void matmul_grouped(const DeviceMxfp4Task* tasks, int64_t count, int64_t rows, i
 // default where bf16_choose has no rule. At 4-16 rows, the 8-warp shapes with a ring share each
 // staged tile among 32 (16) rows, halving the activations read from L2 per weight; at 8 rows the
 // shapes the chooser no longer picks (weights in registers at 1 chunk, the register-staged 4-warp
-// block) stay for the bench to compare, as does 3 rows with the 4-tile weight ring (13814), the
-// fast card's 3-row candidate, not yet timed on one (docs/PERFORMANCE.md).
+// block) stay for the bench to compare, as does 3 rows with 2 chunks and a 4-tile ring (3824),
+// the fast card's candidate for 3072 rows, not yet timed on one (the 4-tile ring read 1.01-1.04x
+// the 3-tile one at 4 rows there; docs/PERFORMANCE.md).
 template <int N>
 struct Bf16Compiled;
 template <>
@@ -642,7 +643,7 @@ struct Bf16Compiled<4> {
 };
 template <>
 struct Bf16Compiled<8> {
-  using Codes = std::integer_sequence<int, 14813, 4823, 4813, 4420, 14814, 13814, 3823>;
+  using Codes = std::integer_sequence<int, 14813, 4823, 4813, 4420, 14814, 3823, 3824>;
 };
 template <>
 struct Bf16Compiled<16> {
