@@ -655,6 +655,21 @@ void test_mla(std::mt19937& rng, int64_t nh, int64_t n_positions, int64_t max_n,
               name.c_str(), static_cast<long long>(max_n));
 }
 
+// The mix knob takes the compiled head counts and 0 (the choice), and refuses any other.
+void test_mla_mix_knob() {
+  for (const int heads : kMixHeads) {
+    const std::string m = invalid_argument_message([&] { detail::set_mla_mix_heads(heads); });
+    expect(m.empty(), mix_name(heads) + " is accepted: '" + m + "'");
+  }
+  for (const int heads : {3, 16, -1}) {
+    const std::string m = invalid_argument_message([&] { detail::set_mla_mix_heads(heads); });
+    expect(m.find("heads is " + std::to_string(heads)) != std::string::npos,
+           std::to_string(heads) + " heads a mix block is refused: '" + m + "'");
+  }
+  detail::set_mla_mix_heads(0);
+  std::printf("ok   mla mix switch: 0, 1, 2, 4 and 8 heads accepted, others refused\n");
+}
+
 // Absorbed MLA at dims below K3's (the k3-tiny-a oracle's rank 32, nope 16, rope 8, v 16: idle
 // lanes and threads), GPU only: against the fp64 expanded form within 5e-6·max|o| per row and
 // head (the emulation is K3's), and each row of an n-row call bit-identical to the row alone.
@@ -842,6 +857,7 @@ void run_decode_tests(bool gpu) {
   test_kda_elementwise(rng, 4, 16, gpu, 16);
   test_sums(rng, gpu);
   test_expert_tasks(gpu);
+  test_mla_mix_knob();
   test_mla(rng, 4, 270, 16, gpu);  // rows see 255..270 positions: one chunk, then two
   test_mla(rng, 96, 40, 2, gpu);   // K3's head count
   test_mla(rng, 20, 600, 3, gpu);  // three chunks; the last group of 8 heads is part-full
