@@ -738,20 +738,21 @@ detail::Bf16Shape bf16_choose(int64_t rows, int64_t cols, int count) {
     if (cols >= 1024) return shape_of<1440>();
   }
   if constexpr (N == 8) {
-    if (device_dram_gbps_per_sm() > kFastDramGbpsPerSm) {
-      const double ring = bf16_active_fill<8, 14814>(rows, count);
-      const double two = bf16_active_fill<8, 4823>(rows, count);
-      const double three = bf16_active_fill<8, 3823>(rows, count);
-      if (three >= two && three > 1.06 * ring) return shape_of<3823>();
-      const int64_t blocks = Bf16Variant<8, 14814>::blocks(rows) * count;
-      return blocks < device_sms() ? shape_of<4823>() : shape_of<14814>();
-    }
-    const double one = bf16_active_fill<8, 14813>(rows, count);
+    // The card's ring shape (1 chunk, weight tiles in the ring): 4 tiles past the threshold.
+    const bool fast = device_dram_gbps_per_sm() > kFastDramGbpsPerSm;
+    const double ring =
+        fast ? bf16_active_fill<8, 14814>(rows, count) : bf16_active_fill<8, 14813>(rows, count);
     const double two = bf16_active_fill<8, 4823>(rows, count);
     const double three = bf16_active_fill<8, 3823>(rows, count);
-    if (three >= two && three > 1.06 * one) return shape_of<3823>();
-    if (Bf16Variant<8, 4823>::blocks(rows) * count <= device_sms()) return shape_of<4823>();
-    return two > 1.06 * one ? shape_of<4823>() : shape_of<14813>();
+    if (three >= two && three > 1.06 * ring) return shape_of<3823>();
+    // Both ring shapes and the 2-chunk one have 32-row blocks.
+    static_assert(Bf16Variant<8, 14813>::R * Bf16Variant<8, 14813>::W == 32 &&
+                  Bf16Variant<8, 14814>::R * Bf16Variant<8, 14814>::W == 32 &&
+                  Bf16Variant<8, 4823>::R * Bf16Variant<8, 4823>::W == 32);
+    const int64_t blocks = Bf16Variant<8, 4823>::blocks(rows) * count;
+    if (fast) return blocks < device_sms() ? shape_of<4823>() : shape_of<14814>();
+    if (blocks <= device_sms()) return shape_of<4823>();
+    return two > 1.06 * ring ? shape_of<4823>() : shape_of<14813>();
   }
   return first_shape(typename Bf16Compiled<N>::Codes{});
 }
