@@ -3,7 +3,7 @@
 // the same bytes with the same launch pattern, and cudaMemcpy device-to-device (read rate).
 // Weights rotate over copies totalling >= 1 GiB so every launch reads from HBM, not the L2.
 //   deltafin_cuda_bench [repetitions]
-// DELTAFIN_BENCH_ONLY=mxfp4,mxwide,grouped,mxpairs,bf16,bfshapes,bfsmall,spine,lmhead,logits,other
+// DELTAFIN_BENCH_ONLY=mxfp4,mxwide,grouped,groupscale,mxpairs,bf16,bfshapes,bfsmall,spine,lmhead,logits,other
 // (any of them) runs only those entries; `spine` is K3's other BF16 shapes, whose short and long
 // rows decode reads most.
 #include <algorithm>
@@ -174,19 +174,22 @@ struct Mxfp4Sets {
 
 // One MoE layer's expert products in one launch (matmul_grouped): `experts` experts of
 // `per_expert` [rows, cols] matrices each (gate and up: 2 sharing the expert's activations; down:
-// 1), every expert with its own n activation rows. The same-bytes read is one launch over them.
-void bench_mxfp4_grouped(int reps, int experts, int per_expert, int64_t rows, int64_t cols) {
+// 1), every expert with its own n activation rows, n from `ns`. The same-bytes read is one launch
+// over them. Returns the medians (GB/s) of the first n's launches and of the read.
+std::pair<double, double> bench_mxfp4_grouped(int reps, int experts, int per_expert, int64_t rows,
+                                              int64_t cols,
+                                              const std::vector<int>& ns = {1, 2, 4, 8, 16}) {
   const int count = experts * per_expert;
   const Mxfp4Sets sets(count, rows, cols);
   const size_t packed = sets.packed, scales = sets.scales;
   const int copies = sets.copies;
+  const int variants = static_cast<int>(ns.size());
   float *x = nullptr, *y = nullptr;
   DeviceMxfp4Task* tasks = nullptr;
   check(cudaMalloc(&x, experts * 16 * cols * sizeof(float)), "malloc");
   check(cudaMalloc(&y, count * 16 * rows * sizeof(float)), "malloc");
-  check(cudaMalloc(&tasks, copies * 5 * count * sizeof(DeviceMxfp4Task)), "malloc");
+  check(cudaMalloc(&tasks, copies * variants * count * sizeof(DeviceMxfp4Task)), "malloc");
   fill(x, experts * 16 * cols * sizeof(float), 5, 2);
-  const int ns[] = {1, 2, 4, 8, 16};
   std::vector<DeviceMxfp4Task> host;
   for (int n : ns)
     for (int c = 0; c < copies; ++c)
@@ -199,19 +202,60 @@ void bench_mxfp4_grouped(int reps, int experts, int per_expert, int64_t rows, in
       "upload");
   Stats read;
   read_rate_line("read", reps, copies, sets.set_bytes, sets.set_bytes, sets.w, &read);
-  for (int v = 0; v < 5; ++v) {
+  double first = 0;
+  for (int v = 0; v < variants; ++v) {
     const int n = ns[v];
-    const auto rate = time_launches(
+    const Stats rate = stats(time_launches(
         reps, copies, static_cast<double>((packed + scales) * count),
-        [&](int c) { matmul_grouped(tasks + (v * copies + c) * count, count, rows, cols, n); });
+        [&](int c) { matmul_grouped(tasks + (v * copies + c) * count, count, rows, cols, n); }));
     print_row("grouped " + std::to_string(count) + "x" + std::to_string(rows) + "x" +
                   std::to_string(cols) + " n=" + std::to_string(n),
-              stats(rate), read);
+              rate, read);
+    if (v == 0) first = rate.median;
   }
   check(cudaDeviceSynchronize(), "sync");
   cudaFree(x);
   cudaFree(y);
   cudaFree(tasks);
+  return {first, read.median};
+}
+
+// Least squares t = a + b · bytes over (bytes, microseconds) points: {a in us, 1 / b in GB/s}.
+std::pair<double, double> fit_line(const std::vector<double>& bytes,
+                                   const std::vector<double>& us) {
+  const double k = static_cast<double>(bytes.size());
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    sx += bytes[i], sy += us[i], sxx += bytes[i] * bytes[i], sxy += bytes[i] * us[i];
+  }
+  const double b = (k * sxy - sx * sy) / (k * sxx - sx * sx);
+  return {(sy - b * sx) / k, 1e-3 / b};
+}
+
+// One launch's MXFP4 expert products at n = 1 (matmul_grouped) for several expert counts, each
+// against the same-bytes read, then a line t = a + bytes / rate fitted to each: what a launch
+// costs whatever its size, and the rate once it runs. The bar's ratio (kernel over read at one
+// K3 layer's count) mixes the two.
+void bench_grouped_scaling(int reps, int per_expert, int64_t rows, int64_t cols,
+                           const std::vector<int>& experts) {
+  const double matrix = static_cast<double>((rows * cols / 2 + rows * cols / 32 + 255) / 256 * 256);
+  std::vector<double> bytes, kernel_us, read_us;
+  for (const int e : experts) {
+    const auto [kernel, read] = bench_mxfp4_grouped(reps, e, per_expert, rows, cols, {1});
+    const double b = matrix * e * per_expert;
+    bytes.push_back(b);
+    kernel_us.push_back(b / kernel * 1e-3);
+    read_us.push_back(b / read * 1e-3);
+    std::printf("  %3d x %lldx%lld: %.1f MB, kernel %.2f us, read %.2f us\n", e * per_expert,
+                static_cast<long long>(rows), static_cast<long long>(cols), b / 1e6,
+                kernel_us.back(), read_us.back());
+  }
+  const auto [ka, kr] = fit_line(bytes, kernel_us);
+  const auto [ra, rr] = fit_line(bytes, read_us);
+  std::printf(
+      "  fit t = a + bytes / rate: kernel a %.2f us, rate %.0f GB/s; read a %.2f us, rate "
+      "%.0f GB/s; rates %.2f\n",
+      ka, kr, ra, rr, kr / rr);
 }
 
 // The fixed-width MXFP4 kernel (gemv_mxfp4_pairs.cu) at n = 1 in each compiled shape (rows a warp
@@ -567,6 +611,10 @@ int main(int argc, char** argv) {
     bench_mxfp4_grouped(reps, 16, 2, 3072, 3584);  // a K3 layer's 16 gates and ups
     bench_mxfp4_grouped(reps, 16, 1, 3584, 3072);  // and its 16 downs
   }
+  if (wanted("groupscale")) {
+    bench_grouped_scaling(reps, 1, 3584, 3072, {4, 8, 16, 32, 64});  // downs
+    bench_grouped_scaling(reps, 2, 3072, 3584, {4, 8, 16, 32});      // gates and ups
+  }
   if (wanted("mxpairs")) {
     bench_mxfp4_pairs(reps, 32, 3072, 3584);  // a K3 layer's gates and ups
     bench_mxfp4_pairs(reps, 16, 3584, 3072);  // and its downs
@@ -581,7 +629,8 @@ int main(int argc, char** argv) {
                                                                                {33792, 7168},
                                                                                {7168, 33792},
                                                                                {6144, 7168},
-                                                                               {1536, 7168}})
+                                                                               {1536, 7168},
+                                                                               {12288, 128}})
         bench_bf16_shapes(reps, n, rows, cols);
   }
   if (wanted("bfsmall")) {
