@@ -624,9 +624,7 @@ void matmul_grouped(const DeviceMxfp4Task* tasks, int64_t count, int64_t rows, i
 // default where bf16_choose has no rule. At 4-16 rows, the 8-warp shapes with a ring share each
 // staged tile among 32 (16) rows, halving the activations read from L2 per weight; at 8 rows the
 // shapes the chooser no longer picks (weights in registers at 1 chunk, the register-staged 4-warp
-// block) stay for the bench to compare, as does 3 rows with 2 chunks and a 4-tile ring (3824),
-// the fast card's candidate for 3072 rows, not yet timed on one (the 4-tile ring read 1.01-1.04x
-// the 3-tile one at 4 rows there; docs/PERFORMANCE.md).
+// block) stay for the bench to compare.
 template <int N>
 struct Bf16Compiled;
 template <>
@@ -643,7 +641,7 @@ struct Bf16Compiled<4> {
 };
 template <>
 struct Bf16Compiled<8> {
-  using Codes = std::integer_sequence<int, 14813, 4823, 4813, 4420, 14814, 3823, 3824>;
+  using Codes = std::integer_sequence<int, 14813, 4823, 4813, 4420, 14814, 3823, 3423>;
 };
 template <>
 struct Bf16Compiled<16> {
@@ -711,17 +709,22 @@ double bf16_active_fill(int64_t rows, int count) {
 //   bytes a lane has in flight) where a row fills that tile: 1.24x on q_a's 1536x7168 and 1.09x
 //   on 3072x7168, equal on 7168x7168, but 0.71x on f_b's 128 columns, which keep 2 rows and 2
 //   chunks.
-// - 8 rows: 8 warps with a 3-tile ring, of three kinds: 4 rows a warp and 1 chunk a lane per tile
-//   with the weight tiles in the ring too (14813: 122 registers, 2 blocks an SM), 4 rows and 2
-//   chunks with the weights in registers (4823: 156, 1 block), and 3 rows and 2 chunks (3823:
-//   128, 2 blocks; 24-row blocks, so 3072 rows make 128 blocks, one for nearly every SM, where 32
-//   rows make 96). Each is judged by its active fill (bf16_active_fill). 3 rows where that is at
-//   least the 2-chunk shape's and beats 1.06 times the 1-chunk shape's: 3072 rows (128 of 132
-//   SMs against 96) and 12288 (1.94 waves of 2 an SM, 97% full, against 1.45 waves, 73%), 1.09x
-//   the 2-chunk shape on both. Else 2 chunks where the 32-row grid is no larger than the SMs
-//   (its 2 chunks keep more bytes in flight a warp: 1.10x the 1-chunk shape on 3072 rows) or its
-//   fill beats 1.06 times the 1-chunk shape's, else 1 chunk (1 is faster a block). That picks
-//   the fastest of these on all six K3 shapes (H100, 2026-12-06).
+// - 8 rows, a matrix so short that its 24-row blocks leave SMs idle (q_a's 1536 rows: 64
+//   blocks): 3 rows and 2 chunks in 4-warp blocks (3423: 12-row blocks, one for nearly every SM)
+//   where their fill beats 1.06 times the 24-row grid's: 1.24x on 1536x7168 on an H100 (0.67 of
+//   the read) and 1.29x on an H200 (0.54). Where the 24-row grid fills the SMs the 4-warp block
+//   loses (0.85-0.98x on 3072 rows, 0.60-0.87x on 7168), so it goes no further.
+// - 8 rows otherwise: 8 warps with a 3-tile ring, of three kinds: 4 rows a warp and 1 chunk a
+//   lane per tile with the weight tiles in the ring too (14813: 122 registers, 2 blocks an SM), 4
+//   rows and 2 chunks with the weights in registers (4823: 156, 1 block), and 3 rows and 2 chunks
+//   (3823: 128, 2 blocks; 24-row blocks, so 3072 rows make 128 blocks, one for nearly every SM,
+//   where 32 rows make 96). Each is judged by its active fill (bf16_active_fill). 3 rows where
+//   that is at least the 2-chunk shape's and beats 1.06 times the 1-chunk shape's: 3072 rows (128
+//   of 132 SMs against 96) and 12288 (1.94 waves of 2 an SM, 97% full, against 1.45 waves, 73%),
+//   1.09x the 2-chunk shape on both. Else 2 chunks where the 32-row grid is no larger than the
+//   SMs (its 2 chunks keep more bytes in flight a warp: 1.10x the 1-chunk shape on 3072 rows) or
+//   its fill beats 1.06 times the 1-chunk shape's, else 1 chunk (1 is faster a block). That
+//   picks the fastest of these on all six K3 shapes (H100, 2026-12-06).
 // - 8 rows on a card past kFastDramGbpsPerSm (an H200): 3 rows by the same test against the
 //   4-tile ring (3072, 6144 and 12288 rows: 1.13x, 1.27x and 1.01x the ring or 2-chunk shape
 //   there, 0.69, 0.79 and 0.77 of the read); else the 4-tile ring (115 KB, still 2 blocks an
@@ -744,6 +747,9 @@ detail::Bf16Shape bf16_choose(int64_t rows, int64_t cols, int count) {
         fast ? bf16_active_fill<8, 14814>(rows, count) : bf16_active_fill<8, 14813>(rows, count);
     const double two = bf16_active_fill<8, 4823>(rows, count);
     const double three = bf16_active_fill<8, 3823>(rows, count);
+    if (Bf16Variant<8, 3823>::blocks(rows) * count < device_sms() &&
+        bf16_active_fill<8, 3423>(rows, count) > 1.06 * three)
+      return shape_of<3423>();
     if (three >= two && three > 1.06 * ring) return shape_of<3823>();
     // Both ring shapes and the 2-chunk one have 32-row blocks.
     static_assert(Bf16Variant<8, 14813>::R * Bf16Variant<8, 14813>::W == 32 &&
