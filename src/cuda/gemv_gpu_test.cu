@@ -538,6 +538,11 @@ int main() {
   test_bf16(rng, 45, 1000, 16);
   test_bf16(rng, 257, 7168, 19);
   test_bf16(rng, 7168, 256, 8);  // 448 blocks at n = 8: one lane chunk a tile on a 132-SM GPU
+  // Rows of at most 128 columns (the narrow kernel at n = 2..8): K3's f_b width with an odd row
+  // count and more pairs than a grid holds, a part-filled half-warp, one chunk.
+  test_bf16(rng, 9001, 128, 16);
+  test_bf16(rng, 77, 40, 9);
+  test_bf16(rng, 3, 8, 8);
   test_bf16_siblings(rng, {300, 5, 128, 97}, 1024, 17);
   test_bf16_shapes(rng, 45, 1000);
   test_bf16_shapes(rng, 130, 64);
