@@ -8,6 +8,9 @@ server_pids=()
 start_server() {
   local name=$1
   shift
+  # The log exists before the poll below reads it: the background shell may open it later than
+  # the first read, and a failed read ends a script under `set -eo pipefail`.
+  : >"$tmp/$name.log"
   "$deltafin" serve --port 0 "$@" 2>"$tmp/$name.log" &
   pid=$!
   server_pids+=("$pid")
