@@ -500,13 +500,6 @@ int grouped_blocks(int smem, int row_blocks, int count) {
   return static_cast<int>(per_task < row_blocks ? per_task : row_blocks);
 }
 
-// The share of a grid's block slots that `blocks` fill, over whole waves of `per_sm` an SM.
-double wave_fill(int blocks, int per_sm) {
-  const int64_t slots = static_cast<int64_t>(per_sm) * device_sms();
-  const int64_t waves = (blocks + slots - 1) / slots;
-  return static_cast<double>(blocks) / static_cast<double>(waves * slots);
-}
-
 // MXFP4 shape for a pass of N rows: R weight rows per warp (4 where each staged activation then
 // feeds 4 rows' FMAs; 2 at N = 16, for registers), T groups per lane in a chunk (2 at N = 4:
 // with 4 the 4x4 live weight words cost occupancy, measured slower). N <= 2: the whole
@@ -694,15 +687,21 @@ int batch_slot(int n) {
   return n == 1 ? 0 : n == 2 ? 1 : n == 4 ? 2 : n == 8 ? 3 : n == 16 ? 4 : -1;
 }
 
-// How fully a variant's grid keeps the SMs busy: its wave fill, except that a grid smaller than
-// the SMs counts the SMs it occupies (one block of 8 warps keeps an SM reading; a second would
-// add to few of them).
-template <int N, int kCode>
-double bf16_active_fill(int64_t rows, int count) {
-  using V = Bf16Variant<N, kCode>;
-  const int blocks = V::blocks(rows) * count;
-  if (blocks <= device_sms()) return static_cast<double>(blocks) / device_sms();
-  return wave_fill(blocks, blocks_per_sm<V::kKernel>(V::kThreads, V::kSmem));
+// How fully `blocks` keep `sms` SMs busy at `per_sm` blocks an SM: the share of the block slots
+// they fill over whole waves, except that a grid smaller than the SMs counts the SMs it occupies
+// (one block of 8 warps keeps an SM reading; a second would add to few of them).
+double active_fill(int64_t blocks, int per_sm, int sms) {
+  if (blocks <= sms) return static_cast<double>(blocks) / sms;
+  const int64_t slots = static_cast<int64_t>(per_sm > 0 ? per_sm : 1) * sms;
+  const int64_t waves = (blocks + slots - 1) / slots;
+  return static_cast<double>(blocks) / static_cast<double>(waves * slots);
+}
+
+// Blocks of a compiled 8-row variant an SM of this device holds.
+template <int kCode>
+int per_sm_8() {
+  using V = Bf16Variant<8, kCode>;
+  return blocks_per_sm<V::kKernel>(V::kThreads, V::kSmem);
 }
 
 // The shape for N activation rows over `count` matrices of up to `rows` rows of `cols`.
@@ -719,7 +718,7 @@ double bf16_active_fill(int64_t rows, int count) {
 //   lane per tile with the weight tiles in the ring too (14813: 122 registers, 2 blocks an SM), 4
 //   rows and 2 chunks with the weights in registers (4823: 156, 1 block), and 3 rows and 2 chunks
 //   (3823: 128, 2 blocks; 24-row blocks, so 3072 rows make 128 blocks, one for nearly every SM,
-//   where 32 rows make 96). Each is judged by its active fill (bf16_active_fill). 3 rows where
+//   where 32 rows make 96). Each is judged by its active fill (active_fill). 3 rows where
 //   that is at least the 2-chunk shape's and beats 1.06 times the 1-chunk shape's: 3072 rows (128
 //   of 132 SMs against 96) and 12288 (1.94 waves of 2 an SM, 97% full, against 1.45 waves, 73%),
 //   1.09x the 2-chunk shape on both. Else 2 chunks where the 32-row grid is no larger than the
@@ -741,28 +740,42 @@ detail::Bf16Shape bf16_choose(int64_t rows, int64_t cols, int count) {
   if constexpr (N == 1) {
     if (cols >= 1024) return shape_of<1440>();
   }
-  if constexpr (N == 8) {
-    // The card's ring shape (1 chunk, weight tiles in the ring): 4 tiles past the threshold.
-    const bool fast = device_dram_gbps_per_sm() > kFastDramGbpsPerSm;
-    const double ring =
-        fast ? bf16_active_fill<8, 14814>(rows, count) : bf16_active_fill<8, 14813>(rows, count);
-    const double two = bf16_active_fill<8, 4823>(rows, count);
-    const double three = bf16_active_fill<8, 3823>(rows, count);
-    if (Bf16Variant<8, 3823>::blocks(rows) * count < device_sms() &&
-        bf16_active_fill<8, 3423>(rows, count) > 1.06 * three)
-      return shape_of<3423>();
-    if (three >= two && three > 1.06 * ring) return shape_of<3823>();
-    // Both ring shapes and the 2-chunk one have 32-row blocks.
-    static_assert(Bf16Variant<8, 14813>::R * Bf16Variant<8, 14813>::W == 32 &&
-                  Bf16Variant<8, 14814>::R * Bf16Variant<8, 14814>::W == 32 &&
-                  Bf16Variant<8, 4823>::R * Bf16Variant<8, 4823>::W == 32);
-    const int64_t blocks = Bf16Variant<8, 4823>::blocks(rows) * count;
-    if (fast) return blocks < device_sms() ? shape_of<4823>() : shape_of<14814>();
-    if (blocks <= device_sms()) return shape_of<4823>();
-    return two > 1.06 * ring ? shape_of<4823>() : shape_of<14813>();
+  if constexpr (N == 8) {  // the rules above, a function of the occupancy (tested on the host)
+    return detail::bf16_pick_8(
+        rows, count,
+        {device_sms(), device_dram_gbps_per_sm() > kFastDramGbpsPerSm, per_sm_8<14813>(),
+         per_sm_8<14814>(), per_sm_8<4823>(), per_sm_8<3823>(), per_sm_8<3423>()});
   }
   return first_shape(typename Bf16Compiled<N>::Codes{});
 }
+
+namespace detail {
+
+Bf16Shape bf16_pick_8(int64_t rows, int count, const Bf16Occupancy8& occ) {
+  // Rows a block of each candidate: the ring shapes and the 2-chunk one 32, 3 rows in 8 warps 24,
+  // in 4 warps 12.
+  static_assert(Bf16Variant<8, 14813>::R * Bf16Variant<8, 14813>::W == 32 &&
+                Bf16Variant<8, 14814>::R * Bf16Variant<8, 14814>::W == 32 &&
+                Bf16Variant<8, 4823>::R * Bf16Variant<8, 4823>::W == 32 &&
+                Bf16Variant<8, 3823>::R * Bf16Variant<8, 3823>::W == 24 &&
+                Bf16Variant<8, 3423>::R * Bf16Variant<8, 3423>::W == 12);
+  const auto blocks = [&](int64_t rows_a_block) {
+    return (rows + rows_a_block - 1) / rows_a_block * count;
+  };
+  const int64_t b32 = blocks(32), b24 = blocks(24), b12 = blocks(12);
+  // The card's ring shape (1 chunk, weight tiles in the ring): 4 tiles past the threshold.
+  const double ring = active_fill(b32, occ.fast ? occ.ring4 : occ.ring3, occ.sms);
+  const double two = active_fill(b32, occ.two_chunks, occ.sms);
+  const double three = active_fill(b24, occ.three_rows, occ.sms);
+  if (b24 < occ.sms && active_fill(b12, occ.twelve_rows, occ.sms) > 1.06 * three)
+    return shape_of<3423>();
+  if (three >= two && three > 1.06 * ring) return shape_of<3823>();
+  if (occ.fast) return b32 < occ.sms ? shape_of<4823>() : shape_of<14814>();
+  if (b32 <= occ.sms) return shape_of<4823>();
+  return two > 1.06 * ring ? shape_of<4823>() : shape_of<14813>();
+}
+
+}  // namespace detail
 
 void matmul_siblings(const DeviceBf16Out* outs, int count, const float* x, int64_t n,
                      cudaStream_t stream) {

@@ -422,6 +422,32 @@ void test_bf16_shape_knob() {
   std::printf("ok   bf16 shape switch: %d shapes accepted, uncompiled ones refused\n", listed);
 }
 
+// gemv.cu's BF16 shape at 8 activation rows on K3's single matrices, host-side: for a 132-SM card
+// that holds 2, 2, 1, 2 and 3 blocks an SM of 4/8/1/3+w, 4/8/1/4+w, 4/8/2/3, 3/8/2/3 and 3/4/2/3
+// (as an H100 and an H200 do), with slow DRAM (an H100) and fast (an H200), the pick is the shape
+// measured fastest there (docs/PERFORMANCE.md, 2026-12-06; on 7168 rows 3/4/2/3 read 0.7x).
+void test_bf16_pick_8() {
+  struct Case {
+    int64_t rows;
+    const char* slow;
+    const char* fast;
+  };
+  const Case cases[] = {{7168, "4/8/1/3+w", "4/8/1/4+w"},  {12288, "3/8/2/3", "3/8/2/3"},
+                        {33792, "4/8/1/3+w", "4/8/1/4+w"}, {6144, "3/8/2/3", "3/8/2/3"},
+                        {3072, "3/8/2/3", "3/8/2/3"},      {1536, "3/4/2/3", "3/4/2/3"}};
+  int checked = 0;
+  for (const Case& c : cases)
+    for (const bool fast : {false, true}) {
+      const detail::Bf16Occupancy8 occupancy{132, fast, 2, 2, 1, 2, 3};
+      const std::string got = detail::bf16_shape_name(detail::bf16_pick_8(c.rows, 1, occupancy));
+      const std::string want = fast ? c.fast : c.slow;
+      expect(got == want, "bf16 pick at 8 rows, " + std::to_string(c.rows) + " rows, " +
+                              (fast ? "fast" : "slow") + " DRAM: " + got + ", want " + want);
+      ++checked;
+    }
+  std::printf("ok   bf16 shape choice at 8 rows: %d K3 matrices and cards\n", checked);
+}
+
 // A pass's experts in runs of one batch size (expert_runs.h): smallest size first, the order kept
 // within a size, every expert once.
 void test_expert_runs() {
@@ -513,6 +539,7 @@ int main() {
     // The host-side contracts (emulations against the repository's references) still hold here.
     run_decode_tests(false);
     test_bf16_shape_knob();
+    test_bf16_pick_8();
     test_mxfp4_shape_knob();
     test_expert_runs();
     std::printf("host checks: %d, %d failed\n", g_checks, g_failures);
@@ -550,6 +577,7 @@ int main() {
   test_rmsnorm(rng, 33, 1000);
   test_bad_shapes();
   test_bf16_shape_knob();
+  test_bf16_pick_8();
   test_mxfp4_shape_knob();
   test_expert_runs();
   run_decode_tests(true);

@@ -2,6 +2,7 @@
 // time them side by side. Not thread-safe; the model never calls them.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -25,5 +26,18 @@ std::vector<Bf16Shape> bf16_shapes(int n);
 // "R/W/U/S" (+"+w" with the weights in the ring): rows a warp, warps, chunks, ring buffers (the
 // bench's rows, the tests' messages).
 std::string bf16_shape_name(const Bf16Shape& shape);
+
+// What gemv.cu's choice at 8 activation rows weighs: the device's SMs, whether its DRAM feeds an
+// SM past gemv::kFastDramGbpsPerSm (an H200), and how many blocks of each candidate an SM holds:
+// 4/8/1/3+w, 4/8/1/4+w, 4/8/2/3, 3/8/2/3 and 3/4/2/3.
+struct Bf16Occupancy8 {
+  int sms = 0;
+  bool fast = false;
+  int ring3 = 0, ring4 = 0, two_chunks = 0, three_rows = 0, twelve_rows = 0;
+};
+// The shape gemv.cu runs for a pass of 5-8 rows over `count` matrices of up to `rows` rows (no
+// shape forced): a function of the occupancy alone, so the host test holds its picks on K3's
+// shapes for an H100 and an H200 without a GPU.
+Bf16Shape bf16_pick_8(int64_t rows, int count, const Bf16Occupancy8& occupancy);
 
 }  // namespace deltafin::cuda::detail
