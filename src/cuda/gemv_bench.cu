@@ -5,7 +5,8 @@
 //   deltafin_cuda_bench [repetitions]
 // DELTAFIN_BENCH_ONLY=mxfp4,mxwide,grouped,groupscale,mxpairs,bf16,bfshapes,bfsmall,spine,lmhead,logits,other
 // (any of them) runs only those entries; `spine` is K3's other BF16 shapes, whose short and long
-// rows decode reads most.
+// rows decode reads most. DELTAFIN_BENCH_GRAPH=1 times the GEMV entries and their reads as CUDA
+// graphs (time_launches).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -69,23 +70,48 @@ void fill(void* p, size_t bytes, uint32_t seed, uint32_t mode) {
   check(cudaGetLastError(), "fill");
 }
 
+// Where the GEMV entries and their reads launch: the legacy default stream, or with
+// DELTAFIN_BENCH_GRAPH=1 a stream whose launches are captured into a CUDA graph, so that a launch
+// of a few microseconds is timed by the GPU's pace and not the host's enqueue (a 3 MB read's
+// ceiling moved 728-935 GB/s between entries otherwise; docs/PERFORMANCE.md, 2026-12-06).
+cudaStream_t g_stream = nullptr;
+bool g_graph = false;
+
 // GB/s (10^9 bytes) of `bytes_per_launch` for each repetition of `launches` back-to-back launches.
+// `graphable`: the launches go to g_stream (a graph's under DELTAFIN_BENCH_GRAPH=1); else to the
+// legacy default stream, from the host.
 template <typename F>
-std::vector<double> time_launches(int reps, int launches, double bytes_per_launch, F&& launch) {
+std::vector<double> time_launches(int reps, int launches, double bytes_per_launch, F&& launch,
+                                  bool graphable = false) {
+  const cudaStream_t stream = graphable ? g_stream : nullptr;
   cudaEvent_t start, stop;
   check(cudaEventCreate(&start), "event");
   check(cudaEventCreate(&stop), "event");
   for (int k = 0; k < launches; ++k) launch(k);  // warm-up: attributes, instruction cache
+  cudaGraphExec_t exec = nullptr;
+  if (graphable && g_graph) {
+    cudaGraph_t graph = nullptr;
+    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
+    for (int k = 0; k < launches; ++k) launch(k);
+    check(cudaStreamEndCapture(stream, &graph), "capture");
+    check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+    check(cudaGraphDestroy(graph), "graph");
+    check(cudaGraphLaunch(exec, stream), "graph launch");  // warm-up
+  }
   std::vector<double> out;
   for (int r = 0; r < reps; ++r) {
-    check(cudaEventRecord(start), "record");
-    for (int k = 0; k < launches; ++k) launch(k);
-    check(cudaEventRecord(stop), "record");
+    check(cudaEventRecord(start, stream), "record");
+    if (exec != nullptr)
+      check(cudaGraphLaunch(exec, stream), "graph launch");
+    else
+      for (int k = 0; k < launches; ++k) launch(k);
+    check(cudaEventRecord(stop, stream), "record");
     check(cudaEventSynchronize(stop), "sync");
     float ms = 0;
     check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
     out.push_back(bytes_per_launch * launches / (ms * 1e-3) / 1e9);
   }
+  if (exec != nullptr) check(cudaGraphExecDestroy(exec), "graph");
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   return out;
@@ -103,10 +129,13 @@ double g_copy_read_gbs = 0;
 
 void read_rate_line(const char* label, int reps, int copies, size_t stride_bytes, size_t bytes,
                     const uint8_t* base, Stats* out) {
-  const auto v = time_launches(reps, copies, static_cast<double>(bytes), [&](int k) {
-    read_kernel<<<g_sms * 8, 256>>>(reinterpret_cast<const uint4*>(base + k * stride_bytes),
-                                    bytes / 16, g_sink);
-  });
+  const auto v = time_launches(
+      reps, copies, static_cast<double>(bytes),
+      [&](int k) {
+        read_kernel<<<g_sms * 8, 256, 0, g_stream>>>(
+            reinterpret_cast<const uint4*>(base + k * stride_bytes), bytes / 16, g_sink);
+      },
+      true);
   *out = stats(v);
   (void)label;
 }
@@ -133,10 +162,13 @@ void bench_mxfp4(int reps, int64_t rows, int64_t cols) {
   Stats read;
   read_rate_line("read", reps, copies, stride, packed + scales, w, &read);
   for (int n : {1, 2, 4, 8, 16}) {
-    const auto v = time_launches(reps, copies, static_cast<double>(packed + scales), [&](int k) {
-      const DeviceMxfp4 m{w + k * stride, w + k * stride + packed, rows, cols};
-      matmul(m, x, n, y);
-    });
+    const auto v = time_launches(
+        reps, copies, static_cast<double>(packed + scales),
+        [&](int k) {
+          const DeviceMxfp4 m{w + k * stride, w + k * stride + packed, rows, cols};
+          matmul(m, x, n, y, g_stream);
+        },
+        true);
     print_row(
         "mxfp4 " + std::to_string(rows) + "x" + std::to_string(cols) + " n=" + std::to_string(n),
         stats(v), read);
@@ -207,7 +239,10 @@ std::pair<double, double> bench_mxfp4_grouped(int reps, int experts, int per_exp
     const int n = ns[v];
     const Stats rate = stats(time_launches(
         reps, copies, static_cast<double>((packed + scales) * count),
-        [&](int c) { matmul_grouped(tasks + (v * copies + c) * count, count, rows, cols, n); }));
+        [&](int c) {
+          matmul_grouped(tasks + (v * copies + c) * count, count, rows, cols, n, g_stream);
+        },
+        true));
     print_row("grouped " + std::to_string(count) + "x" + std::to_string(rows) + "x" +
                   std::to_string(cols) + " n=" + std::to_string(n),
               rate, read);
@@ -285,9 +320,9 @@ void bench_mxfp4_pairs(int reps, int count, int64_t rows, int64_t cols) {
   std::vector<detail::Mxfp4PairsShape> shapes = {{2, 0}};
   for (const detail::Mxfp4PairsShape& s : detail::mxfp4_pairs_shapes()) shapes.push_back(s);
   const int n_shapes = static_cast<int>(shapes.size());
-  auto grouped = [&](int c) { matmul_grouped(tasks + c * count, count, rows, cols, 1); };
+  auto grouped = [&](int c) { matmul_grouped(tasks + c * count, count, rows, cols, 1, g_stream); };
   auto single = [&](int k) {
-    matmul(DeviceMxfp4{sets.matrix(k), sets.matrix(k) + packed, rows, cols}, x, 1, y);
+    matmul(DeviceMxfp4{sets.matrix(k), sets.matrix(k) + packed, rows, cols}, x, 1, y, g_stream);
   };
   // Same bits as the general kernel, grouped (every task) and single (the first matrix).
   std::vector<float> want_g, want_s;
@@ -310,9 +345,9 @@ void bench_mxfp4_pairs(int reps, int count, int64_t rows, int64_t cols) {
   for (int round = 0; round < 3; ++round)
     for (int d = 0; d < n_shapes; ++d) {
       detail::set_mxfp4_pairs_shape(shapes[d]);
-      const auto g = time_launches(reps, copies, static_cast<double>(set_bytes), grouped);
+      const auto g = time_launches(reps, copies, static_cast<double>(set_bytes), grouped, true);
       const auto s1 =
-          time_launches(reps, copies * count, static_cast<double>(packed + scales), single);
+          time_launches(reps, copies * count, static_cast<double>(packed + scales), single, true);
       rate_g[d].insert(rate_g[d].end(), g.begin(), g.end());
       rate_s[d].insert(rate_s[d].end(), s1.begin(), s1.end());
     }
@@ -370,7 +405,7 @@ void bench_bf16_shapes(int reps, int n, int64_t rows, int64_t cols) {
   float* const y = m.y;
   Stats read;
   read_rate_line("read", reps, m.copies, m.stride, bytes, m.w, &read);
-  auto run = [&](int k) { matmul(DeviceBf16{m.matrix(k), rows, cols}, m.x, n, y); };
+  auto run = [&](int k) { matmul(DeviceBf16{m.matrix(k), rows, cols}, m.x, n, y, g_stream); };
   const std::vector<detail::Bf16Shape> shapes = detail::bf16_shapes(n);
   const size_t count = shapes.size();
   std::vector<float> want, got(n * rows);
@@ -388,7 +423,7 @@ void bench_bf16_shapes(int reps, int n, int64_t rows, int64_t cols) {
   for (int round = 0; round < 3; ++round)
     for (size_t v = 0; v < count; ++v) {
       detail::set_bf16_shape(n, shapes[v]);
-      const auto r = time_launches(reps, m.copies, static_cast<double>(bytes), run);
+      const auto r = time_launches(reps, m.copies, static_cast<double>(bytes), run, true);
       rate[v].insert(rate[v].end(), r.begin(), r.end());
     }
   detail::set_bf16_shape(n, {});
@@ -405,9 +440,12 @@ void bench_bf16(int reps, int64_t rows, int64_t cols) {
   Stats read;
   read_rate_line("read", reps, m.copies, m.stride, m.bytes, m.w, &read);
   for (int n : {1, 4, 8, 16}) {
-    const auto v = time_launches(reps, m.copies, static_cast<double>(m.bytes), [&](int k) {
-      matmul(DeviceBf16{m.matrix(k), rows, cols}, m.x, n, m.y);
-    });
+    const auto v = time_launches(
+        reps, m.copies, static_cast<double>(m.bytes),
+        [&](int k) {
+          matmul(DeviceBf16{m.matrix(k), rows, cols}, m.x, n, m.y, g_stream);
+        },
+        true);
     print_row(
         "bf16 " + std::to_string(rows) + "x" + std::to_string(cols) + " n=" + std::to_string(n),
         stats(v), read);
@@ -569,9 +607,15 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, 0), "props");
   g_sms = prop.multiProcessorCount;
+  const char* graph = std::getenv("DELTAFIN_BENCH_GRAPH");
+  g_graph = graph != nullptr && std::string(graph) == "1";
+  if (g_graph) check(cudaStreamCreate(&g_stream), "stream");
   check(cudaMalloc(&g_sink, 4), "malloc");
   std::printf("device: %s, %d SMs, L2 %d MB; %d repetitions; GB = 1e9 bytes\n", prop.name, g_sms,
               prop.l2CacheSize >> 20, reps);
+  std::printf("GEMV entries and their reads: %s\n",
+              g_graph ? "each repetition's launches in one CUDA graph (DELTAFIN_BENCH_GRAPH=1)"
+                      : "launched back to back from the host");
   // Which table of default shapes this card gets (gemv_launch.cuh).
   const double per_sm = gemv::device_dram_gbps_per_sm();
   std::printf("DRAM %.2f GB/s an SM: the %s shapes\n", per_sm,
