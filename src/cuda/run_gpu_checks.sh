@@ -3,6 +3,7 @@
 # packages: the device host has only the CUDA toolkit) and runs both. One command on a GPU host:
 #   src/cuda/run_gpu_checks.sh [out_dir]    env: REPS (default 15), GENCODE, SANITIZE=1, NVCC, JOBS,
 #   DELTAFIN_BENCH_ONLY (the benchmark's entries to run, e.g. mxfp4,grouped,bf16),
+#   DELTAFIN_BENCH_GRAPH=1 (the GEMV entries and their reads timed as CUDA graphs),
 #   PROFILE: after the benchmark, ncu (--clock-control none) on chosen kernels of a one-repetition
 #   benchmark run, each "entries|kernel regex|launches" (';' between), e.g.
 #   PROFILE='mxpairs|rows_grouped_kernel<112, 2, |2;bfshapes|bf16_kernel<8, 4, 8|4' (demangled
