@@ -711,9 +711,9 @@ int per_sm_8() {
 //   chunks.
 // - 8 rows, a matrix so short that its 24-row blocks leave SMs idle (q_a's 1536 rows: 64
 //   blocks): 3 rows and 2 chunks in 4-warp blocks (3423: 12-row blocks, one for nearly every SM)
-//   where their fill beats 1.06 times the 24-row grid's: 1.24x on 1536x7168 on an H100 (0.67 of
-//   the read) and 1.29x on an H200 (0.54). Where the 24-row grid fills the SMs the 4-warp block
-//   loses (0.85-0.98x on 3072 rows, 0.60-0.87x on 7168), so it goes no further.
+//   where their fill beats 1.06 times the 24-row grid's: 1.24x on 1536x7168 on an H100 and 1.29x
+//   on an H200. Where the 24-row grid fills the SMs the 4-warp block loses (0.85-0.98x on 3072
+//   rows, 0.60-0.87x on 7168), so it goes no further.
 // - 8 rows otherwise: 8 warps with a 3-tile ring, of three kinds: 4 rows a warp and 1 chunk a
 //   lane per tile with the weight tiles in the ring too (14813: 122 registers, 2 blocks an SM), 4
 //   rows and 2 chunks with the weights in registers (4823: 156, 1 block), and 3 rows and 2 chunks

@@ -72,8 +72,8 @@ void fill(void* p, size_t bytes, uint32_t seed, uint32_t mode) {
 
 // Where the GEMV entries and their reads launch: the legacy default stream, or with
 // DELTAFIN_BENCH_GRAPH=1 a stream whose launches are captured into a CUDA graph, so that a launch
-// of a few microseconds is timed by the GPU's pace and not the host's enqueue (a 3 MB read's
-// ceiling moved 728-935 GB/s between entries otherwise; docs/PERFORMANCE.md, 2026-12-06).
+// of a few microseconds is timed by the GPU's pace and not the host's enqueue (docs/PERFORMANCE.md
+// has how far the two differ on small matrices).
 cudaStream_t g_stream = nullptr;
 bool g_graph = false;
 

@@ -1,10 +1,10 @@
 // The exact BF16 GEMV for rows of at most 128 columns at 2-8 activation rows. The tiled kernels
 // (gemv.cu) give lane l a row's chunks l, l + 32, ... of 8 columns, so on such a row lanes 16-31
 // hold nothing and a 24- or 32-row block makes one pass: its loads, then its math, then its sums,
-// with nothing to overlap them (K3's f_b read 0.49 of its same-bytes read at 8 rows on an H200).
-// Here a warp takes two rows at a time, one a half-warp, each lane the chunk the tiled kernels
-// give it, and loads the next pair's weights before this pair's math. Every output keeps its
-// operations and their order (docs/CUDA.md, "Exactness").
+// with nothing to overlap them (K3's f_b; figures in docs/PERFORMANCE.md). Here a warp takes two
+// rows at a time, one a half-warp, each lane the chunk the tiled kernels give it, and loads the
+// next pair's weights before this pair's math. Every output keeps its operations and their order
+// (docs/CUDA.md, "Exactness").
 #include "cuda/gemv_bf16_narrow.h"
 
 #include <cuda_runtime.h>
