@@ -401,14 +401,7 @@ __device__ __forceinline__ void bf16_body(const uint16_t* __restrict__ wbits, in
       if (t * kBfTileChunks + u * 32 + lane >= chunks) break;  // chunks are taken in order
       float wv[kRowsPerWarp][8];
 #pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r) {
-        const uint32_t words[4] = {wc[r][u].x, wc[r][u].y, wc[r][u].z, wc[r][u].w};
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          wv[r][2 * k] = __uint_as_float(words[k] << 16);
-          wv[r][2 * k + 1] = __uint_as_float(words[k] & 0xffff0000u);
-        }
-      }
+      for (int r = 0; r < kRowsPerWarp; ++r) bf16x8_to_f32(wc[r][u], wv[r]);
 #pragma unroll
       for (int i = 0; i < N; ++i) {
         const float4* xc = reinterpret_cast<const float4*>(

@@ -66,12 +66,7 @@ __global__ void __launch_bounds__(kThreads)
   for (; p < pairs; p += step) {
     const uint4 next = load(p + step);
     float wv[8];
-    const uint32_t words[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      wv[2 * k] = __uint_as_float(words[k] << 16);
-      wv[2 * k + 1] = __uint_as_float(words[k] & 0xffff0000u);
-    }
+    bf16x8_to_f32(w, wv);
     const int row = 2 * p + half;
 #pragma unroll
     for (int i = 0; i < N; ++i) {

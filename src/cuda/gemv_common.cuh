@@ -1,6 +1,7 @@
 // What the exact GEMV kernels share (gemv.cu's MXFP4 and BF16 ones, gemv_mxfp4_pairs.cu's for
-// fixed row widths): the E2M1 decode, the activations' scaling, the fused multiply-add order of
-// eight values, the warp's butterfly sum, the streaming weight load and the cp.async copies.
+// fixed row widths, gemv_bf16_narrow.cu's for short rows): the E2M1 and BF16 decodes, the
+// activations' scaling, the fused multiply-add order of eight values, the warp's butterfly sum, the
+// streaming weight load and the cp.async copies.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -44,6 +45,17 @@ __device__ __forceinline__ void e2m1x8_raw(uint32_t w, float (&f)[8]) {
   f[6] = __uint_as_float((c26 * 0x00001040u) & kFields);
   f[3] = __uint_as_float((c37 * 0x01040000u) & kFields);
   f[7] = __uint_as_float((c37 * 0x00000104u) & kFields);
+}
+
+// A 16-byte chunk's eight BF16 weights as floats, in column order: a bf16 is a float's top half
+// (the low half of each word holds the even column).
+__device__ __forceinline__ void bf16x8_to_f32(const uint4& w, float (&f)[8]) {
+  const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    f[2 * k] = __uint_as_float(words[k] << 16);
+    f[2 * k + 1] = __uint_as_float(words[k] & 0xffff0000u);
+  }
 }
 
 __device__ __forceinline__ float e8m0_to_f32(uint32_t s) {
