@@ -745,17 +745,13 @@ detail::Bf16Shape bf16_choose(int64_t rows, int64_t cols, int count) {
 namespace detail {
 
 Bf16Shape bf16_pick_8(int64_t rows, int count, const Bf16Occupancy8& occ) {
-  // Rows a block of each candidate: the ring shapes and the 2-chunk one 32, 3 rows in 8 warps 24,
-  // in 4 warps 12.
+  // Both ring shapes and the 2-chunk one have 32-row blocks, so one count serves the three.
   static_assert(Bf16Variant<8, 14813>::R * Bf16Variant<8, 14813>::W == 32 &&
                 Bf16Variant<8, 14814>::R * Bf16Variant<8, 14814>::W == 32 &&
-                Bf16Variant<8, 4823>::R * Bf16Variant<8, 4823>::W == 32 &&
-                Bf16Variant<8, 3823>::R * Bf16Variant<8, 3823>::W == 24 &&
-                Bf16Variant<8, 3423>::R * Bf16Variant<8, 3423>::W == 12);
-  const auto blocks = [&](int64_t rows_a_block) {
-    return (rows + rows_a_block - 1) / rows_a_block * count;
-  };
-  const int64_t b32 = blocks(32), b24 = blocks(24), b12 = blocks(12);
+                Bf16Variant<8, 4823>::R * Bf16Variant<8, 4823>::W == 32);
+  const int64_t b32 = int64_t{Bf16Variant<8, 4823>::blocks(rows)} * count;
+  const int64_t b24 = int64_t{Bf16Variant<8, 3823>::blocks(rows)} * count;
+  const int64_t b12 = int64_t{Bf16Variant<8, 3423>::blocks(rows)} * count;
   // The card's ring shape (1 chunk, weight tiles in the ring): 4 tiles past the threshold.
   const double ring = active_fill(b32, occ.fast ? occ.ring4 : occ.ring3, occ.sms);
   const double two = active_fill(b32, occ.two_chunks, occ.sms);
