@@ -207,10 +207,13 @@ struct Mxfp4Sets {
 // One MoE layer's expert products in one launch (matmul_grouped): `experts` experts of
 // `per_expert` [rows, cols] matrices each (gate and up: 2 sharing the expert's activations; down:
 // 1), every expert with its own n activation rows, n from `ns`. The same-bytes read is one launch
-// over them. Returns the medians (GB/s) of the first n's launches and of the read.
-std::pair<double, double> bench_mxfp4_grouped(int reps, int experts, int per_expert, int64_t rows,
-                                              int64_t cols,
-                                              const std::vector<int>& ns = {1, 2, 4, 8, 16}) {
+// over them.
+struct GroupedLaunch {
+  double bytes = 0;                   // the weights and scales one launch reads
+  double kernel_us = 0, read_us = 0;  // the medians of the first n's launch and of the read
+};
+GroupedLaunch bench_mxfp4_grouped(int reps, int experts, int per_expert, int64_t rows, int64_t cols,
+                                  const std::vector<int>& ns = {1, 2, 4, 8, 16}) {
   const int count = experts * per_expert;
   const Mxfp4Sets sets(count, rows, cols);
   const size_t packed = sets.packed, scales = sets.scales;
@@ -234,11 +237,12 @@ std::pair<double, double> bench_mxfp4_grouped(int reps, int experts, int per_exp
       "upload");
   Stats read;
   read_rate_line("read", reps, copies, sets.set_bytes, sets.set_bytes, sets.w, &read);
-  double first = 0;
+  const double bytes = static_cast<double>((packed + scales) * count);
+  GroupedLaunch first{bytes, 0, static_cast<double>(sets.set_bytes) / read.median * 1e-3};
   for (int v = 0; v < variants; ++v) {
     const int n = ns[v];
     const Stats rate = stats(time_launches(
-        reps, copies, static_cast<double>((packed + scales) * count),
+        reps, copies, bytes,
         [&](int c) {
           matmul_grouped(tasks + (v * copies + c) * count, count, rows, cols, n, g_stream);
         },
@@ -246,13 +250,13 @@ std::pair<double, double> bench_mxfp4_grouped(int reps, int experts, int per_exp
     print_row("grouped " + std::to_string(count) + "x" + std::to_string(rows) + "x" +
                   std::to_string(cols) + " n=" + std::to_string(n),
               rate, read);
-    if (v == 0) first = rate.median;
+    if (v == 0) first.kernel_us = bytes / rate.median * 1e-3;
   }
   check(cudaDeviceSynchronize(), "sync");
   cudaFree(x);
   cudaFree(y);
   cudaFree(tasks);
-  return {first, read.median};
+  return first;
 }
 
 // Least squares t = a + b · bytes over (bytes, microseconds) points: {a in us, 1 / b in GB/s}.
@@ -273,17 +277,15 @@ std::pair<double, double> fit_line(const std::vector<double>& bytes,
 // K3 layer's count) mixes the two.
 void bench_grouped_scaling(int reps, int per_expert, int64_t rows, int64_t cols,
                            const std::vector<int>& experts) {
-  const double matrix = static_cast<double>((rows * cols / 2 + rows * cols / 32 + 255) / 256 * 256);
   std::vector<double> bytes, kernel_us, read_us;
   for (const int e : experts) {
-    const auto [kernel, read] = bench_mxfp4_grouped(reps, e, per_expert, rows, cols, {1});
-    const double b = matrix * e * per_expert;
-    bytes.push_back(b);
-    kernel_us.push_back(b / kernel * 1e-3);
-    read_us.push_back(b / read * 1e-3);
+    const GroupedLaunch g = bench_mxfp4_grouped(reps, e, per_expert, rows, cols, {1});
+    bytes.push_back(g.bytes);
+    kernel_us.push_back(g.kernel_us);
+    read_us.push_back(g.read_us);
     std::printf("  %3d x %lldx%lld: %.1f MB, kernel %.2f us, read %.2f us\n", e * per_expert,
-                static_cast<long long>(rows), static_cast<long long>(cols), b / 1e6,
-                kernel_us.back(), read_us.back());
+                static_cast<long long>(rows), static_cast<long long>(cols), g.bytes / 1e6,
+                g.kernel_us, g.read_us);
   }
   const auto [ka, kr] = fit_line(bytes, kernel_us);
   const auto [ra, rr] = fit_line(bytes, read_us);
