@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "cuda/decode_ops.h"
+#include "cuda/gemv_common.cuh"
 #include "cuda/gemv_launch.cuh"
 #include "cuda/op_count.h"
 #include "cuda/portable_math.h"
@@ -17,13 +18,11 @@
 namespace deltafin::cuda {
 namespace {
 
-constexpr unsigned kFullMask = 0xffffffffu;
-constexpr int kMaxSources = 64;  // kernels::kAttnResMaxBlocks + 1
+using gemv::kFullMask;
+using gemv::scatter_sums;
+using gemv::warp_sum;
 
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int off = 16; off > 0; off /= 2) v = __fadd_rn(v, __shfl_xor_sync(kFullMask, v, off));
-  return v;
-}
+constexpr int kMaxSources = 64;  // kernels::kAttnResMaxBlocks + 1
 
 // p + a.x·b.x + a.y·b.y + a.z·b.z + a.w·b.w, one fused multiply-add at a time.
 __device__ __forceinline__ float fma4(float4 a, float4 b, float p) {
@@ -488,31 +487,6 @@ constexpr int kScoreBatch = 8;  // positions a warp sums at once
 
 int score_smem_bytes(const MlaDims& d) { return kScorePositions * (d.rank + d.rope) * 4; }
 
-// Halves v[0..2k) into v[0..k) across the lanes that differ in bit `off`: the lane whose bit is
-// clear keeps v[i] + (its partner's v[i]) for i < k, the other v[i + k] + (its partner's v[i + k]):
-// the addition warp_sum makes at offset `off`.
-template <int K, int N>
-__device__ __forceinline__ void scatter_level(float (&v)[N], int lane, int off) {
-  static_assert(2 * K <= N, "the level halves v[0..2K)");
-  const bool upper = (lane & off) != 0;
-#pragma unroll
-  for (int i = 0; i < K; ++i) {
-    const float keep = upper ? v[i + K] : v[i], send = upper ? v[i] : v[i + K];
-    v[i] = __fadd_rn(keep, __shfl_xor_sync(kFullMask, send, off));
-  }
-}
-
-// The 16 lane chains v[i] summed over the warp, each in warp_sum's order (offsets 16, 8, 4, 2, 1):
-// four halving levels leave lane l with sum i = l / 2 (its partial over the lanes that share bits
-// 1-4 of l), and the last level adds lanes l and l ^ 1, which hold the same i.
-__device__ __forceinline__ float scatter_sums(float (&v)[16], int lane) {
-  scatter_level<8>(v, lane, 16);
-  scatter_level<4>(v, lane, 8);
-  scatter_level<2>(v, lane, 4);
-  scatter_level<1>(v, lane, 2);
-  return __fadd_rn(v[0], __shfl_xor_sync(kFullMask, v[0], 1));
-}
-
 __global__ void __launch_bounds__(256)
     mla_scores(const float* qhat, const float* q, const float* latent, const float* k_pe, int nh,
                MlaDims d, int64_t n_positions, int n, float scale, float* scores) {
@@ -568,7 +542,7 @@ __global__ void __launch_bounds__(256)
         pe[kScoreBatch + j] = __fmaf_rn(qp[1][1], k2.y, __fmaf_rn(qp[1][0], k2.x, 0.0f));
       }
     }
-    const float nope_sum = scatter_sums(p, lane), pe_sum = scatter_sums(pe, lane);
+    const float nope_sum = scatter_sums<32>(p, lane), pe_sum = scatter_sums<32>(pe, lane);
     const int hh = lane / 16, j = (lane / 2) % kScoreBatch;  // the sum this lane holds
     if (lane % 2 == 0 && b + j < cnt && h0 + hh < h_end)
       scores[(static_cast<int64_t>(r) * nh + h0 + hh) * n_positions + s0 + b + j] =

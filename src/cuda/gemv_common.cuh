@@ -69,6 +69,46 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// Halves v[0..2K) into v[0..K) across the lanes that differ in bit `off`: the lane whose bit is
+// clear keeps v[i] + (its partner's v[i]) for i < K, the other v[i + K] + (its partner's v[i + K]):
+// the addition warp_sum makes at offset `off`, one shuffle for two sums.
+template <int K, int N>
+__device__ __forceinline__ void scatter_level(float (&v)[N], int lane, int off) {
+  static_assert(2 * K <= N, "the level halves v[0..2K)");
+  const bool upper = (lane & off) != 0;
+#pragma unroll
+  for (int i = 0; i < K; ++i) {
+    const float keep = upper ? v[i + K] : v[i], send = upper ? v[i] : v[i + K];
+    v[i] = __fadd_rn(keep, __shfl_xor_sync(kFullMask, send, off));
+  }
+}
+
+template <int K, int kOff, int N>
+__device__ __forceinline__ float scatter_from(float (&v)[N], int lane) {
+  if constexpr (K == 0) {  // one sum left: the plain butterfly's remaining levels
+    float u = v[0];
+#pragma unroll
+    for (int off = kOff; off > 0; off /= 2) u = __fadd_rn(u, __shfl_xor_sync(kFullMask, u, off));
+    return u;
+  } else {
+    scatter_level<K>(v, lane, kOff);
+    return scatter_from<K / 2, kOff / 2>(v, lane);
+  }
+}
+
+// The N lane chains v[i] (N a power of two, at most kWidth) each summed over the lanes of a
+// kWidth-lane group (16 or 32) in the order of warp_sum's levels from offset kWidth / 2 down to 1,
+// with N - 1 shuffles for the halving levels where N butterflies would take N · log2(kWidth):
+// every sum is formed from the same two values at every level, so its bits are warp_sum's. Returns
+// this lane's sum: chain (lane % kWidth) / (kWidth / N), which lanes differing only in the bits
+// below kWidth / N hold alike. v is overwritten.
+template <int kWidth, int N>
+__device__ __forceinline__ float scatter_sums(float (&v)[N], int lane) {
+  static_assert(kWidth == 16 || kWidth == 32, "a half-warp or a warp");
+  static_assert(N >= 1 && N <= kWidth && (N & (N - 1)) == 0, "a power of two, at most kWidth");
+  return scatter_from<N / 2, kWidth / 2>(v, lane);
+}
+
 // v + w[0]·a.x + ... + w[7]·b.w, one fused multiply-add at a time in this order: the order the
 // CPU emulation (gemv_order_ref.cc) reproduces, shared by the MXFP4 and BF16 kernels.
 __device__ __forceinline__ float fma8(const float (&w)[8], float4 a, float4 b, float v) {
