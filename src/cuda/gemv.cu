@@ -48,19 +48,30 @@ constexpr int bf16_smem_bytes() {
   return bf16_smem_bytes<N, U, S>() + (K ? S * W * kRowsPerWarp * 32 * U * 16 : 0);
 }
 
-// Each lane's partial sums reduced across the warp; lane 0 stores the rows and activations that
-// exist (y is [n, rows], activation-major).
+// Each lane's partial sums reduced across the warp in warp_sum's order, by a reduce-scatter
+// (scatter_sums) over the sums padded with zeros to a power of two; the lanes left holding a sum
+// of a row and activation that exist store it (y is [n, rows], activation-major).
 template <int N, int kRowsPerWarp>
 __device__ __forceinline__ void store_rows(const float (&acc)[kRowsPerWarp][N], int lane, int n,
                                            int rows, int row0, float* y) {
+  constexpr int kSums = kRowsPerWarp * N;
+  constexpr int kPadded = kSums <= 1    ? 1
+                          : kSums <= 2  ? 2
+                          : kSums <= 4  ? 4
+                          : kSums <= 8  ? 8
+                          : kSums <= 16 ? 16
+                                        : 32;
+  static_assert(kSums <= 32, "one sum a lane at most");
+  float v[kPadded];
 #pragma unroll
-  for (int r = 0; r < kRowsPerWarp; ++r) {
+  for (int k = 0; k < kSums; ++k) v[k] = acc[k / N][k % N];
 #pragma unroll
-    for (int i = 0; i < N; ++i) {
-      const float v = warp_sum(acc[r][i]);
-      if (lane == 0 && i < n && row0 + r < rows) y[static_cast<int64_t>(i) * rows + row0 + r] = v;
-    }
-  }
+  for (int k = kSums; k < kPadded; ++k) v[k] = 0.0f;
+  const float sum = scatter_sums<32>(v, lane);
+  constexpr int kLanesASum = 32 / kPadded;
+  const int k = lane / kLanesASum, r = k / N, i = k % N;
+  if (lane % kLanesASum == 0 && k < kSums && i < n && row0 + r < rows)
+    y[static_cast<int64_t>(i) * rows + row0 + r] = sum;
 }
 
 // One block's MXFP4 work: items (row block, chunk) for row blocks blockIdx.x, +gridDim.x, ...
