@@ -712,7 +712,7 @@ int per_sm_8() {
 // - 1 row: 1 row a warp with 4 chunks a lane per 1024-column tile (twice the blocks, twice the
 //   bytes a lane has in flight) where a row fills that tile: 1.24x on q_a's 1536x7168 and 1.09x
 //   on 3072x7168, equal on 7168x7168, but 0.71x on f_b's 128 columns, which keep 2 rows and 2
-//   chunks.
+//   chunks (matmul gives rows of up to 128 columns to the narrow kernel unless a shape is forced).
 // - 8 rows, a matrix so short that its 24-row blocks leave SMs idle (q_a's 1536 rows: 64
 //   blocks): 3 rows and 2 chunks in 4-warp blocks (3423: 12-row blocks, one for nearly every SM)
 //   where their fill beats 1.06 times the 24-row grid's: 1.24x on 1536x7168 on an H100 and 1.29x

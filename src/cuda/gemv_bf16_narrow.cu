@@ -1,4 +1,4 @@
-// The exact BF16 GEMV for rows of at most 128 columns at 2-8 activation rows. The tiled kernels
+// The exact BF16 GEMV for rows of at most 128 columns at 1-8 activation rows. The tiled kernels
 // (gemv.cu) give lane l a row's chunks l, l + 32, ... of 8 columns, so on such a row lanes 16-31
 // hold nothing and a 24- or 32-row block makes one pass: its loads, then its math, then its sums,
 // with nothing to overlap them (K3's f_b; figures in docs/PERFORMANCE.md). Here a warp takes two
@@ -32,7 +32,8 @@ constexpr int kMaxChunks = static_cast<int>(kBf16NarrowMaxCols / 8);
 // grid's worth further. A lane's sum for activation row i is the tiled kernels' lane-l chain: one
 // chunk's 8 fused multiply-adds from 0, or 0 where the row has no chunk l. Their butterfly
 // (warp_sum) adds lane l + 16's sum first, which on these rows is that 0, then lanes l ^ 8, ^ 4,
-// ^ 2, ^ 1, which stay inside the half-warp: so each half adds +0 and then runs those four steps.
+// ^ 2, ^ 1, which stay inside the half-warp: so each half adds +0 and then runs those four steps,
+// for N activation rows at once as a reduce-scatter (scatter_sums: the same additions).
 // The activations are staged in shared memory once a block (in registers they took 64 at 8 rows,
 // which held an SM to 16 warps; the grid is then too small to have a K3 f_b's loads in flight).
 template <int N>
@@ -68,15 +69,18 @@ __global__ void __launch_bounds__(kThreads)
     float wv[8];
     bf16x8_to_f32(w, wv);
     const int row = 2 * p + half;
+    float v[N];
 #pragma unroll
     for (int i = 0; i < N; ++i) {
       const float4* xc = xs + (i * kMaxChunks + chunk) * (kChunkStride / 4);
-      float v = has_chunk ? fma8(wv, xc[0], xc[1], 0.0f) : 0.0f;
-      v = __fadd_rn(v, 0.0f);  // warp_sum's first step: lane l + 16 of the tiled kernel's row
-#pragma unroll
-      for (int off = 8; off > 0; off /= 2) v = __fadd_rn(v, __shfl_xor_sync(kFullMask, v, off));
-      if (chunk == 0 && i < n && row < rows) y[static_cast<int64_t>(i) * rows + row] = v;
+      v[i] = has_chunk ? fma8(wv, xc[0], xc[1], 0.0f) : 0.0f;
+      v[i] = __fadd_rn(v[i], 0.0f);  // warp_sum's first step: lane l + 16 of the tiled kernel's row
     }
+    // The four steps left, within the half-warp, by reduce-scatter: chunk c holds activation
+    // row c / (16 / N)'s sum.
+    const float sum = scatter_sums<16>(v, lane);
+    const int i = chunk / (16 / N);
+    if (chunk % (16 / N) == 0 && i < n && row < rows) y[static_cast<int64_t>(i) * rows + row] = sum;
     w = next;
   }
 }
@@ -95,8 +99,10 @@ void launch(const DeviceBf16& w, const float* x, int n, float* y, cudaStream_t s
 }  // namespace
 
 bool bf16_narrow(const DeviceBf16& w, const float* x, int n, float* y, cudaStream_t stream) {
-  if (w.cols > kBf16NarrowMaxCols || w.cols % 8 != 0 || n < 2 || n > 8) return false;
-  if (n == 2)
+  if (w.cols > kBf16NarrowMaxCols || w.cols % 8 != 0 || n < 1 || n > 8) return false;
+  if (n == 1)
+    launch<1>(w, x, n, y, stream);
+  else if (n == 2)
     launch<2>(w, x, n, y, stream);
   else if (n <= 4)
     launch<4>(w, x, n, y, stream);

@@ -565,7 +565,7 @@ int main() {
   test_bf16(rng, 45, 1000, 16);
   test_bf16(rng, 257, 7168, 19);
   test_bf16(rng, 7168, 256, 8);  // 448 blocks at n = 8: one lane chunk a tile on a 132-SM GPU
-  // Rows of at most 128 columns (the narrow kernel at n = 2..8): K3's f_b width with an odd row
+  // Rows of at most 128 columns (the narrow kernel at n = 1..8): K3's f_b width with an odd row
   // count and more pairs than a grid holds, a part-filled half-warp, one chunk.
   test_bf16(rng, 9001, 128, 16);
   test_bf16(rng, 77, 40, 9);
