@@ -639,7 +639,8 @@ struct Bf16Compiled<4> {
 };
 template <>
 struct Bf16Compiled<8> {
-  using Codes = std::integer_sequence<int, 14813, 4823, 4813, 4420, 14814, 3823, 3423>;
+  using Codes = std::integer_sequence<int, 14813, 4823, 4813, 4420, 14814, 3823, 3423, 13423, 13424,
+                                      13823, 13824>;
 };
 template <>
 struct Bf16Compiled<16> {
@@ -714,10 +715,10 @@ int per_sm_8() {
 //   on 3072x7168, equal on 7168x7168, but 0.71x on f_b's 128 columns, which keep 2 rows and 2
 //   chunks (matmul gives rows of up to 128 columns to the narrow kernel unless a shape is forced).
 // - 8 rows, a matrix so short that its 24-row blocks leave SMs idle (q_a's 1536 rows: 64
-//   blocks): 3 rows and 2 chunks in 4-warp blocks (3423: 12-row blocks, one for nearly every SM)
-//   where their fill beats 1.06 times the 24-row grid's: 1.24x on 1536x7168 on an H100 and 1.29x
-//   on an H200. Where the 24-row grid fills the SMs the 4-warp block loses (0.85-0.98x on 3072
-//   rows, 0.60-0.87x on 7168), so it goes no further.
+//   blocks): 3 rows and 2 chunks in 4-warp blocks (12-row blocks, one for nearly every SM) where
+//   their fill beats 1.06 times the 24-row grid's, with the weight tiles in the ring (13423: two
+//   tiles of loads in flight where the registers held one). Where the 24-row grid fills the SMs
+//   the 4-warp block loses, so it goes no further.
 // - 8 rows otherwise: 8 warps with a 3-tile ring, of three kinds: 4 rows a warp and 1 chunk a
 //   lane per tile with the weight tiles in the ring too (14813: 122 registers, 2 blocks an SM), 4
 //   rows and 2 chunks with the weights in registers (4823: 156, 1 block), and 3 rows and 2 chunks
@@ -728,7 +729,10 @@ int per_sm_8() {
 //   1.09x the 2-chunk shape on both. Else 2 chunks where the 32-row grid is no larger than the
 //   SMs (its 2 chunks keep more bytes in flight a warp: 1.10x the 1-chunk shape on 3072 rows) or
 //   its fill beats 1.06 times the 1-chunk shape's, else 1 chunk (1 is faster a block). That
-//   picks the fastest of these on all six K3 shapes (H100, 2026-12-06).
+//   picks the fastest of these on all six K3 shapes (H100, 2026-12-06). Where the 3-row grid is
+//   one block an SM or less (3072 rows), its weight tiles go in a 4-tile ring (13824: 196 KB, so
+//   1 block an SM, which is all such a grid uses, with three tiles of loads in flight); with more
+//   blocks the 2 blocks an SM of 3823 win.
 // - 8 rows on a card past kFastDramGbpsPerSm (an H200): 3 rows by the same test against the
 //   4-tile ring (3072, 6144 and 12288 rows: 1.13x, 1.27x and 1.01x the ring or 2-chunk shape
 //   there, 0.69, 0.79 and 0.77 of the read); else the 4-tile ring (115 KB, still 2 blocks an
@@ -748,7 +752,7 @@ detail::Bf16Shape bf16_choose(int64_t rows, int64_t cols, int count) {
     return detail::bf16_pick_8(
         rows, count,
         {device_sms(), device_dram_gbps_per_sm() > kFastDramGbpsPerSm, per_sm_8<14813>(),
-         per_sm_8<14814>(), per_sm_8<4823>(), per_sm_8<3823>(), per_sm_8<3423>()});
+         per_sm_8<14814>(), per_sm_8<4823>(), per_sm_8<3823>(), per_sm_8<13423>()});
   }
   return first_shape(typename Bf16Compiled<N>::Codes{});
 }
@@ -762,14 +766,15 @@ Bf16Shape bf16_pick_8(int64_t rows, int count, const Bf16Occupancy8& occ) {
                 Bf16Variant<8, 4823>::R * Bf16Variant<8, 4823>::W == 32);
   const int64_t b32 = int64_t{Bf16Variant<8, 4823>::blocks(rows)} * count;
   const int64_t b24 = int64_t{Bf16Variant<8, 3823>::blocks(rows)} * count;
-  const int64_t b12 = int64_t{Bf16Variant<8, 3423>::blocks(rows)} * count;
+  const int64_t b12 = int64_t{Bf16Variant<8, 13423>::blocks(rows)} * count;
   // The card's ring shape (1 chunk, weight tiles in the ring): 4 tiles past the threshold.
   const double ring = active_fill(b32, occ.fast ? occ.ring4 : occ.ring3, occ.sms);
   const double two = active_fill(b32, occ.two_chunks, occ.sms);
   const double three = active_fill(b24, occ.three_rows, occ.sms);
   if (b24 < occ.sms && active_fill(b12, occ.twelve_rows, occ.sms) > 1.06 * three)
-    return shape_of<3423>();
-  if (three >= two && three > 1.06 * ring) return shape_of<3823>();
+    return shape_of<13423>();
+  if (three >= two && three > 1.06 * ring)
+    return b24 <= occ.sms ? shape_of<13824>() : shape_of<3823>();
   if (occ.fast) return b32 < occ.sms ? shape_of<4823>() : shape_of<14814>();
   if (b32 <= occ.sms) return shape_of<4823>();
   return two > 1.06 * ring ? shape_of<4823>() : shape_of<14813>();

@@ -29,7 +29,7 @@ std::string bf16_shape_name(const Bf16Shape& shape);
 
 // What gemv.cu's choice at 8 activation rows weighs: the device's SMs, whether its DRAM feeds an
 // SM past gemv::kFastDramGbpsPerSm (an H200), and how many blocks of each candidate an SM holds:
-// 4/8/1/3+w, 4/8/1/4+w, 4/8/2/3, 3/8/2/3 and 3/4/2/3.
+// 4/8/1/3+w, 4/8/1/4+w, 4/8/2/3, 3/8/2/3 and 3/4/2/3+w.
 struct Bf16Occupancy8 {
   int sms = 0;
   bool fast = false;
