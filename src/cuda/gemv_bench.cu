@@ -6,7 +6,8 @@
 // DELTAFIN_BENCH_ONLY=mxfp4,mxwide,grouped,groupscale,mxpairs,bf16,bfshapes,bfsmall,spine,lmhead,logits,other
 // (any of them) runs only those entries; `spine` is K3's other BF16 shapes, whose short and long
 // rows decode reads most. DELTAFIN_BENCH_GRAPH=1 times the GEMV entries and their reads as CUDA
-// graphs (time_launches).
+// graphs (time_launches). DELTAFIN_BENCH_BF_N=8 (a comma list of 4, 8, 16) keeps `bfshapes` to
+// those activation row counts.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -121,6 +122,14 @@ std::vector<double> time_launches(int reps, int launches, double bytes_per_launc
 bool wanted(const char* key) {
   const char* only = std::getenv("DELTAFIN_BENCH_ONLY");
   return only == nullptr || std::string(only).find(key) != std::string::npos;
+}
+
+// Whether `bfshapes` runs n activation rows: the DELTAFIN_BENCH_BF_N list (unset: all).
+bool bf_rows_wanted(int n) {
+  const char* list = std::getenv("DELTAFIN_BENCH_BF_N");
+  if (list == nullptr) return true;
+  const std::string s = "," + std::string(list) + ",";
+  return s.find("," + std::to_string(n) + ",") != std::string::npos;
 }
 
 int g_sms = 0;
@@ -668,16 +677,17 @@ int main(int argc, char** argv) {
   if (wanted("bfshapes")) {
     // K3's BF16 spine shapes at a speculative pass's row counts.
     for (int n : {8, 4, 16})
-      for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{7168, 7168},
-                                                                               {12288, 7168},
-                                                                               {7168, 12288},
-                                                                               {3072, 7168},
-                                                                               {33792, 7168},
-                                                                               {7168, 33792},
-                                                                               {6144, 7168},
-                                                                               {1536, 7168},
-                                                                               {12288, 128}})
-        bench_bf16_shapes(reps, n, rows, cols);
+      if (bf_rows_wanted(n))
+        for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{7168, 7168},
+                                                                                 {12288, 7168},
+                                                                                 {7168, 12288},
+                                                                                 {3072, 7168},
+                                                                                 {33792, 7168},
+                                                                                 {7168, 33792},
+                                                                                 {6144, 7168},
+                                                                                 {1536, 7168},
+                                                                                 {12288, 128}})
+          bench_bf16_shapes(reps, n, rows, cols);
   }
   if (wanted("bfsmall")) {
     // K3's short BF16 matrices at one and two rows: MLA's q_a, f_b, a 3072-row one, and a control.
