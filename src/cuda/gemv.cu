@@ -737,7 +737,9 @@ int per_sm_8() {
 //   4-tile ring (3072, 6144 and 12288 rows: 1.13x, 1.27x and 1.01x the ring or 2-chunk shape
 //   there, 0.69, 0.79 and 0.77 of the read); else the 4-tile ring (115 KB, still 2 blocks an
 //   SM) once the matrix gives every SM a block, 1.01-1.04x the 3-tile ring and 1.05-1.12x the
-//   2-chunk shape on 7168-33792 rows; below that the 2-chunk shape (H200, 2026-12-06).
+//   2-chunk shape on 7168-33792 rows; below that the 2-chunk shape (H200, 2026-12-06). The
+//   ring shapes of the rules above (13423 for q_a, 13824 for 3072 rows) apply there too; they
+//   are not yet timed on an H200.
 // - Otherwise the first compiled shape.
 // Measured on an H100 (docs/PERFORMANCE.md, 2026-12-05). Every shape gives the same bits (a
 // lane's chunks are taken in the same order, and a row's sums do not depend on its neighbours).
@@ -773,8 +775,10 @@ Bf16Shape bf16_pick_8(int64_t rows, int count, const Bf16Occupancy8& occ) {
   const double three = active_fill(b24, occ.three_rows, occ.sms);
   if (b24 < occ.sms && active_fill(b12, occ.twelve_rows, occ.sms) > 1.06 * three)
     return shape_of<13423>();
-  if (three >= two && three > 1.06 * ring)
-    return b24 <= occ.sms ? shape_of<13824>() : shape_of<3823>();
+  if (three >= two && three > 1.06 * ring) {
+    const int64_t ring_grid = int64_t{Bf16Variant<8, 13824>::blocks(rows)} * count;
+    return ring_grid <= occ.sms ? shape_of<13824>() : shape_of<3823>();
+  }
   if (occ.fast) return b32 < occ.sms ? shape_of<4823>() : shape_of<14814>();
   if (b32 <= occ.sms) return shape_of<4823>();
   return two > 1.06 * ring ? shape_of<4823>() : shape_of<14813>();

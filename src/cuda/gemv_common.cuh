@@ -1,7 +1,7 @@
 // What the exact GEMV kernels share (gemv.cu's MXFP4 and BF16 ones, gemv_mxfp4_pairs.cu's for
 // fixed row widths, gemv_bf16_narrow.cu's for short rows): the E2M1 and BF16 decodes, the
-// activations' scaling, the fused multiply-add order of eight values, the warp's butterfly sum, the
-// streaming weight load and the cp.async copies.
+// activations' scaling, the fused multiply-add order of eight values, the warp's butterfly sum and
+// its reduce-scatter for several sums, the streaming weight load and the cp.async copies.
 #pragma once
 
 #include <cuda_runtime.h>
