@@ -454,29 +454,6 @@ __global__ void __launch_bounds__(32 * W)
   bf16_body<N, kRowsPerWarp, W, U, S, K>(s.w[t], s.rows[t], cols, x, n, s.y[t], blockIdx.x);
 }
 
-void check_launch(const char* what) {
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess)
-    throw std::runtime_error(std::string(what) +
-                             ": CUDA launch failed: " + cudaGetErrorString(err));
-}
-
-void check_shape(const char* what, int64_t rows, int64_t cols, int64_t n, int64_t col_multiple,
-                 const void* weights, const float* x, const float* y) {
-  const std::string w(what);
-  if (rows <= 0 || rows > INT32_MAX)
-    throw std::invalid_argument(w + ": rows is " + std::to_string(rows) + ", expected 1..2^31-1");
-  if (cols <= 0 || cols > INT32_MAX || cols % col_multiple != 0)
-    throw std::invalid_argument(w + ": cols is " + std::to_string(cols) +
-                                ", expected a positive multiple of " +
-                                std::to_string(col_multiple));
-  if (n < 0) throw std::invalid_argument(w + ": n is " + std::to_string(n) + ", expected >= 0");
-  if (reinterpret_cast<uintptr_t>(weights) % 16 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0)
-    throw std::invalid_argument(w + ": weights and x must be 16-byte aligned device pointers");
-  if (weights == nullptr || x == nullptr || y == nullptr)
-    throw std::invalid_argument(w + ": null device pointer");
-}
-
 template <auto kKernel, typename... Args>
 void launch_threads(int threads, int smem, dim3 blocks, cudaStream_t stream, Args... args) {
   opt_in<kKernel>(smem);
@@ -590,17 +567,7 @@ void matmul(const DeviceMxfp4& w, const float* x, int64_t n, float* y, cudaStrea
 void matmul_grouped(const DeviceMxfp4Task* tasks, int64_t count, int64_t rows, int64_t cols,
                     int64_t max_n, cudaStream_t stream) {
   const char* what = "cuda::matmul_grouped(MXFP4)";
-  if (rows <= 0 || rows > INT32_MAX || cols <= 0 || cols > INT32_MAX || cols % 32 != 0)
-    throw std::invalid_argument(std::string(what) + ": rows x cols is " + std::to_string(rows) +
-                                "x" + std::to_string(cols) +
-                                ", expected rows 1..2^31-1 and cols a positive multiple of 32");
-  if (tasks == nullptr) throw std::invalid_argument(std::string(what) + ": tasks is null");
-  if (count < 0 || count > 65535)
-    throw std::invalid_argument(std::string(what) + ": count is " + std::to_string(count) +
-                                ", expected 0..65535");
-  if (max_n < 0 || max_n > kGpuMaxBatch)
-    throw std::invalid_argument(std::string(what) + ": max_n is " + std::to_string(max_n) +
-                                ", expected 0..16");
+  check_grouped(what, tasks, count, rows, cols, max_n);
   if (count == 0 || max_n == 0) return;
   if (max_n == 1 &&
       detail::mxfp4_pairs_grouped(tasks, static_cast<int>(count), static_cast<int>(rows),

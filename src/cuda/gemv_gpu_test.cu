@@ -33,30 +33,10 @@ using testing::DeviceBuffer;
 
 using testing::expect;
 using testing::invalid_argument_message;
+using testing::Mxfp4Host;
+using testing::random_mxfp4;
+using testing::random_x;
 using testing::same_bits;
-
-// Activations with a spread of magnitudes and signs, so sums cancel and order matters.
-std::vector<float> random_x(std::mt19937& rng, int64_t count) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_int_distribution<int> exp(-6, 6);
-  std::vector<float> x(count);
-  for (auto& v : x) v = std::ldexp(normal(rng), exp(rng));
-  return x;
-}
-
-struct Mxfp4Host {
-  int64_t rows, cols;
-  std::vector<uint8_t> packed, scales;
-};
-
-Mxfp4Host random_mxfp4(std::mt19937& rng, int64_t rows, int64_t cols) {
-  Mxfp4Host w{rows, cols, std::vector<uint8_t>(rows * cols / 2),
-              std::vector<uint8_t>(rows * cols / 32)};
-  std::uniform_int_distribution<int> byte(0, 255), scale(112, 132);
-  for (auto& b : w.packed) b = static_cast<uint8_t>(byte(rng));
-  for (auto& s : w.scales) s = static_cast<uint8_t>(scale(rng));
-  return w;
-}
 
 // |gpu - exact| <= (terms + 2) * 2^-24 * sum |w x|: the classic bound for a chain of fp32
 // roundings, with terms = the longest chain (per-lane FMAs plus the 5 butterfly adds).

@@ -1,12 +1,15 @@
-// Host helpers the GEMV launchers share (gemv.cu, gemv_mxfp4_pairs.cu): a kernel's opt-in to more
-// than 48 KB of shared memory, the device's SM count and DRAM rate per SM, and how many blocks of a
-// kernel an SM holds.
+// Host helpers the GEMV launchers share (gemv.cu, gemv_mxfp4_pairs.cu, gemv_mxfp4_tc.cu): a
+// kernel's opt-in to more than 48 KB of shared memory, the device's SM count and DRAM rate per SM,
+// how many blocks of a kernel an SM holds, and the checks of a launch's arguments and result.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
+
+#include "cuda/gemv.h"
 
 namespace deltafin::cuda::gemv {
 
@@ -65,6 +68,47 @@ int blocks_per_sm(int threads, int smem) {
     return n > 0 ? n : 1;
   }();
   return per_sm;
+}
+
+// A launch error of the last kernel as std::runtime_error naming `what`; shape and pointer
+// checks of the single products as std::invalid_argument naming the field.
+inline void check_launch(const char* what) {
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess)
+    throw std::runtime_error(std::string(what) +
+                             ": CUDA launch failed: " + cudaGetErrorString(err));
+}
+
+inline void check_shape(const char* what, int64_t rows, int64_t cols, int64_t n,
+                        int64_t col_multiple, const void* weights, const float* x, const float* y) {
+  const std::string w(what);
+  if (rows <= 0 || rows > INT32_MAX)
+    throw std::invalid_argument(w + ": rows is " + std::to_string(rows) + ", expected 1..2^31-1");
+  if (cols <= 0 || cols > INT32_MAX || cols % col_multiple != 0)
+    throw std::invalid_argument(w + ": cols is " + std::to_string(cols) +
+                                ", expected a positive multiple of " +
+                                std::to_string(col_multiple));
+  if (n < 0) throw std::invalid_argument(w + ": n is " + std::to_string(n) + ", expected >= 0");
+  if (reinterpret_cast<uintptr_t>(weights) % 16 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0)
+    throw std::invalid_argument(w + ": weights and x must be 16-byte aligned device pointers");
+  if (weights == nullptr || x == nullptr || y == nullptr)
+    throw std::invalid_argument(w + ": null device pointer");
+}
+
+// The arguments of a grouped MXFP4 launch (matmul_grouped, matmul_grouped_tc).
+inline void check_grouped(const char* what, const void* tasks, int64_t count, int64_t rows,
+                          int64_t cols, int64_t max_n) {
+  if (rows <= 0 || rows > INT32_MAX || cols <= 0 || cols > INT32_MAX || cols % 32 != 0)
+    throw std::invalid_argument(std::string(what) + ": rows x cols is " + std::to_string(rows) +
+                                "x" + std::to_string(cols) +
+                                ", expected rows 1..2^31-1 and cols a positive multiple of 32");
+  if (tasks == nullptr) throw std::invalid_argument(std::string(what) + ": tasks is null");
+  if (count < 0 || count > 65535)
+    throw std::invalid_argument(std::string(what) + ": count is " + std::to_string(count) +
+                                ", expected 0..65535");
+  if (max_n < 0 || max_n > kGpuMaxBatch)
+    throw std::invalid_argument(std::string(what) + ": max_n is " + std::to_string(max_n) +
+                                ", expected 0..16");
 }
 
 }  // namespace deltafin::cuda::gemv

@@ -1,5 +1,6 @@
 // Small helpers shared by the GPU test and benchmark programs, which must build on the device
-// host with nothing but the CUDA toolkit (no gtest): CUDA error checks and device buffers.
+// host with nothing but the CUDA toolkit (no gtest): CUDA error checks, device buffers and random
+// test data.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -101,6 +103,29 @@ std::string invalid_argument_message(Call&& call) {
     return e.what();
   }
   return "";
+}
+
+// Activations with a spread of magnitudes and signs, so sums cancel and order matters.
+inline std::vector<float> random_x(std::mt19937& rng, int64_t count) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> exp(-6, 6);
+  std::vector<float> x(count);
+  for (auto& v : x) v = std::ldexp(normal(rng), exp(rng));
+  return x;
+}
+
+struct Mxfp4Host {
+  int64_t rows, cols;
+  std::vector<uint8_t> packed, scales;
+};
+
+inline Mxfp4Host random_mxfp4(std::mt19937& rng, int64_t rows, int64_t cols) {
+  Mxfp4Host w{rows, cols, std::vector<uint8_t>(rows * cols / 2),
+              std::vector<uint8_t>(rows * cols / 32)};
+  std::uniform_int_distribution<int> byte(0, 255), scale(112, 132);
+  for (auto& b : w.packed) b = static_cast<uint8_t>(byte(rng));
+  for (auto& s : w.scales) s = static_cast<uint8_t>(scale(rng));
+  return w;
 }
 
 }  // namespace deltafin::cuda::testing
