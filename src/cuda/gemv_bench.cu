@@ -3,7 +3,7 @@
 // the same bytes with the same launch pattern, and cudaMemcpy device-to-device (read rate).
 // Weights rotate over copies totalling >= 1 GiB so every launch reads from HBM, not the L2.
 //   deltafin_cuda_bench [repetitions]
-// DELTAFIN_BENCH_ONLY=mxfp4,mxwide,grouped,groupscale,mxpairs,bf16,bfshapes,bfsmall,spine,lmhead,logits,other
+// DELTAFIN_BENCH_ONLY=mxfp4,mxwide,grouped,mxtc,groupscale,mxpairs,bf16,bfshapes,bfsmall,spine,lmhead,logits,other
 // (any of them) runs only those entries; `spine` is K3's other BF16 shapes, whose short and long
 // rows decode reads most. DELTAFIN_BENCH_GRAPH=1 times the GEMV entries and their reads as CUDA
 // graphs (time_launches). DELTAFIN_BENCH_BF_N=8 (a comma list of 4, 8, 16) keeps `bfshapes` to
@@ -23,6 +23,7 @@
 #include "cuda/gemv_knobs.h"
 #include "cuda/gemv_launch.cuh"
 #include "cuda/gemv_mxfp4_pairs.h"
+#include "cuda/gemv_mxfp4_tc.h"
 #include "cuda/gpu_test_util.h"
 
 namespace deltafin::cuda {
@@ -154,7 +155,8 @@ void print_row(const std::string& name, const Stats& s, const Stats& read) {
               s.median, s.max, read.median, s.median / read.median, s.median / g_copy_read_gbs);
 }
 
-void bench_mxfp4(int reps, int64_t rows, int64_t cols) {
+// tc: the tensor-core mode (gemv_mxfp4_tc.h) instead of the exact kernels.
+void bench_mxfp4(int reps, int64_t rows, int64_t cols, bool tc = false) {
   const size_t packed = rows * cols / 2, scales = rows * cols / 32;
   const size_t stride = (packed + scales + 255) / 256 * 256;
   const int copies = static_cast<int>(std::max<size_t>(8, kRotationBytes / stride));
@@ -175,12 +177,15 @@ void bench_mxfp4(int reps, int64_t rows, int64_t cols) {
         reps, copies, static_cast<double>(packed + scales),
         [&](int k) {
           const DeviceMxfp4 m{w + k * stride, w + k * stride + packed, rows, cols};
-          matmul(m, x, n, y, g_stream);
+          if (tc)
+            matmul_tc(m, x, n, y, g_stream);
+          else
+            matmul(m, x, n, y, g_stream);
         },
         true);
-    print_row(
-        "mxfp4 " + std::to_string(rows) + "x" + std::to_string(cols) + " n=" + std::to_string(n),
-        stats(v), read);
+    print_row(std::string(tc ? "tc " : "") + "mxfp4 " + std::to_string(rows) + "x" +
+                  std::to_string(cols) + " n=" + std::to_string(n),
+              stats(v), read);
   }
   check(cudaDeviceSynchronize(), "sync");
   cudaFree(w);
@@ -222,7 +227,7 @@ struct GroupedLaunch {
   double kernel_us = 0, read_us = 0;  // the medians of the first n's launch and of the read
 };
 GroupedLaunch bench_mxfp4_grouped(int reps, int experts, int per_expert, int64_t rows, int64_t cols,
-                                  const std::vector<int>& ns = {1, 2, 4, 8, 16}) {
+                                  const std::vector<int>& ns = {1, 2, 4, 8, 16}, bool tc = false) {
   const int count = experts * per_expert;
   const Mxfp4Sets sets(count, rows, cols);
   const size_t packed = sets.packed, scales = sets.scales;
@@ -253,11 +258,15 @@ GroupedLaunch bench_mxfp4_grouped(int reps, int experts, int per_expert, int64_t
     const Stats rate = stats(time_launches(
         reps, copies, bytes,
         [&](int c) {
-          matmul_grouped(tasks + (v * copies + c) * count, count, rows, cols, n, g_stream);
+          const DeviceMxfp4Task* t = tasks + (v * copies + c) * count;
+          if (tc)
+            matmul_grouped_tc(t, count, rows, cols, n, g_stream);
+          else
+            matmul_grouped(t, count, rows, cols, n, g_stream);
         },
         true));
-    print_row("grouped " + std::to_string(count) + "x" + std::to_string(rows) + "x" +
-                  std::to_string(cols) + " n=" + std::to_string(n),
+    print_row(std::string(tc ? "tc " : "") + "grouped " + std::to_string(count) + "x" +
+                  std::to_string(rows) + "x" + std::to_string(cols) + " n=" + std::to_string(n),
               rate, read);
     if (v == 0) first.kernel_us = bytes / rate.median * 1e-3;
   }
@@ -665,6 +674,19 @@ int main(int argc, char** argv) {
   if (wanted("grouped")) {
     bench_mxfp4_grouped(reps, 16, 2, 3072, 3584);  // a K3 layer's 16 gates and ups
     bench_mxfp4_grouped(reps, 16, 1, 3584, 3072);  // and its 16 downs
+  }
+  if (wanted("mxtc")) {  // the tensor-core mode on the same matrices, each block shape
+    for (const detail::Mxfp4TcShape& shape : detail::mxfp4_tc_shapes()) {
+      std::printf("tensor-core MXFP4, shape %s:\n", detail::mxfp4_tc_shape_name(shape).c_str());
+      detail::set_mxfp4_tc_shape(shape);
+      if (shape.warps == 4 && shape.stages == 0) {  // single matrices: the default shape only
+        bench_mxfp4(reps, 3072, 3584, true);
+        bench_mxfp4(reps, 3584, 3072, true);
+      }
+      bench_mxfp4_grouped(reps, 16, 2, 3072, 3584, {1, 2, 4, 8, 16}, true);
+      bench_mxfp4_grouped(reps, 16, 1, 3584, 3072, {1, 2, 4, 8, 16}, true);
+    }
+    detail::set_mxfp4_tc_shape({});
   }
   if (wanted("groupscale")) {
     bench_grouped_scaling(reps, 1, 3584, 3072, {4, 8, 16, 32, 64});  // downs

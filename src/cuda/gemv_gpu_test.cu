@@ -18,6 +18,7 @@
 #include "cuda/gemv.h"
 #include "cuda/gemv_knobs.h"
 #include "cuda/gemv_mxfp4_pairs.h"
+#include "cuda/gemv_mxfp4_tc.h"
 #include "cuda/gemv_order_ref.h"
 #include "cuda/gpu_test_util.h"
 #include "cuda/norm.h"
@@ -102,12 +103,17 @@ void test_mxfp4(std::mt19937& rng, int64_t rows, int64_t cols, int64_t max_n, bo
       name.c_str(), static_cast<long long>(max_n), worst);
 }
 
+}  // namespace
+
 // matmul_grouped: tasks of different n (0..max_n) and activations in one launch; each task's
 // output must be bit-identical to matmul() of that task alone (itself checked against the
-// emulation above), and nothing past a task's n rows may be written.
-void test_mxfp4_grouped(std::mt19937& rng, int64_t rows, int64_t cols, int count, int64_t max_n) {
-  const std::string name = "mxfp4 grouped " + std::to_string(count) + "x" + std::to_string(rows) +
-                           "x" + std::to_string(cols) + " max_n=" + std::to_string(max_n);
+// emulation above), and nothing past a task's n rows may be written. tensor_cores: the same for
+// matmul_grouped_tc against matmul_tc (gemv_mxfp4_tc_test.cu).
+void test_mxfp4_grouped(std::mt19937& rng, int64_t rows, int64_t cols, int count, int64_t max_n,
+                        bool tensor_cores) {
+  const std::string name = std::string(tensor_cores ? "mxfp4 tc grouped " : "mxfp4 grouped ") +
+                           std::to_string(count) + "x" + std::to_string(rows) + "x" +
+                           std::to_string(cols) + " max_n=" + std::to_string(max_n);
   std::vector<Mxfp4Host> ws;
   std::deque<DeviceBuffer<uint8_t>> packed, scales;  // deque: the buffers cannot move
   for (int t = 0; t < count; ++t) {
@@ -126,13 +132,17 @@ void test_mxfp4_grouped(std::mt19937& rng, int64_t rows, int64_t cols, int count
                      d_y.ptr + t * max_n * rows, t == count - 1 ? static_cast<int>(max_n) : n});
   }
   DeviceBuffer<DeviceMxfp4Task> d_tasks(tasks);
-  matmul_grouped(d_tasks.ptr, count, rows, cols, max_n);
+  if (tensor_cores)
+    matmul_grouped_tc(d_tasks.ptr, count, rows, cols, max_n);
+  else
+    matmul_grouped(d_tasks.ptr, count, rows, cols, max_n);
   const auto y = d_y.download(count * max_n * rows);
   bool same = true, untouched = true;
   for (int t = 0; t < count; ++t) {
     const int n = tasks[t].n;
     const DeviceMxfp4 dw{packed[t].ptr, scales[t].ptr, rows, cols};
-    if (n > 0) matmul(dw, tasks[t].x, n, d_single.ptr);
+    if (n > 0 && tensor_cores) matmul_tc(dw, tasks[t].x, n, d_single.ptr);
+    if (n > 0 && !tensor_cores) matmul(dw, tasks[t].x, n, d_single.ptr);
     const auto single = d_single.download(n * rows);
     same = same && same_bits(y.data() + t * max_n * rows, single.data(), n * rows);
     for (int64_t k = n * rows; k < max_n * rows; ++k)
@@ -142,6 +152,8 @@ void test_mxfp4_grouped(std::mt19937& rng, int64_t rows, int64_t cols, int count
   expect(untouched, name + ": rows past a task's n are not written");
   std::printf("ok   %s: tasks bit-identical to single launches\n", name.c_str());
 }
+
+namespace {
 
 // The fixed-width kernel's own paths (gemv_mxfp4_pairs.cu, K3's 3072 and 3584 columns at n = 1),
 // in every compiled shape: a row count that leaves the last warp step's rows absent but one,
@@ -508,6 +520,7 @@ void test_bad_shapes() {
 
 // decode_gpu_test.cu: the decode layer's kernels; their host-side checks run without a GPU too.
 void run_decode_tests(bool gpu);
+void run_tc_tests();
 
 }  // namespace deltafin::cuda
 
@@ -537,11 +550,12 @@ int main() {
   test_mxfp4(rng, 20, 512, 4, false);   // one tile, fewer groups than lanes
   test_mxfp4(rng, 64, 9216, 2, false);  // more than one tile at n = 1
   test_mxfp4_scaled_range(rng);
-  test_mxfp4_grouped(rng, 37, 1056, 5, 4);
-  test_mxfp4_grouped(rng, 300, 3584, 18, 16);
-  test_mxfp4_grouped(rng, 100, 3072, 3, 1);
+  test_mxfp4_grouped(rng, 37, 1056, 5, 4, false);
+  test_mxfp4_grouped(rng, 300, 3584, 18, 16, false);
+  test_mxfp4_grouped(rng, 100, 3072, 3, 1, false);
   for (const detail::Mxfp4PairsShape& shape : detail::mxfp4_pairs_shapes())
     for (const int64_t cols : {3584, 3072}) test_mxfp4_pairs_edges(rng, cols, shape);
+  run_tc_tests();
   test_bf16(rng, 45, 1000, 16);
   test_bf16(rng, 257, 7168, 19);
   test_bf16(rng, 7168, 256, 8);  // 448 blocks at n = 8: one lane chunk a tile on a 132-SM GPU

@@ -1,0 +1,46 @@
+// The MXFP4 products on the tensor cores (gemv_mxfp4_tc.cu): an opt-in mode beside the exact
+// kernels of gemv.h, for the GPU model's experts under --gpu-expert-math tensor. Host-callable;
+// every pointer is a device pointer.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cuda/gemv.h"
+
+namespace deltafin::cuda {
+
+// y[n, rows] = x[n, cols] · Wᵀ as matmul() / matmul_grouped() take it (same layouts, limits and
+// errors), with the products formed on the tensor cores (docs/CUDA.md "Tensor-core experts"):
+// - each fp32 activation, times 2^32, is split exactly into three BF16 pieces (8 + 8 + 8
+//   significant bits) and each weight is decoded exactly to BF16 times 2^-32, so every product
+//   of a weight and a piece is exact;
+// - the tensor cores sum them in fp32 in their own order and rounding (truncation within each
+//   16-term step), not the FMA chain of gemv.h: results differ from matmul()'s in the last bits.
+// What stays: a row's bits depend only on its activations and the weights, never on n or on the
+// row's position in the batch (every row runs the same steps), so speculation stays lossless,
+// and a grouped task's bits equal its single launch's. Exact splitting needs normal activations
+// below 2^96 and scales 2^-100..2^127 (E8M0 27..254); outside them pieces or weights round.
+// Requires sm_80 or newer.
+void matmul_tc(const DeviceMxfp4& w, const float* x, int64_t n, float* y, cudaStream_t stream = 0);
+void matmul_grouped_tc(const DeviceMxfp4Task* tasks, int64_t count, int64_t rows, int64_t cols,
+                       int64_t max_n, cudaStream_t stream = 0);
+
+namespace detail {
+// A block shape of the kernels: warps a block (4 or 8; 32 weight rows each) and cp.async stages
+// of each warp's weight ring (0: the next chunk's weights in registers instead). Every shape
+// gives every output the same bits.
+struct Mxfp4TcShape {
+  int warps = 0, stages = 0;
+};
+// The bench's and the GPU test's switch: every launch runs `shape` (warps 0: the default again).
+// Throws std::invalid_argument for a shape not compiled. Not thread-safe; the model never calls it.
+void set_mxfp4_tc_shape(Mxfp4TcShape shape);
+std::vector<Mxfp4TcShape> mxfp4_tc_shapes();          // the compiled ones, the default first
+std::string mxfp4_tc_shape_name(Mxfp4TcShape shape);  // "4w regs", "4w ring 3"
+}  // namespace detail
+
+}  // namespace deltafin::cuda
