@@ -19,6 +19,14 @@ void read_stream_flags(Args& args, EngineOptions* options) {
   options->device = args.get("device", options->device);
   options->vram_budget = args.get("vram-budget", options->vram_budget);
   if (!options->vram_budget.empty()) base::parse_byte_size(options->vram_budget);
+  const std::string expert_math = args.get("gpu-expert-math", "exact");
+  if (expert_math == "exact") {
+    options->gpu_expert_math = GpuExpertMath::kExact;
+  } else if (expert_math == "tensor") {
+    options->gpu_expert_math = GpuExpertMath::kTensorCores;  // an opt-in (docs/CUDA.md)
+  } else {
+    base::fail("--gpu-expert-math must be exact or tensor, got '", expert_math, "'");
+  }
   const long long vram_layers = args.get_int("vram-spine-layers", -1);
   if (vram_layers < -1 || vram_layers > 1'000'000)
     base::fail("--vram-spine-layers must be a layer count (omit it: from the budget), got ",

@@ -40,6 +40,14 @@ enum class SpineMode { kAuto, kStream };
 enum class SpineDType { kBf16, kInt8 };
 const char* spine_dtype_name(SpineDType dtype);  // "bf16", "int8"
 
+// How the CUDA backend multiplies MXFP4 weights (--gpu-expert-math). kExact: the fp32 FMA chain
+// the exactness contract fixes (docs/CUDA.md "Exactness"). kTensorCores, an opt-in: the tensor
+// cores, on exact BF16 splits of the fp32 activations with fp32 accumulation in the tensor cores'
+// own rounding, faster at several rows per pass; results differ from kExact's in the last bits
+// but stay independent of how many rows a pass holds, so speculation stays lossless (docs/CUDA.md
+// "Tensor-core experts"). The CPU backend ignores it.
+enum class GpuExpertMath { kExact, kTensorCores };
+
 // Which cached expert a new read replaces: least frequently requested (then least recently), or
 // least recently requested. docs/STREAMING.md has the measurements behind the default.
 enum class ExpertCachePolicy { kLfu, kLru };
@@ -94,6 +102,7 @@ struct EngineOptions {
   // or "cuda:N" (an error when it cannot be had).
   std::string device = "auto";
   std::string vram_budget;  // "22G"...; empty: the device's free VRAM
+  GpuExpertMath gpu_expert_math = GpuExpertMath::kExact;
   // VRAM tiers forced instead of sized from the budget (tests, tuning; docs/CUDA.md): spine
   // layers kept in VRAM (-1: from the budget; the rest stream every pass), and expert cache slots
   // (0: from the budget; >= 1 a cache of that many even when every expert would fit).

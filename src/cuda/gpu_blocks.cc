@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cuda/expert_runs.h"
+#include "cuda/gemv_mxfp4_tc.h"
 #include "cuda/gpu_internal.h"
 #include "cuda/norm.h"
 #include "cuda/op_count.h"
@@ -21,6 +22,22 @@ void copy_d2d(float* dst, const float* src, int64_t count, cudaStream_t stream, 
              what);
 }
 
+// y = x · Wᵀ for a weight of either format: an MXFP4 one on the tensor cores under
+// --gpu-expert-math tensor (gemv_mxfp4_tc.h), else the exact kernels (mm).
+void product(const PassContext& c, const DevMatrix& w, const float* x, int64_t n, float* y) {
+  if (w.mxfp4 && c.limits.mxfp4_tensor_cores) return matmul_tc(w.mx, x, n, y, c.stream);
+  mm(w, x, n, y, c.stream);
+}
+
+// matmul_grouped, or its tensor-core twin under --gpu-expert-math tensor.
+void grouped(const PassContext& c, const DeviceMxfp4Task* tasks, int64_t count, int64_t rows,
+             int64_t cols, int64_t max_n) {
+  if (c.limits.mxfp4_tensor_cores)
+    matmul_grouped_tc(tasks, count, rows, cols, max_n, c.stream);
+  else
+    matmul_grouped(tasks, count, rows, cols, max_n, c.stream);
+}
+
 // Every gate and up of `count` experts (tasks[2i], tasks[2i + 1], x into ws.glu_g / glu_u) in one
 // grouped launch per run (expert_runs: the experts of one batch size), SiTU over their `rows`
 // rows, every down (tasks[2·count + i], into ws.ey) in one more per run: the routed experts'
@@ -30,12 +47,11 @@ void grouped_glu(const PassContext& c, const DeviceMxfp4Task* tasks, int64_t cou
   const GpuShape& sh = c.shape;
   const int64_t width = sh.moe_width;
   for (const ExpertRun& r : runs)
-    matmul_grouped(tasks + 2 * r.begin, 2 * (r.end - r.begin), inter, width, r.max_rows, c.stream);
+    grouped(c, tasks + 2 * r.begin, 2 * (r.end - r.begin), inter, width, r.max_rows);
   situ_glu(c.ws.glu_g, c.ws.glu_u, rows * inter, sh.situ_beta, sh.situ_linear_beta, c.ws.glu_g,
            c.stream);
   for (const ExpertRun& r : runs)
-    matmul_grouped(tasks + 2 * count + r.begin, r.end - r.begin, width, inter, r.max_rows,
-                   c.stream);
+    grouped(c, tasks + 2 * count + r.begin, r.end - r.begin, width, inter, r.max_rows);
   if (runs.size() > 1) count_batch_splits(runs.size() - 1);
 }
 
@@ -195,10 +211,15 @@ void mla_block(const PassContext& c, const DevMla& w, DevMlaState& st, int64_t f
 
 void glu_block(const PassContext& c, const DevGlu& w, const float* x, int64_t n, float* out) {
   const int64_t inter = w.gate.rows();
-  mm_siblings({{&w.gate, c.ws.glu_g}, {&w.up, c.ws.glu_u}}, x, n, c.stream);
+  if (w.gate.mxfp4) {
+    product(c, w.gate, x, n, c.ws.glu_g);
+    product(c, w.up, x, n, c.ws.glu_u);
+  } else {
+    mm_siblings({{&w.gate, c.ws.glu_g}, {&w.up, c.ws.glu_u}}, x, n, c.stream);
+  }
   situ_glu(c.ws.glu_g, c.ws.glu_u, n * inter, c.shape.situ_beta, c.shape.situ_linear_beta,
            c.ws.glu_g, c.stream);
-  mm(w.down, c.ws.glu_g, n, out, c.stream);
+  product(c, w.down, c.ws.glu_g, n, out);
 }
 
 namespace {
@@ -265,10 +286,10 @@ void route_on_host(const PassContext& c, const DevMoe& w, int64_t layer, int64_t
     for (int64_t j = 0; j < m; ++j)
       copy_d2d(ws.zin + j * width, ws.z + (rows[j] / k) * width, width, s, "expert rows");
     const int64_t inter = ew.gate.rows();
-    mm(ew.gate, ws.zin, m, ws.glu_g, s);
-    mm(ew.up, ws.zin, m, ws.glu_u, s);
+    product(c, ew.gate, ws.zin, m, ws.glu_g);
+    product(c, ew.up, ws.zin, m, ws.glu_u);
     situ_glu(ws.glu_g, ws.glu_u, m * inter, sh.situ_beta, sh.situ_linear_beta, ws.glu_g, s);
-    mm(ew.down, ws.glu_g, m, ws.ey, s);
+    product(c, ew.down, ws.glu_g, m, ws.ey);
     for (int64_t j = 0; j < m; ++j)
       copy_d2d(ws.contrib + static_cast<int64_t>(rows[j]) * width, ws.ey + j * width, width, s,
                "expert slots");

@@ -128,6 +128,9 @@ struct GpuLimits {
   // many slots even when every expert would fit (fewer than one row's route runs it in waves).
   int64_t resident_layers = -1;
   int64_t expert_slots = 0;
+  // --gpu-expert-math tensor: MXFP4 products on the tensor cores (gemv_mxfp4_tc.h), not the
+  // exact kernels.
+  bool mxfp4_tensor_cores = false;
 };
 
 // Sizes the whole model on the CPU, without a device: everything resident.

@@ -206,6 +206,7 @@ std::unique_ptr<GpuBackend> load_gpu_backend(const EngineOptions& options, int64
   limits.max_tentative_rows = kMaxVerifyRows;
   limits.resident_layers = options.vram_spine_layers;
   limits.expert_slots = options.vram_expert_slots;
+  limits.mxfp4_tensor_cores = options.gpu_expert_math == GpuExpertMath::kTensorCores;
   cudaDeviceProp prop{};
   check_err(cudaGetDeviceProperties(&prop, device));
   size_t free_bytes = 0, total_bytes = 0;
@@ -315,11 +316,14 @@ std::unique_ptr<GpuBackend> load_gpu_backend(const EngineOptions& options, int64
   } else if (cache) {
     misses = " (the mapping, through pinned staging)";
   }
-  info.summary = base::str_cat("device cuda:", device, " (", prop.name, "): VRAM ",
-                               cuda::describe_tiers(tiers), misses, ", of ", budget_text,
-                               "; context ", max_context, " positions; pinned host memory ",
-                               base::format_bytes(info.gpu_pinned_host_bytes),
-                               " of --memory-budget ", base::format_bytes(ram.budget_bytes));
+  info.summary = base::str_cat(
+      "device cuda:", device, " (", prop.name, "): VRAM ", cuda::describe_tiers(tiers), misses,
+      ", of ", budget_text, "; context ", max_context, " positions; pinned host memory ",
+      base::format_bytes(info.gpu_pinned_host_bytes), " of --memory-budget ",
+      base::format_bytes(ram.budget_bytes),
+      limits.mxfp4_tensor_cores ? "; MXFP4 on the tensor cores (--gpu-expert-math tensor: "
+                                  "not the exact kernels' bits)"
+                                : "");
   return std::make_unique<CudaBackend>(std::move(host), std::move(gpu), std::move(info),
                                        std::move(scheduler), store);
 }

@@ -7,7 +7,9 @@
 // weight resident and with the VRAM tiers; and the VRAM tiers: logits bit-identical whether the
 // weights were resident, streamed spine layers or a 1-3 slot expert cache (prompts, decode steps,
 // the state verify passes leave), the misses from the mapping or, with --experts stream, read
-// from the disk with O_DIRECT into a RAM tier of 2-3 experts or of all of them.
+// from the disk with O_DIRECT into a RAM tier of 2-3 experts or of all of them. The case checks
+// but the counters run again under --gpu-expert-math tensor, printing its largest logit
+// difference to the exact kernels.
 // Own main, no gtest: exit 77 (skipped) without a GPU, 1 on a failure.
 //   deltafin_gpu_model_tests [FIXTURES]   (default: the source tree's tests/fixtures)
 #include <cuda_runtime_api.h>
@@ -29,6 +31,7 @@ namespace {
 
 using deltafin::Engine;
 using deltafin::EngineOptions;
+using deltafin::GpuExpertMath;
 
 int g_checks = 0, g_failures = 0;
 
@@ -52,10 +55,12 @@ std::vector<int32_t> ids_of(const std::vector<double>& v) {
 // ram_slots != 0: --experts stream, the cache's misses read from the disk with O_DIRECT into a
 // RAM tier of that many experts (-1: as many as --memory-budget holds, every one here).
 std::unique_ptr<Engine> load(const std::string& dir, const char* device, int spine_layers = -1,
-                             int expert_slots = 0, int ram_slots = 0) {
+                             int expert_slots = 0, int ram_slots = 0,
+                             GpuExpertMath math = GpuExpertMath::kExact) {
   EngineOptions o;
   o.model_dir = dir;
   o.device = device;
+  o.gpu_expert_math = math;
   o.drafters = deltafin::DrafterLoad::kOff;
   o.vram_spine_layers = spine_layers;
   o.vram_expert_slots = expert_slots;
@@ -166,17 +171,27 @@ void check_counters(Engine& gpu, const std::string& dir, const std::vector<int32
               static_cast<unsigned long long>(syncs));
 }
 
-void run_case(const std::string& dir) {
-  const std::string name = std::filesystem::path(dir).filename();
+// math kTensorCores: the opt-in holds the same bounds and identities (its logits also against
+// the exact kernels'); the tier and counter checks run once, in the exact mode.
+void run_case(const std::string& dir, GpuExpertMath math) {
+  const bool tensor = math == GpuExpertMath::kTensorCores;
+  const std::string name =
+      std::string(std::filesystem::path(dir).filename()) + (tensor ? " [tensor cores]" : "");
   const std::vector<int32_t> prompt = ids_of(reference(dir, "prompt_ids"));
   const std::vector<int32_t> want = ids_of(reference(dir, "greedy_ids"));
   const std::vector<double> ref = reference(dir, "logits");
   const int64_t n = static_cast<int64_t>(prompt.size());
 
-  std::unique_ptr<Engine> gpu = load(dir, "cuda");
+  std::unique_ptr<Engine> gpu = load(dir, "cuda", -1, 0, 0, math);
   const std::string device = gpu->memory_plan().device;
   expect(device.rfind("cuda", 0) == 0, name + ": engine device is " + device);
-  check_counters(*gpu, dir, prompt);
+  if (tensor) {
+    const std::string summary = gpu->memory_plan().summary;
+    expect(summary.find("--gpu-expert-math tensor") != std::string::npos,
+           name + ": the startup line names the mode: " + summary);
+  } else {
+    check_counters(*gpu, dir, prompt);
+  }
   const int64_t vocab = gpu->info().vocab_size;
   const std::vector<float> got = gpu->new_session()->forward(prompt, true);
   std::unique_ptr<Engine> cpu = load(dir, "cpu");
@@ -206,6 +221,16 @@ void run_case(const std::string& dir) {
       "%s: GPU vs reference %.3g of max|logit|; largest CPU-GPU logit difference %.3g "
       "(%.3g of max|logit|)\n",
       name.c_str(), worst, worst_cpu_abs, worst_cpu);
+  if (tensor) {
+    const std::vector<float> exact = load(dir, "cuda")->new_session()->forward(prompt, true);
+    double mx = 0, diff = 0;
+    for (size_t j = 0; j < exact.size(); ++j) {
+      mx = std::max(mx, std::fabs(static_cast<double>(exact[j])));
+      diff = std::max(diff, std::fabs(static_cast<double>(got[j]) - exact[j]));
+    }
+    std::printf("%s: largest logit difference to the exact kernels %.3g (%.3g of max|logit|)\n",
+                name.c_str(), diff, diff / mx);
+  }
 
   const int n_new = static_cast<int>(want.size());
   deltafin::SpeculationOptions off;
@@ -484,7 +509,8 @@ int main(int argc, char** argv) {
   expect(!cases.empty(), "no K3 oracle case under " + fixtures);
   for (const auto& dir : cases) {
     try {
-      run_case(dir.string());
+      run_case(dir.string(), GpuExpertMath::kExact);
+      run_case(dir.string(), GpuExpertMath::kTensorCores);
     } catch (const std::exception& e) {
       expect(false, dir.string() + ": " + e.what());
     }
