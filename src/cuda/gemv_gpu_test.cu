@@ -521,6 +521,7 @@ void test_bad_shapes() {
 // decode_gpu_test.cu: the decode layer's kernels; their host-side checks run without a GPU too.
 void run_decode_tests(bool gpu);
 void run_tc_tests();
+void test_tc_pick();
 
 }  // namespace deltafin::cuda
 
@@ -535,6 +536,7 @@ int main() {
     test_bf16_pick_8();
     test_mxfp4_shape_knob();
     test_expert_runs();
+    test_tc_pick();
     std::printf("host checks: %d, %d failed\n", g_checks, g_failures);
     if (g_failures) return 1;
     testing::require_gpu("deltafin_cuda_gpu_tests");  // exits 77
@@ -556,6 +558,7 @@ int main() {
   for (const detail::Mxfp4PairsShape& shape : detail::mxfp4_pairs_shapes())
     for (const int64_t cols : {3584, 3072}) test_mxfp4_pairs_edges(rng, cols, shape);
   run_tc_tests();
+  test_tc_pick();
   test_bf16(rng, 45, 1000, 16);
   test_bf16(rng, 257, 7168, 19);
   test_bf16(rng, 7168, 256, 8);  // 448 blocks at n = 8: one lane chunk a tile on a 132-SM GPU

@@ -26,9 +26,9 @@ namespace {
 
 using namespace gemv;
 
-constexpr int kTiles = 2;         // 16-row tiles a warp: a block of W warps takes 32·W rows
-constexpr int kSteps = 8;         // k-steps of 16 in a chunk of 128 columns
-constexpr int kPieces = 3;        // BF16 pieces of an activation
+constexpr int kTiles = 2;   // 16-row tiles a warp: a block of W warps takes 32·W rows
+constexpr int kSteps = 8;   // k-steps of 16 in a chunk of 128 columns
+constexpr int kPieces = 3;  // BF16 pieces of an activation
 // A chunk's fragments for one 8-row tile of activations: [step][piece][lane] as uint2 (b0b1, b2b3).
 constexpr int kChunkFrags = kSteps * kPieces * 32;
 // The weights are decoded as 2^-32 times their values and the activations staged times 2^32, so
@@ -418,18 +418,18 @@ void launch_tc(int64_t n, int rows, int cols, int count, cudaStream_t stream,
 }
 
 // The compiled shapes, the default first.
-constexpr detail::Mxfp4TcShape kShapes[] = {{4, 0}, {8, 0}, {4, 3}, {4, 4}, {8, 4}};
+// The compiled shapes: what mxfp4_tc_pick chooses among.
+constexpr detail::Mxfp4TcShape kShapes[] = {{8, 0}, {8, 4}, {4, 0}};
 detail::Mxfp4TcShape g_forced{};
 
 void dispatch(int64_t n, int rows, int cols, int count, cudaStream_t stream,
               const DeviceMxfp4Task* tasks, const DeviceMxfp4& w, const float* x, float* y) {
-  const detail::Mxfp4TcShape sh = g_forced.warps > 0 ? g_forced : kShapes[0];
-  const auto is = [&](int W, int S) { return sh.warps == W && sh.stages == S; };
-  if (is(8, 0)) return launch_tc<8, 0>(n, rows, cols, count, stream, tasks, w, x, y);
-  if (is(4, 3)) return launch_tc<4, 3>(n, rows, cols, count, stream, tasks, w, x, y);
-  if (is(4, 4)) return launch_tc<4, 4>(n, rows, cols, count, stream, tasks, w, x, y);
-  if (is(8, 4)) return launch_tc<8, 4>(n, rows, cols, count, stream, tasks, w, x, y);
-  launch_tc<4, 0>(n, rows, cols, count, stream, tasks, w, x, y);
+  const detail::Mxfp4TcShape sh =
+      g_forced.warps > 0 ? g_forced : detail::mxfp4_tc_pick(n, rows, count, device_sms());
+  if (sh.warps == 8 && sh.stages == 4)
+    return launch_tc<8, 4>(n, rows, cols, count, stream, tasks, w, x, y);
+  if (sh.warps == 4) return launch_tc<4, 0>(n, rows, cols, count, stream, tasks, w, x, y);
+  launch_tc<8, 0>(n, rows, cols, count, stream, tasks, w, x, y);
 }
 
 }  // namespace
@@ -474,6 +474,13 @@ void set_mxfp4_tc_shape(Mxfp4TcShape shape) {
 
 std::vector<Mxfp4TcShape> mxfp4_tc_shapes() {
   return std::vector<Mxfp4TcShape>(std::begin(kShapes), std::end(kShapes));
+}
+
+Mxfp4TcShape mxfp4_tc_pick(int64_t n, int64_t rows, int64_t count, int sms) {
+  const int64_t blocks_of_8 = (rows + 255) / 256 * (count > 0 ? count : 1);
+  if (blocks_of_8 < sms) return {4, 0};  // a short grid: twice the blocks
+  if (n > 4 && n <= 8) return {8, 4};
+  return {8, 0};
 }
 
 std::string mxfp4_tc_shape_name(Mxfp4TcShape shape) {

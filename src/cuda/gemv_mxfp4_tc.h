@@ -40,7 +40,13 @@ struct Mxfp4TcShape {
 // Throws std::invalid_argument for a shape not compiled. Not thread-safe; the model never calls it.
 void set_mxfp4_tc_shape(Mxfp4TcShape shape);
 std::vector<Mxfp4TcShape> mxfp4_tc_shapes();          // the compiled ones, the default first
-std::string mxfp4_tc_shape_name(Mxfp4TcShape shape);  // "4w regs", "4w ring 3"
+std::string mxfp4_tc_shape_name(Mxfp4TcShape shape);  // "8w regs", "8w ring 4"
+// The shape a launch of n activation rows (1-16) over `count` matrices (0: one) of `rows` rows
+// runs on a GPU of `sms` SMs: 8 warps with the weights in registers, which read fastest on K3's
+// grouped experts at 1-4 and 9-16 rows on an H100; at 5-8 rows the 8-warp ring of 4 stages
+// (0.53 of the read on the gates and ups against 0.45); 4 warps where 8-warp blocks would
+// leave SMs idle (one matrix alone). docs/PERFORMANCE.md, 2026-12-06 16:52.
+Mxfp4TcShape mxfp4_tc_pick(int64_t n, int64_t rows, int64_t count, int sms);
 }  // namespace detail
 
 }  // namespace deltafin::cuda

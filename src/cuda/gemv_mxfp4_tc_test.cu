@@ -171,6 +171,21 @@ void test_tc_bad_shapes() {
 
 }  // namespace
 
+// The shape choice, a host check (no GPU needed): K3's grouped experts at each row count on a
+// 132-SM card, and one matrix alone.
+void test_tc_pick() {
+  const auto name = [](int64_t n, int64_t rows, int64_t count) {
+    return detail::mxfp4_tc_shape_name(detail::mxfp4_tc_pick(n, rows, count, 132));
+  };
+  bool ok = true;
+  for (const int64_t n : {1, 2, 4, 9, 16})
+    ok = ok && name(n, 3072, 32) == "8w regs" && name(n, 3584, 16) == "8w regs";
+  for (const int64_t n : {5, 8}) ok = ok && name(n, 3072, 32) == "8w ring 4";
+  ok = ok && name(8, 3584, 0) == "4w regs" && name(1, 3072, 1) == "4w regs";
+  expect(ok, "mxfp4 tc: the shape picks for K3's experts and one matrix");
+  std::printf("ok   mxfp4 tc shape choice\n");
+}
+
 void test_mxfp4_grouped(std::mt19937& rng, int64_t rows, int64_t cols, int count, int64_t max_n,
                         bool tensor_cores);  // gemv_gpu_test.cu
 
