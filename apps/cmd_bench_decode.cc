@@ -509,7 +509,13 @@ int run_bench(Args& args) {
   o << ",\"pass_decisions\":[";
   for (size_t i = 0; i < reports.size(); ++i)
     o << (i ? "," : "") << '"' << reports[i].decision << '"';
-  o << "],\"drives\":" << drives_json(passes, n) << ",\"gpu\":"
+  // The GPU's MXFP4 arithmetic (--gpu-expert-math): "tensor" is the labelled opt-in whose bits
+  // are not the exact kernels'; null on the CPU backend, which has one.
+  const char* expert_math = !on_gpu                                                  ? "null"
+                            : options.gpu_expert_math == GpuExpertMath::kTensorCores ? "\"tensor\""
+                                                                                     : "\"exact\"";
+  o << "],\"drives\":" << drives_json(passes, n) << ",\"gpu_expert_math\":" << expert_math
+    << ",\"gpu\":"
     << (on_gpu ? gpu_json(gpu_passes, prompt_gpu, static_cast<int64_t>(prompt.size()),
                           prompt_seconds, gpu_costs)
                : std::string("null"))

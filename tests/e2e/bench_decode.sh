@@ -29,7 +29,8 @@ for key in ["tokens", "seconds_per_token", "disk_read_bytes_per_token", "achieve
             "device_ceiling_gbps", "device_ceiling_before_gbps", "device_ceiling_after_gbps",
             "io_floor_seconds_per_token", "ratio", "rss_peak_bytes", "compute_floor_seconds_per_token",
             "roofline_ratio", "budget_bytes", "disk_idle_seconds_per_token", "layer_threads",
-            "threads", "ids", "prompt_seconds", "prompt_tokens_per_second", "gpu"]:
+            "threads", "ids", "prompt_seconds", "prompt_tokens_per_second", "gpu",
+            "gpu_expert_math"]:
     if key not in r: bad.append("missing " + key)
 if not bad:
     if r["tokens"] != 5: bad.append("tokens %s, expected 5" % r["tokens"])
@@ -49,6 +50,7 @@ if not bad:
     if r["disk_read_bytes_per_token"] <= 0: bad.append("no bytes read with 8 expert slots")
     # The CPU backend: no GPU figures; the prompt's rate is its tokens over its time.
     if r["gpu"] is not None: bad.append("a gpu object on the CPU backend")
+    if r["gpu_expert_math"] is not None: bad.append("a GPU expert math on the CPU backend")
     if abs(r["prompt_tokens_per_second"] * r["prompt_seconds"] - r["prompt_tokens"]) > 1e-3 * r["prompt_tokens"]:
         bad.append("prompt_tokens_per_second %g != %d / %g" % (r["prompt_tokens_per_second"],
                                                               r["prompt_tokens"], r["prompt_seconds"]))
