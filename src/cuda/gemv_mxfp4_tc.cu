@@ -4,8 +4,9 @@
 // quad of lanes 4g..4g+3 holds rows g and g + 8, lane 4g + t the chunk's group t of each (one
 // 16-byte load), so a chunk's 8 k-steps of 16 take elements 4s'..4s'+3 of each group (the order of
 // the k index within a step is free: the weights and activations use the same one). The activations
-// of 8 chunks at a time are split into their BF16 pieces in shared memory, in the order the B
-// fragments read them: one 8-byte load a lane a piece a step, shared by all the block's rows.
+// of 4 or 8 chunks at a time (window_chunks) are split into their BF16 pieces in shared memory, in
+// the order the B fragments read them: one 8-byte load a lane a piece a step, shared by all the
+// block's rows. mxfp4_tc_pick chooses the block's shape.
 #include "cuda/gemv_mxfp4_tc.h"
 
 #include <cuda_runtime.h>
