@@ -45,7 +45,7 @@ const char* spine_dtype_name(SpineDType dtype);  // "bf16", "int8"
 // cores, on exact BF16 splits of the fp32 activations with fp32 accumulation in the tensor cores'
 // own rounding, faster at several rows per pass; results differ from kExact's in the last bits
 // but stay independent of how many rows a pass holds, so speculation stays lossless (docs/CUDA.md
-// "Tensor-core experts"). The CPU backend ignores it.
+// "Tensor-core experts"). The CPU backend has one arithmetic: it says so at load and goes on.
 enum class GpuExpertMath { kExact, kTensorCores };
 
 // Which cached expert a new read replaces: least frequently requested (then least recently), or

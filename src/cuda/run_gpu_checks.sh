@@ -7,7 +7,9 @@
 #   PROFILE: after the benchmark, ncu (--clock-control none) on chosen kernels of a one-repetition
 #   benchmark run, each "entries|kernel regex|launches" (';' between), e.g.
 #   PROFILE='mxpairs|rows_grouped_kernel<112, 2, |2;bfshapes|bf16_kernel<8, 4, 8|4' (demangled
-#   names), one report each in out_dir/ncu_K.txt: stall reasons, pipes, issue, memory.
+#   names), one report each in out_dir/ncu_K.txt: stall reasons, pipes, issue, memory. ncu
+#   writes some template arguments with their type, e.g. the tensor-core kernels':
+#   PROFILE='mxtc|tc_grouped_kernel<\(int\)1, \(int\)8, \(int\)0>|1'.
 # GENCODE='-gencode=arch=compute_90a,code=sm_90a' builds for the H100/H200 alone (faster).
 # Exit status: the test's (0 passed, 1 failed, 77 no GPU), or the build's.
 set -euo pipefail

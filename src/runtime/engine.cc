@@ -162,6 +162,10 @@ class EngineImpl : public Engine {
       }
     } else {
       if (!why.empty()) base::log_info("device: cpu (", why, ")");
+      if (options_.gpu_expert_math == GpuExpertMath::kTensorCores)
+        base::log_info(
+            "--gpu-expert-math tensor: no effect on the CPU backend (its experts run "
+            "one arithmetic)");
       std::vector<DrafterCost> costs;
       for (const DrafterCandidate& d : candidates) costs.push_back(d.cost);
       streaming_ = Streaming::load(options_, costs);
