@@ -1,5 +1,6 @@
 // Flags shared by the commands that load a model for inference: the device (--device,
-// --vram-budget, --vram-spine-layers, --vram-expert-slots, --gpu-expert-math), the memory budget and the tiers
+// --vram-budget, --vram-spine-layers, --vram-expert-slots, --gpu-expert-math), the memory budget
+// and the tiers
 // (--memory-budget, --experts, --spine,
 // --expert-slots, --no-prefetch, --read-depth, --read-piece,
 // --cache, --layer-threads, --trace-routes, --trace-timeline, --max-context, --prefill-group,
