@@ -1,7 +1,8 @@
 // What the exact GEMV kernels share (gemv.cu's MXFP4 and BF16 ones, gemv_mxfp4_pairs.cu's for
 // fixed row widths, gemv_bf16_narrow.cu's for short rows): the E2M1 and BF16 decodes, the
 // activations' scaling, the fused multiply-add order of eight values, the warp's butterfly sum and
-// its reduce-scatter for several sums, the streaming weight load and the cp.async copies.
+// its reduce-scatter for several sums, a word of a 16-byte load, the streaming weight load and the
+// cp.async copies.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -45,6 +46,11 @@ __device__ __forceinline__ void e2m1x8_raw(uint32_t w, float (&f)[8]) {
   f[6] = __uint_as_float((c26 * 0x00001040u) & kFields);
   f[3] = __uint_as_float((c37 * 0x01040000u) & kFields);
   f[7] = __uint_as_float((c37 * 0x00000104u) & kFields);
+}
+
+// Word k (0-3) of a 16-byte load: an MXFP4 group's codes 8k..8k+7.
+__device__ __forceinline__ uint32_t word(const uint4& w, int k) {
+  return k == 0 ? w.x : k == 1 ? w.y : k == 2 ? w.z : w.w;
 }
 
 // A 16-byte chunk's eight BF16 weights as floats, in column order: a bf16 is a float's top half

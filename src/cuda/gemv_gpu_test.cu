@@ -141,8 +141,10 @@ void test_mxfp4_grouped(std::mt19937& rng, int64_t rows, int64_t cols, int count
   for (int t = 0; t < count; ++t) {
     const int n = tasks[t].n;
     const DeviceMxfp4 dw{packed[t].ptr, scales[t].ptr, rows, cols};
-    if (n > 0 && tensor_cores) matmul_tc(dw, tasks[t].x, n, d_single.ptr);
-    if (n > 0 && !tensor_cores) matmul(dw, tasks[t].x, n, d_single.ptr);
+    if (n > 0 && tensor_cores)
+      matmul_tc(dw, tasks[t].x, n, d_single.ptr);
+    else if (n > 0)
+      matmul(dw, tasks[t].x, n, d_single.ptr);
     const auto single = d_single.download(n * rows);
     same = same && same_bits(y.data() + t * max_n * rows, single.data(), n * rows);
     for (int64_t k = n * rows; k < max_n * rows; ++k)

@@ -51,10 +51,6 @@ struct RowsShape {
   }
 };
 
-__device__ __forceinline__ uint32_t word(const uint4& w, int k) {
-  return k == 0 ? w.x : k == 1 ? w.y : k == 2 ? w.z : w.w;
-}
-
 // acc + round(p · 2^63) · 2^(s-127): the general kernel's group step. kFast, for scales s <= 191
 // only: one FMA by the normal float 2^(s-64), which gives the same bits, since the two powers of
 // two multiply exactly and p · 2^63 does not overflow (|p| < 2^10 while |x| < 2^65; at larger x

@@ -107,10 +107,6 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b.x), "r"(b.y));
 }
 
-__device__ __forceinline__ uint32_t word(const uint4& w, int k) {
-  return k == 0 ? w.x : k == 1 ? w.y : k == 2 ? w.z : w.w;
-}
-
 // Splits activation rows 0..n-1 of chunks c0..c0+wc-1 into the window's fragments. Item i is a
 // pair of elements (8q + j, 8q + j + 4) of group t of a chunk for one row: the two halves of a
 // B register. Consecutive items take consecutive columns, so a warp's loads coalesce; a thread
@@ -242,17 +238,13 @@ __device__ __forceinline__ void tc_body(const DeviceMxfp4Task& task, int rows, i
       wp[m][h] = task.packed + rr * (cols / 2) + t * 16;
       sp[m][h] = task.scales + rr * groups + t;
     }
-  auto load = [&](uint4(&wq)[kTiles][2], uint32_t(&sq)[kTiles][2], int c) {
+  // The scales of chunk c (a byte a row; 0 where the row or group is absent).
+  const auto scales = [&](uint32_t(&sq)[kTiles][2], int c) {
     const bool in = c < chunks && 4 * c + t < groups;
 #pragma unroll
     for (int m = 0; m < kTiles; ++m)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const bool v = in && present[m][h];
-        wq[m][h] =
-            v ? load_stream(wp[m][h] + 64 * static_cast<int64_t>(c)) : make_uint4(0, 0, 0, 0);
-        sq[m][h] = v ? __ldg(sp[m][h] + 4 * c) : 0u;
-      }
+      for (int h = 0; h < 2; ++h) sq[m][h] = in && present[m][h] ? __ldg(sp[m][h] + 4 * c) : 0u;
   };
 
   float acc[kTiles][NT][4];
@@ -284,6 +276,16 @@ __device__ __forceinline__ void tc_body(const DeviceMxfp4Task& task, int rows, i
 
   if constexpr (S == 0) {
     // Two chunks' weights in registers: the next chunk's loads fly during this one's math.
+    const auto load = [&](uint4(&wq)[kTiles][2], uint32_t(&sq)[kTiles][2], int c) {
+      const bool in = c < chunks && 4 * c + t < groups;
+#pragma unroll
+      for (int m = 0; m < kTiles; ++m)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          wq[m][h] = in && present[m][h] ? load_stream(wp[m][h] + 64 * static_cast<int64_t>(c))
+                                         : make_uint4(0, 0, 0, 0);
+      scales(sq, c);
+    };
     uint4 wa[kTiles][2], wb[kTiles][2];
     uint32_t sa[kTiles][2], sb[kTiles][2];
     load(wa, sa, 0);
@@ -311,16 +313,8 @@ __device__ __forceinline__ void tc_body(const DeviceMxfp4Task& task, int rows, i
                      in && present[m][h]);
       cp_async_commit();
     };
-    // The scales one chunk ahead in registers (a byte a row).
-    const auto scales = [&](uint32_t(&sq)[kTiles][2], int c) {
-      const bool in = c < chunks && 4 * c + t < groups;
-#pragma unroll
-      for (int m = 0; m < kTiles; ++m)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) sq[m][h] = in && present[m][h] ? __ldg(sp[m][h] + 4 * c) : 0u;
-    };
     for (int c = 0; c < S - 1; ++c) issue(c);
-    uint32_t next[kTiles][2];
+    uint32_t next[kTiles][2];  // the scales one chunk ahead
     scales(next, 0);
     for (int c = 0; c < chunks; ++c) {
       issue(c + S - 1);
