@@ -6,8 +6,8 @@
 // DELTAFIN_BENCH_ONLY=mxfp4,mxwide,grouped,mxtc,groupscale,mxpairs,bf16,bfshapes,bfsmall,spine,lmhead,logits,other
 // (any of them) runs only those entries; `spine` is K3's other BF16 shapes, whose short and long
 // rows decode reads most. DELTAFIN_BENCH_GRAPH=1 times the GEMV entries and their reads as CUDA
-// graphs (time_launches). DELTAFIN_BENCH_BF_N=8 (a comma list of 4, 8, 16) keeps `bfshapes` to
-// those activation row counts.
+// graphs (time_launches). DELTAFIN_BENCH_N=8 (a comma list of row counts) keeps `bfshapes` and
+// `mxtc` to those activation row counts.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -125,9 +125,9 @@ bool wanted(const char* key) {
   return only == nullptr || std::string(only).find(key) != std::string::npos;
 }
 
-// Whether `bfshapes` runs n activation rows: the DELTAFIN_BENCH_BF_N list (unset: all).
-bool bf_rows_wanted(int n) {
-  const char* list = std::getenv("DELTAFIN_BENCH_BF_N");
+// Whether `bfshapes` and `mxtc` run n activation rows: the DELTAFIN_BENCH_N list (unset: all).
+bool rows_wanted(int n) {
+  const char* list = std::getenv("DELTAFIN_BENCH_N");
   if (list == nullptr) return true;
   const std::string s = "," + std::string(list) + ",";
   return s.find("," + std::to_string(n) + ",") != std::string::npos;
@@ -676,6 +676,9 @@ int main(int argc, char** argv) {
     bench_mxfp4_grouped(reps, 16, 1, 3584, 3072);  // and its 16 downs
   }
   if (wanted("mxtc")) {  // the tensor-core mode on the same matrices, each block shape
+    std::vector<int> ns;
+    for (int n : {1, 2, 4, 8, 16})
+      if (rows_wanted(n)) ns.push_back(n);
     for (const detail::Mxfp4TcShape& shape : detail::mxfp4_tc_shapes()) {
       std::printf("tensor-core MXFP4, shape %s:\n", detail::mxfp4_tc_shape_name(shape).c_str());
       detail::set_mxfp4_tc_shape(shape);
@@ -683,8 +686,8 @@ int main(int argc, char** argv) {
         bench_mxfp4(reps, 3072, 3584, true);
         bench_mxfp4(reps, 3584, 3072, true);
       }
-      bench_mxfp4_grouped(reps, 16, 2, 3072, 3584, {1, 2, 4, 8, 16}, true);
-      bench_mxfp4_grouped(reps, 16, 1, 3584, 3072, {1, 2, 4, 8, 16}, true);
+      bench_mxfp4_grouped(reps, 16, 2, 3072, 3584, ns, true);
+      bench_mxfp4_grouped(reps, 16, 1, 3584, 3072, ns, true);
     }
     detail::set_mxfp4_tc_shape({});
   }
@@ -699,7 +702,7 @@ int main(int argc, char** argv) {
   if (wanted("bfshapes")) {
     // K3's BF16 spine shapes at a speculative pass's row counts.
     for (int n : {8, 4, 16})
-      if (bf_rows_wanted(n))
+      if (rows_wanted(n))
         for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{7168, 7168},
                                                                                  {12288, 7168},
                                                                                  {7168, 12288},
