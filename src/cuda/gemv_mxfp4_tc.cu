@@ -3,10 +3,13 @@
 // 16-row tiles a warp) through all its columns, 128 columns (a "chunk") at a time: in a tile, the
 // quad of lanes 4g..4g+3 holds rows g and g + 8, lane 4g + t the chunk's group t of each (one
 // 16-byte load), so a chunk's 8 k-steps of 16 take elements 4s'..4s'+3 of each group (the order of
-// the k index within a step is free: the weights and activations use the same one). The activations
-// of 4 or 8 chunks at a time (window_chunks) are split into their BF16 pieces in shared memory, in
-// the order the B fragments read them: one 8-byte load a lane a piece a step, shared by all the
-// block's rows. mxfp4_tc_pick chooses the block's shape.
+// the k index within a step is free: the weights and activations use the same one). Each lane
+// loads its next chunk's weights while it multiplies the present one's. The MMA's columns are the
+// activations' pieces: column p·n + r is BF16 piece p (hi, mid, lo) of activation row r, in NT
+// tiles of 8 columns, each with its own accumulators, so the three pieces of a row sum apart and
+// are added at the end, and n <= 2 rows take one MMA a step. The pieces of 8 chunks at a time (a
+// window) are split into shared memory in the order the B fragments read them: one 8-byte load a
+// lane a tile a step, shared by all the block's rows. mxfp4_tc_pick chooses the block's warps.
 #include "cuda/gemv_mxfp4_tc.h"
 
 #include <cuda_runtime.h>
@@ -27,39 +30,46 @@ namespace {
 
 using namespace gemv;
 
-constexpr int kTiles = 2;   // 16-row tiles a warp: a block of W warps takes 32·W rows
+constexpr int kTiles = 2;   // 16-row weight tiles a warp: a block of W warps takes 32·W rows
 constexpr int kSteps = 8;   // k-steps of 16 in a chunk of 128 columns
 constexpr int kPieces = 3;  // BF16 pieces of an activation
-// A chunk's fragments for one 8-row tile of activations: [step][piece][lane] as uint2 (b0b1, b2b3).
-constexpr int kChunkFrags = kSteps * kPieces * 32;
+// A chunk's fragments for one 8-column tile: [step][lane] as uint2 (b0b1, b2b3).
+constexpr int kTileFrags = kSteps * 32;
 // The weights are decoded as 2^-32 times their values and the activations staged times 2^32, so
 // both fit BF16's range over the scales and activations that occur (gemv_mxfp4_tc.h).
 constexpr float kXShift = 0x1p32f;
 
-// Chunks whose activations are staged at once: 8 (48 KB a tile of 8 activation rows) with the
-// weights in registers, 4 beside a cp.async ring of S stages.
-template <int S>
-__host__ __device__ constexpr int window_chunks() {
-  return S == 0 ? 8 : 4;
+// 8-column tiles for n activation rows: 3n columns (n = 1..16).
+__host__ __device__ constexpr int column_tiles(int n) { return (kPieces * n + 7) / 8; }
+
+// Chunks whose activations are staged at once.
+constexpr int kWindow = 8;
+template <int NT>
+__host__ __device__ constexpr int smem_bytes() {
+  return kWindow * NT * kTileFrags * 8;
 }
-// A warp's ring stage: one chunk's 16-byte pieces of its 2 tiles' rows, [tile][half][lane].
-constexpr int kStagePieces = kTiles * 2 * 32;
-template <int NT, int W, int S>
-constexpr int smem_bytes() {
-  return window_chunks<S>() * NT * kChunkFrags * 8 + W * S * kStagePieces * 16;
+// The end's sums of a warp: 32 rows of 8·NT columns, a float each, rows padded to an odd pitch.
+template <int NT>
+__host__ __device__ constexpr int sum_pitch() {
+  return 8 * NT + 1;
+}
+// Activation rows the staging gives slots, a power of two >= the rows NT tiles take.
+template <int NT>
+__host__ __device__ constexpr int staged_rows() {
+  return NT == 1 ? 2 : NT <= 3 ? 8 : 16;
 }
 
 // An activation v's three BF16 pieces, each the top half of a float: v's top 8 significant bits,
 // the next 8 (v - hi, exact), the last 8 (exact again); hi + mid + lo == v for normal v.
 struct Pieces {
-  uint32_t hi, mid, lo;
+  uint32_t p[kPieces];
 };
 __device__ __forceinline__ Pieces split3(float x) {
   const float v = __fmul_rn(x, kXShift);
   const uint32_t hi = __float_as_uint(v) & 0xffff0000u;
   const float r = __fsub_rn(v, __uint_as_float(hi));
   const uint32_t mid = __float_as_uint(r) & 0xffff0000u;
-  return {hi, mid, __float_as_uint(__fsub_rn(r, __uint_as_float(mid)))};
+  return {{hi, mid, __float_as_uint(__fsub_rn(r, __uint_as_float(mid)))}};
 }
 // Two pieces as BF16x2: a in the low half (the lower k index), b in the high.
 __device__ __forceinline__ uint32_t pack_bf16x2(uint32_t a, uint32_t b) {
@@ -107,61 +117,75 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b.x), "r"(b.y));
 }
 
-// Splits activation rows 0..n-1 of chunks c0..c0+wc-1 into the window's fragments. Item i is a
-// pair of elements (8q + j, 8q + j + 4) of group t of a chunk for one row: the two halves of a
-// B register. Consecutive items take consecutive columns, so a warp's loads coalesce; a thread
-// loads kBatch items before it splits them, so their L2 latencies overlap. Rows past n are left
-// as they were: a tensor core's output column reads only its own activation column, and those
-// outputs are never stored.
+// Where a thread's staging items go: item i (the thread's, plus multiples of the block's threads)
+// is group t = i % 4 of activation row r = (i / 4) % R, then k-step and chunk of the window. A
+// block's threads are a multiple of 4R, so t and r are the thread's own: its row's three piece
+// columns p·n + r are fixed, and a warp's 32 slots of a piece fall in 32 banks when n >= 8.
+template <int NT>
+struct StageSlots {
+  static constexpr int kRows = staged_rows<NT>();
+  int t, r, column_at[kPieces];  // column_at: piece p's slot in a k-step's fragments
+  __device__ explicit StageSlots(int n) : t(threadIdx.x & 3), r((threadIdx.x >> 2) & (kRows - 1)) {
+#pragma unroll
+    for (int p = 0; p < kPieces; ++p) {
+      const int column = p * n + r;
+      column_at[p] = (column >> 3) * kTileFrags + 4 * (column & 7) + t;
+    }
+  }
+};
+
+// Splits activation rows 0..n-1 of the window of chunks c0.. into its fragments. An item is one B
+// fragment slot of one row: group t, k-step (q, hh) of a chunk, whose two registers take elements
+// (8q + 2hh, 8q + 2hh + 4) and (8q + 2hh + 1, 8q + 2hh + 5) of the group, one slot in each piece's
+// column. A thread loads kBatch items before it splits them, so their L2 latencies overlap.
+// Columns past 3n are left as they were: a tensor core's output column reads only its own B
+// column, and those outputs are never used; columns past the matrix's are zeros.
 template <int NT, int W>
 __device__ __forceinline__ void stage_window(uint2* xs, const float* __restrict__ x, int n,
-                                             int cols, int c0, int wc) {
-  constexpr int kBatch = 8, kStride = W * 32;
-  uint32_t* xs32 = reinterpret_cast<uint32_t*>(xs);
-  const int items = n * wc * 64;
-  for (int base = threadIdx.x; base < items; base += kBatch * kStride) {
-    float v0[kBatch], v1[kBatch];
-    int at[kBatch];  // the item's first uint32 in xs32, or -1
+                                             int cols, int c0, const StageSlots<NT>& at) {
+  constexpr int kRows = staged_rows<NT>();
+  constexpr int kPass = W * 32 / (4 * kRows);  // k-steps (of any chunk) a pass of the block stages
+  constexpr int kItems = kWindow * kSteps;     // k-steps of the window, for each (t, r)
+  constexpr int kBatch = kItems / kPass < 4 ? kItems / kPass : 4;
+  static_assert(kItems % (kBatch * kPass) == 0, "whole batches");
+  if (at.r >= n) return;
+  const int start = c0 * 128 + at.t * 32;  // this thread's group's first column, in chunk c0
+  const float* xr = x + static_cast<int64_t>(at.r) * cols + start;
+  const int first = threadIdx.x / (4 * kRows);
+  for (int base = first; base < kItems; base += kBatch * kPass) {
+    float2 lo[kBatch], hi[kBatch];
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
-      const int i = base + b * kStride;
-      const int j = i & 3, q = (i >> 2) & 3, t = (i >> 4) & 3, rest = i >> 6;
-      const int cw = rest % wc, row = rest / wc;
-      const int col = (c0 + cw) * 128 + t * 32 + q * 8 + j;
-      v0[b] = 0.0f;
-      v1[b] = 0.0f;
-      at[b] = -1;
-      if (i < items) {
-        if (col < cols) {  // cols % 32 == 0, so col + 4 < cols too
-          const float* xr = x + static_cast<int64_t>(row) * cols + col;
-          v0[b] = xr[0];
-          v1[b] = xr[4];
-        }
-        const int step = 2 * q + (j >> 1);
-        const int frag =
-            ((cw * NT + (row >> 3)) * kSteps + step) * kPieces * 32 + (row & 7) * 4 + t;
-        at[b] = 2 * frag + (j & 1);
+      const int k = base + b * kPass;  // chunk k / 8 of the window, k-step k % 8
+      const int col = (k >> 3) * 128 + 8 * ((k & 7) >> 1) + 2 * (k & 1);
+      lo[b] = make_float2(0.0f, 0.0f);
+      hi[b] = make_float2(0.0f, 0.0f);
+      if (start + col < cols) {  // cols % 32 == 0: the whole group is in or out
+        lo[b] = *reinterpret_cast<const float2*>(xr + col);
+        hi[b] = *reinterpret_cast<const float2*>(xr + col + 4);
       }
     }
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
-      if (at[b] < 0) continue;
-      const Pieces p0 = split3(v0[b]), p1 = split3(v1[b]);
-      uint32_t* d = xs32 + at[b];
-      d[0] = pack_bf16x2(p0.hi, p1.hi);
-      d[64] = pack_bf16x2(p0.mid, p1.mid);  // the next piece: 32 lanes of uint2 further
-      d[128] = pack_bf16x2(p0.lo, p1.lo);
+      const int k = base + b * kPass;
+      uint2* slot = xs + ((k >> 3) * NT * kSteps + (k & 7)) * 32;
+      const Pieces a0 = split3(lo[b].x), a1 = split3(lo[b].y);
+      const Pieces a4 = split3(hi[b].x), a5 = split3(hi[b].y);
+#pragma unroll
+      for (int p = 0; p < kPieces; ++p)
+        slot[at.column_at[p]] =
+            make_uint2(pack_bf16x2(a0.p[p], a4.p[p]), pack_bf16x2(a1.p[p], a5.p[p]));
     }
   }
 }
 
 // One chunk's products for this lane's rows: for each of the chunk's 4 words of a group, decode
-// and scale, then the 2 k-steps those words feed, each over the three pieces (hi, mid, lo) and
-// the activation tiles. kTwo: some scale of the warp needs scale_two.
+// and scale, then the 2 k-steps those words feed, each over the column tiles. kTwo: some scale
+// of the warp needs scale_two.
 template <int NT, bool kTwo>
 __device__ __forceinline__ void chunk_math(const uint4 (&wq)[kTiles][2],
                                            const uint32_t (&sq)[kTiles][2], const uint2* xc,
-                                           int tiles_n, int lane, float (&acc)[kTiles][NT][4]) {
+                                           int lane, float (&acc)[kTiles][NT][4]) {
   uint32_t first[kTiles][2], second[kTiles][2];
 #pragma unroll
   for (int m = 0; m < kTiles; ++m)
@@ -194,34 +218,31 @@ __device__ __forceinline__ void chunk_math(const uint4 (&wq)[kTiles][2],
       const int step = 2 * q + hh;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        if (nt >= tiles_n) break;
+        const uint2 b = xc[nt * kTileFrags + step * 32 + lane];
 #pragma unroll
-        for (int piece = 0; piece < kPieces; ++piece) {
-          const uint2 b = xc[(nt * kSteps + step) * kPieces * 32 + piece * 32 + lane];
-#pragma unroll
-          for (int m = 0; m < kTiles; ++m)
-            mma_bf16(acc[m][nt], p[m][0][2 * hh], p[m][1][2 * hh], p[m][0][2 * hh + 1],
-                     p[m][1][2 * hh + 1], b);
-        }
+        for (int m = 0; m < kTiles; ++m)
+          mma_bf16(acc[m][nt], p[m][0][2 * hh], p[m][1][2 * hh], p[m][0][2 * hh + 1],
+                   p[m][1][2 * hh + 1], b);
       }
     }
   }
 }
 
-// The block's 32·W rows of one product (row_block of the matrix). NT activation tiles of 8 rows
-// (n <= 8 * NT); a task of n <= 8 runs one tile either way, with the same steps for its rows.
-// S == 0: the next chunk's weights in registers; S >= 2: each warp's weights travel through a
-// ring of S cp.async stages after the window's fragments, S - 1 chunks ahead, each lane copying
-// and reading back its own pieces (no barrier).
-template <int NT, int W, int S>
+// The block's 32·W rows of one product (row_block of the matrix), n activation rows in NT column
+// tiles (column_tiles(n) <= NT: every n runs the same steps for its columns), two chunks' weights
+// in registers so that the next chunk's loads fly during this one's math. At the end the warp's
+// sums go through shared memory, where each lane adds a row's three pieces (hi + mid) + lo and
+// stores its outputs.
+template <int NT, int W>
 __device__ __forceinline__ void tc_body(const DeviceMxfp4Task& task, int rows, int cols,
                                         int row_block, uint2* xs) {
-  constexpr int kWindow = window_chunks<S>();
+  static_assert(W * 32 * sum_pitch<NT>() * 4 <= smem_bytes<NT>(), "the end's sums fit");
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int groups = cols >> 5, chunks = (groups + 3) >> 2;
-  const int n = task.n, tiles_n = n > 8 ? 2 : 1;
+  const int n = task.n;
   const int row0 = row_block * W * kTiles * 16 + warp * kTiles * 16;
+  const StageSlots<NT> slots(n);
 
   // This lane's rows: tile m, half h is row row0 + 16m + 8h + g (absent rows read row 0, and
   // their outputs are not stored); its piece of a chunk c is group 4c + t.
@@ -238,14 +259,6 @@ __device__ __forceinline__ void tc_body(const DeviceMxfp4Task& task, int rows, i
       wp[m][h] = task.packed + rr * (cols / 2) + t * 16;
       sp[m][h] = task.scales + rr * groups + t;
     }
-  // The scales of chunk c (a byte a row; 0 where the row or group is absent).
-  const auto scales = [&](uint32_t(&sq)[kTiles][2], int c) {
-    const bool in = c < chunks && 4 * c + t < groups;
-#pragma unroll
-    for (int m = 0; m < kTiles; ++m)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) sq[m][h] = in && present[m][h] ? __ldg(sp[m][h] + 4 * c) : 0u;
-  };
 
   float acc[kTiles][NT][4];
 #pragma unroll
@@ -259,7 +272,7 @@ __device__ __forceinline__ void tc_body(const DeviceMxfp4Task& task, int rows, i
     const int cw = c % kWindow;
     if (cw == 0) {  // block-uniform: every thread walks the same chunks
       __syncthreads();
-      stage_window<NT, W>(xs, task.x, n, cols, c, min(kWindow, chunks - c));
+      stage_window<NT, W>(xs, task.x, n, cols, c, slots);
       __syncthreads();
     }
     bool two = false;
@@ -267,106 +280,77 @@ __device__ __forceinline__ void tc_body(const DeviceMxfp4Task& task, int rows, i
     for (int m = 0; m < kTiles; ++m)
 #pragma unroll
       for (int h = 0; h < 2; ++h) two = two || sq[m][h] > 160u;
-    const uint2* xc = xs + cw * NT * kChunkFrags;
+    const uint2* xc = xs + cw * NT * kTileFrags;
     if (__any_sync(kFullMask, two))
-      chunk_math<NT, true>(wq, sq, xc, tiles_n, lane, acc);
+      chunk_math<NT, true>(wq, sq, xc, lane, acc);
     else
-      chunk_math<NT, false>(wq, sq, xc, tiles_n, lane, acc);
+      chunk_math<NT, false>(wq, sq, xc, lane, acc);
   };
-
-  if constexpr (S == 0) {
-    // Two chunks' weights in registers: the next chunk's loads fly during this one's math.
-    const auto load = [&](uint4(&wq)[kTiles][2], uint32_t(&sq)[kTiles][2], int c) {
-      const bool in = c < chunks && 4 * c + t < groups;
+  // Chunk c's weights and scales (zeros where the row or group is absent).
+  const auto load = [&](uint4(&wq)[kTiles][2], uint32_t(&sq)[kTiles][2], int c) {
+    const bool in = c < chunks && 4 * c + t < groups;
 #pragma unroll
-      for (int m = 0; m < kTiles; ++m)
+    for (int m = 0; m < kTiles; ++m)
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
-          wq[m][h] = in && present[m][h] ? load_stream(wp[m][h] + 64 * static_cast<int64_t>(c))
-                                         : make_uint4(0, 0, 0, 0);
-      scales(sq, c);
-    };
-    uint4 wa[kTiles][2], wb[kTiles][2];
-    uint32_t sa[kTiles][2], sb[kTiles][2];
-    load(wa, sa, 0);
-    load(wb, sb, 1);
-    for (int c = 0; c < chunks; c += 2) {
-      run_chunk(wa, sa, c);
-      load(wa, sa, c + 2);
-      if (c + 1 < chunks) {
-        run_chunk(wb, sb, c + 1);
-        load(wb, sb, c + 3);
+      for (int h = 0; h < 2; ++h) {
+        const bool here = in && present[m][h];
+        wq[m][h] =
+            here ? load_stream(wp[m][h] + 64 * static_cast<int64_t>(c)) : make_uint4(0, 0, 0, 0);
+        sq[m][h] = here ? __ldg(sp[m][h] + 4 * c) : 0u;
       }
+  };
+  uint4 wa[kTiles][2], wb[kTiles][2];
+  uint32_t sa[kTiles][2], sb[kTiles][2];
+  load(wa, sa, 0);
+  load(wb, sb, 1);
+  for (int c = 0; c < chunks; c += 2) {
+    run_chunk(wa, sa, c);
+    load(wa, sa, c + 2);
+    if (c + 1 < chunks) {
+      run_chunk(wb, sb, c + 1);
+      load(wb, sb, c + 3);
     }
-  } else {
-    uint4* ring =
-        reinterpret_cast<uint4*>(xs + kWindow * NT * kChunkFrags) + warp * S * kStagePieces + lane;
-    // Chunk c into stage c % S (past the last chunk: an empty group, so the waits stay uniform).
-    const auto issue = [&](int c) {
-      const bool in = c < chunks && 4 * c + t < groups;
-      uint4* stage = ring + (c % S) * kStagePieces;
-#pragma unroll
-      for (int m = 0; m < kTiles; ++m)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          cp_async16(stage + (2 * m + h) * 32, wp[m][h] + 64 * static_cast<int64_t>(c),
-                     in && present[m][h]);
-      cp_async_commit();
-    };
-    for (int c = 0; c < S - 1; ++c) issue(c);
-    uint32_t next[kTiles][2];  // the scales one chunk ahead
-    scales(next, 0);
-    for (int c = 0; c < chunks; ++c) {
-      issue(c + S - 1);
-      uint32_t sq[kTiles][2];
-#pragma unroll
-      for (int m = 0; m < kTiles; ++m)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) sq[m][h] = next[m][h];
-      scales(next, c + 1);
-      cp_async_wait<S - 1>();  // chunk c's copies (this lane's own) have landed
-      const uint4* stage = ring + (c % S) * kStagePieces;
-      uint4 wq[kTiles][2];
-#pragma unroll
-      for (int m = 0; m < kTiles; ++m)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) wq[m][h] = stage[(2 * m + h) * 32];
-      run_chunk(wq, sq, c);
-    }
-    cp_async_wait<0>();
   }
 
+  // The sums: lane (g, t) holds columns 2t, 2t + 1 of each tile for rows g and g + 8 of each
+  // weight tile. Through shared memory (the window, free once every warp is done with it) each
+  // lane takes one weight row and adds each activation row's pieces in a fixed order.
+  constexpr int kPitch = sum_pitch<NT>();
+  __syncthreads();
+  float* sums = reinterpret_cast<float*>(xs) + warp * 32 * kPitch;
 #pragma unroll
   for (int m = 0; m < kTiles; ++m)
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      if (nt >= tiles_n) break;
-      const int i0 = nt * 8 + 2 * t;  // activation rows of acc[..][0] and [1] (and [2], [3])
+    for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        if (!present[m][h]) continue;
-        float* yr = task.y + row0 + 16 * m + 8 * h + g;
-        if (i0 < n) yr[static_cast<int64_t>(i0) * rows] = acc[m][nt][2 * h];
-        if (i0 + 1 < n) yr[static_cast<int64_t>(i0 + 1) * rows] = acc[m][nt][2 * h + 1];
-      }
-    }
+      for (int k = 0; k < 4; ++k)
+        sums[(16 * m + g + 8 * (k >> 1)) * kPitch + 8 * nt + 2 * t + (k & 1)] = acc[m][nt][k];
+  __syncwarp();
+  const int row = row0 + lane;
+  if (row < rows) {
+    const float* mine = sums + lane * kPitch;
+    for (int r = 0; r < n; ++r)
+      task.y[static_cast<int64_t>(r) * rows + row] =
+          __fadd_rn(__fadd_rn(mine[r], mine[n + r]), mine[2 * n + r]);
+  }
 }
 
-template <int NT, int W, int S>
-__global__ void __launch_bounds__(W * 32)
+// Two blocks of 8 warps (four of 4) an SM: at most 128 registers a thread.
+template <int NT, int W>
+__global__ void __launch_bounds__(W * 32, 512 / (W * 32))
     tc_kernel(const uint8_t* __restrict__ packed, const uint8_t* __restrict__ scales, int rows,
               int cols, const float* __restrict__ x, int n, float* __restrict__ y) {
   extern __shared__ uint2 xs[];
-  tc_body<NT, W, S>(DeviceMxfp4Task{packed, scales, x, y, n}, rows, cols, blockIdx.x, xs);
+  tc_body<NT, W>(DeviceMxfp4Task{packed, scales, x, y, n}, rows, cols, blockIdx.x, xs);
 }
 
-template <int NT, int W, int S>
-__global__ void __launch_bounds__(W * 32)
+template <int NT, int W>
+__global__ void __launch_bounds__(W * 32, 512 / (W * 32))
     tc_grouped_kernel(const DeviceMxfp4Task* __restrict__ tasks, int rows, int cols) {
   extern __shared__ uint2 xs[];
   const DeviceMxfp4Task task = tasks[blockIdx.y];
   if (task.n <= 0) return;
-  tc_body<NT, W, S>(task, rows, cols, blockIdx.x, xs);
+  tc_body<NT, W>(task, rows, cols, blockIdx.x, xs);
 }
 
 // The tensor cores' BF16 mma.sync needs sm_80; refused with a message before any launch.
@@ -391,40 +375,44 @@ void launch(int threads, int smem, dim3 blocks, cudaStream_t stream, Args... arg
   count_launches(1);
 }
 
-// The kernel for n activation rows (1-16) in shape W warps, S stages: `count` tasks of `tasks`
+// The kernel for n activation rows (1-16) in blocks of W warps: `count` tasks of `tasks`
 // (grouped) or, count == 0, the single product w · x.
-template <int W, int S>
+template <int W>
 void launch_tc(int64_t n, int rows, int cols, int count, cudaStream_t stream,
                const DeviceMxfp4Task* tasks, const DeviceMxfp4& w, const float* x, float* y) {
   const dim3 grid((rows + 32 * W - 1) / (32 * W), count > 0 ? count : 1);
   const auto go = [&](auto tiles) {
     constexpr int NT = decltype(tiles)::value;
-    constexpr int kSmem = smem_bytes<NT, W, S>();
     if (count > 0)
-      launch<tc_grouped_kernel<NT, W, S>>(32 * W, kSmem, grid, stream, tasks, rows, cols);
+      launch<tc_grouped_kernel<NT, W>>(32 * W, smem_bytes<NT>(), grid, stream, tasks, rows, cols);
     else
-      launch<tc_kernel<NT, W, S>>(32 * W, kSmem, grid, stream, w.packed, w.scales, rows, cols, x,
-                                  static_cast<int>(n), y);
+      launch<tc_kernel<NT, W>>(32 * W, smem_bytes<NT>(), grid, stream, w.packed, w.scales, rows,
+                               cols, x, static_cast<int>(n), y);
   };
-  if (n <= 8)
-    go(std::integral_constant<int, 1>{});
-  else
-    go(std::integral_constant<int, 2>{});
+  switch (column_tiles(static_cast<int>(n))) {
+    case 1:
+      return go(std::integral_constant<int, 1>{});
+    case 2:
+      return go(std::integral_constant<int, 2>{});
+    case 3:
+      return go(std::integral_constant<int, 3>{});
+    case 4:
+      return go(std::integral_constant<int, 4>{});
+    default:
+      return go(std::integral_constant<int, 6>{});
+  }
 }
 
-// The compiled shapes, the default first.
 // The compiled shapes: what mxfp4_tc_pick chooses among.
-constexpr detail::Mxfp4TcShape kShapes[] = {{8, 0}, {8, 4}, {4, 0}};
+constexpr detail::Mxfp4TcShape kShapes[] = {{8}, {4}};
 detail::Mxfp4TcShape g_forced{};
 
 void dispatch(int64_t n, int rows, int cols, int count, cudaStream_t stream,
               const DeviceMxfp4Task* tasks, const DeviceMxfp4& w, const float* x, float* y) {
   const detail::Mxfp4TcShape sh =
-      g_forced.warps > 0 ? g_forced : detail::mxfp4_tc_pick(n, rows, count, device_sms());
-  if (sh.warps == 8 && sh.stages == 4)
-    return launch_tc<8, 4>(n, rows, cols, count, stream, tasks, w, x, y);
-  if (sh.warps == 4) return launch_tc<4, 0>(n, rows, cols, count, stream, tasks, w, x, y);
-  launch_tc<8, 0>(n, rows, cols, count, stream, tasks, w, x, y);
+      g_forced.warps > 0 ? g_forced : detail::mxfp4_tc_pick(rows, count, device_sms());
+  if (sh.warps == 4) return launch_tc<4>(n, rows, cols, count, stream, tasks, w, x, y);
+  launch_tc<8>(n, rows, cols, count, stream, tasks, w, x, y);
 }
 
 }  // namespace
@@ -458,8 +446,7 @@ namespace detail {
 void set_mxfp4_tc_shape(Mxfp4TcShape shape) {
   if (shape.warps != 0) {
     bool known = false;
-    for (const Mxfp4TcShape& k : kShapes)
-      known = known || (k.warps == shape.warps && k.stages == shape.stages);
+    for (const Mxfp4TcShape& k : kShapes) known = known || k.warps == shape.warps;
     if (!known)
       throw std::invalid_argument("set_mxfp4_tc_shape: " + mxfp4_tc_shape_name(shape) +
                                   " is not compiled");
@@ -471,16 +458,13 @@ std::vector<Mxfp4TcShape> mxfp4_tc_shapes() {
   return std::vector<Mxfp4TcShape>(std::begin(kShapes), std::end(kShapes));
 }
 
-Mxfp4TcShape mxfp4_tc_pick(int64_t n, int64_t rows, int64_t count, int sms) {
+Mxfp4TcShape mxfp4_tc_pick(int64_t rows, int64_t count, int sms) {
   const int64_t blocks_of_8 = (rows + 255) / 256 * (count > 0 ? count : 1);
-  if (blocks_of_8 < sms) return {4, 0};  // a short grid: twice the blocks
-  if (n > 4 && n <= 8) return {8, 4};
-  return {8, 0};
+  return {blocks_of_8 < sms ? 4 : 8};  // a short grid: twice the blocks
 }
 
 std::string mxfp4_tc_shape_name(Mxfp4TcShape shape) {
-  return std::to_string(shape.warps) +
-         (shape.stages ? "w ring " + std::to_string(shape.stages) : "w regs");
+  return std::to_string(shape.warps) + " warps";
 }
 
 }  // namespace detail

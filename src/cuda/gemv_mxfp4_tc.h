@@ -18,8 +18,9 @@ namespace deltafin::cuda {
 // - each fp32 activation, times 2^32, is split exactly into three BF16 pieces (8 + 8 + 8
 //   significant bits) and each weight is decoded exactly to BF16 times 2^-32, so every product
 //   of a weight and a piece is exact;
-// - the tensor cores sum them in fp32 in their own order and rounding (truncation within each
-//   16-term step), not the FMA chain of gemv.h: results differ from matmul()'s in the last bits.
+// - the tensor cores sum each piece's products in fp32 in their own order and rounding
+//   (truncation within each 16-term step), and the three sums are added last, (hi + mid) + lo,
+//   not the FMA chain of gemv.h: results differ from matmul()'s in the last bits.
 // What stays: a row's bits depend only on its activations and the weights, never on n or on the
 // row's position in the batch (every row runs the same steps), so speculation stays lossless,
 // and a grouped task's bits equal its single launch's. Exact splitting needs normal activations
@@ -30,23 +31,20 @@ void matmul_grouped_tc(const DeviceMxfp4Task* tasks, int64_t count, int64_t rows
                        int64_t max_n, cudaStream_t stream = 0);
 
 namespace detail {
-// A block shape of the kernels: warps a block (4 or 8; 32 weight rows each) and cp.async stages
-// of each warp's weight ring (0: the next chunk's weights in registers instead). Every shape
-// gives every output the same bits.
+// A block shape of the kernels: warps a block (4 or 8; 32 weight rows each). Every shape gives
+// every output the same bits.
 struct Mxfp4TcShape {
-  int warps = 0, stages = 0;
+  int warps = 0;
 };
 // The bench's and the GPU test's switch: every launch runs `shape` (warps 0: the default again).
 // Throws std::invalid_argument for a shape not compiled. Not thread-safe; the model never calls it.
 void set_mxfp4_tc_shape(Mxfp4TcShape shape);
 std::vector<Mxfp4TcShape> mxfp4_tc_shapes();          // the compiled ones, the default first
-std::string mxfp4_tc_shape_name(Mxfp4TcShape shape);  // "8w regs", "8w ring 4"
-// The shape a launch of n activation rows (1-16) over `count` matrices (0: one) of `rows` rows
-// runs on a GPU of `sms` SMs: 8 warps with the weights in registers, which read fastest on K3's
-// grouped experts at 1-4 and 9-16 rows on an H100; at 5-8 rows the 8-warp ring of 4 stages
-// (0.53 of the read on the gates and ups against 0.45); 4 warps where 8-warp blocks would
-// leave SMs idle (one matrix alone). docs/PERFORMANCE.md, 2026-12-06 16:52.
-Mxfp4TcShape mxfp4_tc_pick(int64_t n, int64_t rows, int64_t count, int sms);
+std::string mxfp4_tc_shape_name(Mxfp4TcShape shape);  // "8 warps"
+// The shape a launch over `count` matrices (0: one) of `rows` rows runs on a GPU of `sms` SMs:
+// 8 warps, which read fastest on K3's grouped experts at every row count on an H100; 4 where
+// 8-warp blocks would leave SMs idle (one matrix alone). docs/PERFORMANCE.md, 2026-12-06 19:27.
+Mxfp4TcShape mxfp4_tc_pick(int64_t rows, int64_t count, int sms);
 }  // namespace detail
 
 }  // namespace deltafin::cuda
