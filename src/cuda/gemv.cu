@@ -20,7 +20,6 @@
 #include "cuda/gemv_knobs.h"
 #include "cuda/gemv_launch.cuh"
 #include "cuda/gemv_mxfp4_pairs.h"
-#include "cuda/op_count.h"
 
 namespace deltafin::cuda {
 namespace {
@@ -454,12 +453,6 @@ __global__ void __launch_bounds__(32 * W)
   bf16_body<N, kRowsPerWarp, W, U, S, K>(s.w[t], s.rows[t], cols, x, n, s.y[t], blockIdx.x);
 }
 
-template <auto kKernel, typename... Args>
-void launch_threads(int threads, int smem, dim3 blocks, cudaStream_t stream, Args... args) {
-  opt_in<kKernel>(smem);
-  kKernel<<<blocks, threads, smem, stream>>>(args...);
-  count_launches(1);
-}
 template <auto kKernel, typename... Args>
 void launch(int smem, dim3 blocks, cudaStream_t stream, Args... args) {
   launch_threads<kKernel>(kThreads, smem, blocks, stream, args...);

@@ -1,6 +1,7 @@
 // Host helpers the GEMV launchers share (gemv.cu, gemv_mxfp4_pairs.cu, gemv_mxfp4_tc.cu): a
-// kernel's opt-in to more than 48 KB of shared memory, the device's SM count and DRAM rate per SM,
-// how many blocks of a kernel an SM holds, and the checks of a launch's arguments and result.
+// kernel's opt-in to more than 48 KB of shared memory and its counted launch, the device's SM
+// count and DRAM rate per SM, how many blocks of a kernel an SM holds, and the checks of a
+// launch's arguments and result.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "cuda/gemv.h"
+#include "cuda/op_count.h"
 
 namespace deltafin::cuda::gemv {
 
@@ -24,6 +26,14 @@ void opt_in(int smem) {
   if (attr != cudaSuccess)
     throw std::runtime_error(std::string("cuda::matmul: shared memory of ") + std::to_string(smem) +
                              " bytes refused: " + cudaGetErrorString(attr));
+}
+
+// One counted launch of kKernel, opted in to its shared memory first.
+template <auto kKernel, typename... Args>
+void launch_threads(int threads, int smem, dim3 blocks, cudaStream_t stream, Args... args) {
+  opt_in<kKernel>(smem);
+  kKernel<<<blocks, threads, smem, stream>>>(args...);
+  count_launches(1);
 }
 
 // The current device's SM count, found once: the device a process computes on does not change.

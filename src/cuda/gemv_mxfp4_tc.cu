@@ -23,7 +23,6 @@
 
 #include "cuda/gemv_common.cuh"
 #include "cuda/gemv_launch.cuh"
-#include "cuda/op_count.h"
 
 namespace deltafin::cuda {
 namespace {
@@ -368,13 +367,6 @@ void require_sm80(const char* what) {
                              "or newer; use the exact mode (--gpu-expert-math exact)");
 }
 
-template <auto kKernel, typename... Args>
-void launch(int threads, int smem, dim3 blocks, cudaStream_t stream, Args... args) {
-  opt_in<kKernel>(smem);
-  kKernel<<<blocks, threads, smem, stream>>>(args...);
-  count_launches(1);
-}
-
 // The kernel for n activation rows (1-16) in blocks of W warps: `count` tasks of `tasks`
 // (grouped) or, count == 0, the single product w · x.
 template <int W>
@@ -384,10 +376,11 @@ void launch_tc(int64_t n, int rows, int cols, int count, cudaStream_t stream,
   const auto go = [&](auto tiles) {
     constexpr int NT = decltype(tiles)::value;
     if (count > 0)
-      launch<tc_grouped_kernel<NT, W>>(32 * W, smem_bytes<NT>(), grid, stream, tasks, rows, cols);
+      launch_threads<tc_grouped_kernel<NT, W>>(32 * W, smem_bytes<NT>(), grid, stream, tasks, rows,
+                                               cols);
     else
-      launch<tc_kernel<NT, W>>(32 * W, smem_bytes<NT>(), grid, stream, w.packed, w.scales, rows,
-                               cols, x, static_cast<int>(n), y);
+      launch_threads<tc_kernel<NT, W>>(32 * W, smem_bytes<NT>(), grid, stream, w.packed, w.scales,
+                                       rows, cols, x, static_cast<int>(n), y);
   };
   switch (column_tiles(static_cast<int>(n))) {
     case 1:
