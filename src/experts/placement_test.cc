@@ -10,9 +10,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -319,6 +321,54 @@ class FailingQueue : public io::ReadQueue {
   std::deque<io::ReadCompletion> failed_;  // touched by the owner thread only
 };
 
+// A pread queue whose completions wait behind a gate: while it is shut, the owner's wait() returns
+// nothing (or false when woken), so a test can act while a read is surely still in flight.
+class GatedQueue : public io::ReadQueue {
+ public:
+  explicit GatedQueue(int depth) : ReadQueue(depth), inner_(io::make_pread_queue(depth)) {}
+  const char* name() const override { return "gated"; }
+  int in_flight() const override { return inner_->in_flight(); }
+  int max_in_flight() const override { return inner_->max_in_flight(); }
+  void submit(const io::ReadRequest& r) override { inner_->submit(r); }
+  bool wait(io::ReadCompletion* out) override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return open_ || woken_; });
+      if (!open_) {
+        woken_ = false;
+        return false;
+      }
+    }
+    return inner_->wait(out);
+  }
+  void wake() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      woken_ = true;
+    }
+    cv_.notify_all();
+    inner_->wake();
+  }
+  bool poll(io::ReadCompletion* out) override { return is_open() && inner_->poll(out); }
+  void set_open(bool open) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      open_ = open;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  bool is_open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return open_;
+  }
+  std::unique_ptr<io::ReadQueue> inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = true, woken_ = false;
+};
+
 // Layer 0: n experts of `span` bytes at odd offsets of a pattern file, and n_dirs empty folders
 // for a placement.
 struct Placed {
@@ -554,16 +604,19 @@ TEST(StripedStore, ADriveWhoseReadsFailSendsTheWholeExpertToTheShard) {
 TEST(StripedStore, GuessesStoppedMidStripeAreReadWholeWhenAsked) {
   // As AGuessStoppedPartWayFreesItsSlotAndIsReadWholeWhenAsked, with each guess striped over two
   // folders in 4 KiB requests: a cancel finds some pieces dropped, some in flight, some landed.
+  // The guesses' first piece is held in flight (the gate) until the route has been asked for, so
+  // the guesses cannot all land first on a loaded machine.
   const Placed p = make_striped(scratch() + "/stripe-stop", 64, {1, 1});
-  auto sched = std::make_shared<io::ReadScheduler>(1);
+  auto queue = std::make_unique<GatedQueue>(1);
+  GatedQueue* gate = queue.get();
+  auto sched = std::make_shared<io::ReadScheduler>(std::move(queue), 1);
   StreamingStoreOptions o = options_with(p.placement);
   o.n_slots = 6;
   o.max_prefetch_slots = 3;
   o.min_prefetch_recall = 0;
   o.read_piece_bytes = 4096;
   StreamingExpertStore store(p.catalog, sched, o);
-  const auto drain_whole = [&](std::vector<int32_t> ids) {
-    auto batch = store.request(0, ids);
+  const auto drain_whole = [&](auto batch) {  // a request's batch: every expert whole
     for (size_t i = 0; i < batch->size(); ++i) {
       const ReadyExpert r = batch->acquire_next();
       const format::ExpertSpan& span = p.catalog.layers[0].spans[r.expert];
@@ -575,14 +628,21 @@ TEST(StripedStore, GuessesStoppedMidStripeAreReadWholeWhenAsked) {
   for (int pass = 0; pass < 16; ++pass) {
     const int32_t g = 4 * pass;
     const uint64_t before = sched->stats().requests;
+    gate->set_open(false);
     store.prefetch(0, std::vector<int32_t>{g, g + 1, g + 2});
-    for (int i = 0; i < 5000 && sched->stats().requests == before; ++i)
+    for (int i = 0; i < 50000 && sched->stats().requests == before; ++i)
       std::this_thread::sleep_for(std::chrono::microseconds(20));
-    drain_whole({g + 3});
+    ASSERT_GT(sched->stats().requests, before) << "pass " << pass << ": no guess was issued";
+    auto batch = store.request(0, std::vector<int32_t>{g + 3});  // stops the guesses
+    gate->set_open(true);
+    drain_whole(std::move(batch));
   }
   const ExpertStoreStats s = store.stats();
-  EXPECT_GT(s.prefetch_stopped + s.prefetch_cancelled, 0u);
-  for (int pass = 0; pass < 16; ++pass) drain_whole({4 * pass, 4 * pass + 1, 4 * pass + 2});
+  // Every pass: the guess with a piece in flight stops there, the other two are dropped unread.
+  EXPECT_EQ(s.prefetch_stopped, 16u);
+  EXPECT_EQ(s.prefetch_cancelled, 32u);
+  for (int pass = 0; pass < 16; ++pass)
+    drain_whole(store.request(0, std::vector<int32_t>{4 * pass, 4 * pass + 1, 4 * pass + 2}));
   EXPECT_EQ(store.stats().demand_reads, s.demand_reads + 48);
 }
 
