@@ -284,14 +284,30 @@ TEST(CountRoutes, CountsEveryUseAndNamesABadLine) {
   }
 }
 
+// A pread queue that the test queues below wrap: each overrides only what it injects.
+class ForwardingQueue : public io::ReadQueue {
+ public:
+  explicit ForwardingQueue(int depth) : ReadQueue(depth), inner_(io::make_pread_queue(depth)) {}
+  int in_flight() const override { return inner_->in_flight(); }
+  int max_in_flight() const override { return inner_->max_in_flight(); }
+  void submit(const io::ReadRequest& r) override { inner_->submit(r); }
+  bool wait(io::ReadCompletion* out) override { return inner_->wait(out); }
+  void wake() override { inner_->wake(); }
+  bool poll(io::ReadCompletion* out) override { return inner_->poll(out); }
+
+ private:
+  std::unique_ptr<io::ReadQueue> inner_;
+};
+
 // A pread queue whose reads of files under `poison` fail with EIO, as a dying drive's would.
-class FailingQueue : public io::ReadQueue {
+class FailingQueue : public ForwardingQueue {
  public:
   FailingQueue(int depth, std::vector<std::string> poison)
-      : ReadQueue(depth), inner_(io::make_pread_queue(depth)), poison_(std::move(poison)) {}
+      : ForwardingQueue(depth), poison_(std::move(poison)) {}
   const char* name() const override { return "failing"; }
-  int in_flight() const override { return inner_->in_flight() + static_cast<int>(failed_.size()); }
-  int max_in_flight() const override { return inner_->max_in_flight(); }
+  int in_flight() const override {
+    return ForwardingQueue::in_flight() + static_cast<int>(failed_.size());
+  }
   void submit(const io::ReadRequest& r) override {
     for (const std::string& p : poison_) {
       if (r.file->path().find(p) == std::string::npos) continue;
@@ -299,14 +315,10 @@ class FailingQueue : public io::ReadQueue {
       failed_.push_back({r.user_tag, 0, EIO, r.file->path() + ": injected EIO"});
       return;
     }
-    inner_->submit(r);
+    ForwardingQueue::submit(r);
   }
-  bool wait(io::ReadCompletion* out) override {
-    if (take(out)) return true;
-    return inner_->wait(out);
-  }
-  void wake() override { inner_->wake(); }
-  bool poll(io::ReadCompletion* out) override { return take(out) || inner_->poll(out); }
+  bool wait(io::ReadCompletion* out) override { return take(out) || ForwardingQueue::wait(out); }
+  bool poll(io::ReadCompletion* out) override { return take(out) || ForwardingQueue::poll(out); }
   std::atomic<int> failures{0};
 
  private:
@@ -316,20 +328,16 @@ class FailingQueue : public io::ReadQueue {
     failed_.pop_front();
     return true;
   }
-  std::unique_ptr<io::ReadQueue> inner_;
   std::vector<std::string> poison_;
   std::deque<io::ReadCompletion> failed_;  // touched by the owner thread only
 };
 
 // A pread queue whose completions wait behind a gate: while it is shut, the owner's wait() returns
 // nothing (or false when woken), so a test can act while a read is surely still in flight.
-class GatedQueue : public io::ReadQueue {
+class GatedQueue : public ForwardingQueue {
  public:
-  explicit GatedQueue(int depth) : ReadQueue(depth), inner_(io::make_pread_queue(depth)) {}
+  explicit GatedQueue(int depth) : ForwardingQueue(depth) {}
   const char* name() const override { return "gated"; }
-  int in_flight() const override { return inner_->in_flight(); }
-  int max_in_flight() const override { return inner_->max_in_flight(); }
-  void submit(const io::ReadRequest& r) override { inner_->submit(r); }
   bool wait(io::ReadCompletion* out) override {
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -339,7 +347,7 @@ class GatedQueue : public io::ReadQueue {
         return false;
       }
     }
-    return inner_->wait(out);
+    return ForwardingQueue::wait(out);
   }
   void wake() override {
     {
@@ -347,9 +355,9 @@ class GatedQueue : public io::ReadQueue {
       woken_ = true;
     }
     cv_.notify_all();
-    inner_->wake();
+    ForwardingQueue::wake();
   }
-  bool poll(io::ReadCompletion* out) override { return is_open() && inner_->poll(out); }
+  bool poll(io::ReadCompletion* out) override { return is_open() && ForwardingQueue::poll(out); }
   void set_open(bool open) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -363,7 +371,6 @@ class GatedQueue : public io::ReadQueue {
     std::lock_guard<std::mutex> lock(mu_);
     return open_;
   }
-  std::unique_ptr<io::ReadQueue> inner_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool open_ = true, woken_ = false;
