@@ -656,16 +656,7 @@ int mix_heads(int64_t chunks, int64_t nh, int64_t n) {
 
 template <typename F>
 void with_mix_heads(int h, F&& f) {
-  switch (h) {
-    case 8:
-      return f(std::integral_constant<int, 8>{});
-    case 4:
-      return f(std::integral_constant<int, 4>{});
-    case 2:
-      return f(std::integral_constant<int, 2>{});
-    default:
-      return f(std::integral_constant<int, 1>{});
-  }
+  gemv::with_constant<8, 4, 2, 1>(h, f);
 }
 
 // Block (head h, row r), rank/4 threads: ō = the row's chunk sums added in chunk order.

@@ -524,18 +524,7 @@ void launch_mxfp4(int rows, int cols, int count, cudaStream_t stream, const Devi
 // up to a power of two to keep the number of compiled variants small.
 template <typename F>
 void dispatch(int64_t n, F&& f) {
-  switch (kernel_batch(n)) {
-    case 1:
-      return f(std::integral_constant<int, 1>{});
-    case 2:
-      return f(std::integral_constant<int, 2>{});
-    case 4:
-      return f(std::integral_constant<int, 4>{});
-    case 8:
-      return f(std::integral_constant<int, 8>{});
-    default:
-      return f(std::integral_constant<int, 16>{});
-  }
+  with_constant<1, 2, 4, 8, 16>(kernel_batch(n), f);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "cuda/expert_runs.h"
 #include "cuda/gemv.h"
 #include "cuda/gemv_knobs.h"
+#include "cuda/gemv_launch.cuh"
 #include "cuda/gemv_mxfp4_pairs.h"
 #include "cuda/gemv_mxfp4_tc.h"
 #include "cuda/gemv_order_ref.h"
@@ -444,6 +445,29 @@ void test_bf16_pick_8() {
 
 // A pass's experts in runs of one batch size (expert_runs.h): smallest size first, the order kept
 // within a size, every expert once.
+// with_constant, the launchers' runtime-count-to-instantiation switch (a host check): the first
+// listed value equal to the count, else the last, and f called exactly once.
+void test_with_constant() {
+  const auto picks = [](auto pick, int v) {
+    int calls = 0, got = -1;
+    pick(v, [&](auto k) {
+      ++calls;
+      got = decltype(k)::value;
+    });
+    return calls == 1 ? got : -calls;
+  };
+  const auto batch = [](int v, auto&& f) { gemv::with_constant<1, 2, 4, 8, 16>(v, f); };
+  const auto tiles = [](int v, auto&& f) { gemv::with_constant<1, 2, 3, 4, 6>(v, f); };
+  const auto heads = [](int v, auto&& f) { gemv::with_constant<8, 4, 2, 1>(v, f); };
+  bool ok = true;
+  for (int n = 1; n <= 16; ++n) ok = ok && picks(batch, kernel_batch(n)) == kernel_batch(n);
+  for (int v = 1; v <= 6; ++v) ok = ok && picks(tiles, v) == (v == 5 ? 6 : v);
+  for (const int v : {8, 4, 2, 1}) ok = ok && picks(heads, v) == v;
+  for (const int v : {0, 3, 16}) ok = ok && picks(heads, v) == 1;
+  expect(ok, "with_constant picks the listed value, else the last, calling f once");
+  std::printf("ok   with_constant\n");
+}
+
 void test_expert_runs() {
   std::vector<size_t> order;
   const std::vector<ExpertRun> runs = expert_runs({1, 3, 1, 16, 2, 1, 5, 9, 4}, order);
@@ -538,6 +562,7 @@ int main() {
     test_bf16_pick_8();
     test_mxfp4_shape_knob();
     test_expert_runs();
+    test_with_constant();
     test_tc_pick();
     std::printf("host checks: %d, %d failed\n", g_checks, g_failures);
     if (g_failures) return 1;
@@ -561,6 +586,7 @@ int main() {
     for (const int64_t cols : {3584, 3072}) test_mxfp4_pairs_edges(rng, cols, shape);
   run_tc_tests();
   test_tc_pick();
+  test_with_constant();
   test_bf16(rng, 45, 1000, 16);
   test_bf16(rng, 257, 7168, 19);
   test_bf16(rng, 7168, 256, 8);  // 448 blocks at n = 8: one lane chunk a tile on a 132-SM GPU

@@ -1,4 +1,5 @@
-// Host helpers the GEMV launchers share (gemv.cu, gemv_mxfp4_pairs.cu, gemv_mxfp4_tc.cu): a
+// Host helpers the GEMV and decode launchers share (gemv.cu, gemv_mxfp4_pairs.cu,
+// gemv_mxfp4_tc.cu, decode_ops.cu): the choice of a kernel instantiation from a runtime count, a
 // kernel's opt-in to more than 48 KB of shared memory and its counted launch, the device's SM
 // count and DRAM rate per SM, how many blocks of a kernel an SM holds, and the checks of a
 // launch's arguments and result.
@@ -9,6 +10,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "cuda/gemv.h"
 #include "cuda/op_count.h"
@@ -26,6 +28,18 @@ void opt_in(int smem) {
   if (attr != cudaSuccess)
     throw std::runtime_error(std::string("cuda::matmul: shared memory of ") + std::to_string(smem) +
                              " bytes refused: " + cudaGetErrorString(attr));
+}
+
+// Calls f(std::integral_constant<int, k>{}) for the first k of kValues equal to v, or for the
+// last of kValues when none is: a runtime count to the kernel instantiation compiled for it.
+template <int... kValues, typename F>
+void with_constant(int v, F&& f) {
+  constexpr int kAll[] = {kValues...};
+  constexpr int kLast = kAll[sizeof...(kValues) - 1];
+  bool done = false;
+  ((done = done || ((v == kValues || kValues == kLast) &&
+                    (f(std::integral_constant<int, kValues>{}), true))),
+   ...);
 }
 
 // One counted launch of kKernel, opted in to its shared memory first.

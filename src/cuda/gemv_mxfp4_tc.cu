@@ -382,18 +382,7 @@ void launch_tc(int64_t n, int rows, int cols, int count, cudaStream_t stream,
       launch_threads<tc_kernel<NT, W>>(32 * W, smem_bytes<NT>(), grid, stream, w.packed, w.scales,
                                        rows, cols, x, static_cast<int>(n), y);
   };
-  switch (column_tiles(static_cast<int>(n))) {
-    case 1:
-      return go(std::integral_constant<int, 1>{});
-    case 2:
-      return go(std::integral_constant<int, 2>{});
-    case 3:
-      return go(std::integral_constant<int, 3>{});
-    case 4:
-      return go(std::integral_constant<int, 4>{});
-    default:
-      return go(std::integral_constant<int, 6>{});
-  }
+  with_constant<1, 2, 3, 4, 6>(column_tiles(static_cast<int>(n)), go);
 }
 
 // The compiled shapes: what mxfp4_tc_pick chooses among.
