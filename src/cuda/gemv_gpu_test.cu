@@ -443,8 +443,6 @@ void test_bf16_pick_8() {
   std::printf("ok   bf16 shape choice at 8 rows: %d K3 matrices and cards\n", checked);
 }
 
-// A pass's experts in runs of one batch size (expert_runs.h): smallest size first, the order kept
-// within a size, every expert once.
 // with_constant, the launchers' runtime-count-to-instantiation switch (a host check): the first
 // listed value equal to the count, else the last, and f called exactly once.
 void test_with_constant() {
@@ -468,6 +466,8 @@ void test_with_constant() {
   std::printf("ok   with_constant\n");
 }
 
+// A pass's experts in runs of one batch size (expert_runs.h): smallest size first, the order kept
+// within a size, every expert once.
 void test_expert_runs() {
   std::vector<size_t> order;
   const std::vector<ExpertRun> runs = expert_runs({1, 3, 1, 16, 2, 1, 5, 9, 4}, order);
