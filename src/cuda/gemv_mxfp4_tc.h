@@ -31,20 +31,24 @@ void matmul_grouped_tc(const DeviceMxfp4Task* tasks, int64_t count, int64_t rows
                        int64_t max_n, cudaStream_t stream = 0);
 
 namespace detail {
-// A block shape of the kernels: warps a block (4 or 8; 32 weight rows each). Every shape gives
-// every output the same bits.
+// A block shape of the kernels: warps a block (4 or 8) and weight rows a warp (32: two 16-row
+// tiles share each activation fragment; 16: a warp's loads of a row fill its 128-byte lines).
+// Every shape gives every output the same bits.
 struct Mxfp4TcShape {
   int warps = 0;
+  int warp_rows = 32;
 };
 // The bench's and the GPU test's switch: every launch runs `shape` (warps 0: the default again).
 // Throws std::invalid_argument for a shape not compiled. Not thread-safe; the model never calls it.
 void set_mxfp4_tc_shape(Mxfp4TcShape shape);
-std::vector<Mxfp4TcShape> mxfp4_tc_shapes();          // the compiled ones, the default first
-std::string mxfp4_tc_shape_name(Mxfp4TcShape shape);  // "8 warps"
-// The shape a launch over `count` matrices (0: one) of `rows` rows runs on a GPU of `sms` SMs:
-// 8 warps, which read fastest on K3's grouped experts at every row count on an H100; 4 where
-// 8-warp blocks would leave SMs idle (one matrix alone). docs/PERFORMANCE.md, 2026-12-06 19:27.
-Mxfp4TcShape mxfp4_tc_pick(int64_t rows, int64_t count, int sms);
+std::vector<Mxfp4TcShape> mxfp4_tc_shapes();          // the compiled ones
+std::string mxfp4_tc_shape_name(Mxfp4TcShape shape);  // "8 warps of 32 rows"
+// The shape a launch over `count` matrices (0: one) of `rows` rows with n activation rows runs on
+// a GPU of `sms` SMs. Where the activations take one column tile (n <= 2): 4 warps of 16 rows,
+// whose loads fill whole lines. Above: 32 rows a warp, where a fragment shared by two tiles
+// halves the shared-memory reads, in 8 warps, or 4 where 8-warp blocks would leave SMs idle (one
+// matrix alone). docs/PERFORMANCE.md, 2026-12-07.
+Mxfp4TcShape mxfp4_tc_pick(int64_t rows, int64_t count, int64_t n, int sms);
 }  // namespace detail
 
 }  // namespace deltafin::cuda

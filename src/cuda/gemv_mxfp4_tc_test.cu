@@ -172,13 +172,16 @@ void test_tc_bad_shapes() {
 }  // namespace
 
 // The shape choice, a host check (no GPU needed): K3's grouped experts and one matrix alone on a
-// 132-SM card.
+// 132-SM card, at one, two and eight activation rows.
 void test_tc_pick() {
-  const auto name = [](int64_t rows, int64_t count) {
-    return detail::mxfp4_tc_shape_name(detail::mxfp4_tc_pick(rows, count, 132));
+  const auto name = [](int64_t rows, int64_t count, int64_t n) {
+    return detail::mxfp4_tc_shape_name(detail::mxfp4_tc_pick(rows, count, n, 132));
   };
-  const bool ok = name(3072, 32) == "8 warps" && name(3584, 16) == "8 warps" &&
-                  name(3584, 0) == "4 warps" && name(3072, 1) == "4 warps";
+  const bool ok =
+      name(3072, 32, 8) == "8 warps of 32 rows" && name(3584, 16, 8) == "8 warps of 32 rows" &&
+      name(3584, 0, 8) == "4 warps of 32 rows" && name(3072, 1, 16) == "4 warps of 32 rows" &&
+      name(3072, 32, 1) == "4 warps of 16 rows" && name(3584, 16, 2) == "4 warps of 16 rows" &&
+      name(3584, 0, 1) == "4 warps of 16 rows" && name(3072, 4, 3) == "4 warps of 32 rows";
   expect(ok, "mxfp4 tc: the shape picks for K3's experts and one matrix");
   std::printf("ok   mxfp4 tc shape choice\n");
 }
@@ -204,6 +207,10 @@ void run_tc_tests() {
   detail::set_mxfp4_tc_shape({});
   expect(!testing::invalid_argument_message([] { detail::set_mxfp4_tc_shape({6}); }).empty(),
          "mxfp4 tc: a shape of 6 warps refused");
+  expect(!testing::invalid_argument_message([] {
+            detail::set_mxfp4_tc_shape({8, 24});
+          }).empty(),
+         "mxfp4 tc: a shape of 24 rows a warp refused");
   test_tc_bad_shapes();
 }
 
