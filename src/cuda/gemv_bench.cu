@@ -137,17 +137,16 @@ int g_sms = 0;
 uint32_t* g_sink = nullptr;
 double g_copy_read_gbs = 0;
 
-void read_rate_line(const char* label, int reps, int copies, size_t stride_bytes, size_t bytes,
-                    const uint8_t* base, Stats* out) {
-  const auto v = time_launches(
+// GB/s of the read kernel over the same bytes an entry's kernels read: the ceiling of its ratios.
+Stats same_bytes_read(int reps, int copies, size_t stride_bytes, size_t bytes,
+                      const uint8_t* base) {
+  return stats(time_launches(
       reps, copies, static_cast<double>(bytes),
       [&](int k) {
         read_kernel<<<g_sms * 8, 256, 0, g_stream>>>(
             reinterpret_cast<const uint4*>(base + k * stride_bytes), bytes / 16, g_sink);
       },
-      true);
-  *out = stats(v);
-  (void)label;
+      true));
 }
 
 void print_row(const std::string& name, const Stats& s, const Stats& read) {
@@ -170,8 +169,7 @@ void bench_mxfp4(int reps, int64_t rows, int64_t cols, bool tc = false) {
     fill(w + k * stride + packed, scales, 91 + k, 1);
   }
   fill(x, 16 * cols * sizeof(float), 5, 2);
-  Stats read;
-  read_rate_line("read", reps, copies, stride, packed + scales, w, &read);
+  const Stats read = same_bytes_read(reps, copies, stride, packed + scales, w);
   for (int n : {1, 2, 4, 8, 16}) {
     const auto v = time_launches(
         reps, copies, static_cast<double>(packed + scales),
@@ -249,8 +247,7 @@ GroupedLaunch bench_mxfp4_grouped(int reps, int experts, int per_expert, int64_t
   check(
       cudaMemcpy(tasks, host.data(), host.size() * sizeof(DeviceMxfp4Task), cudaMemcpyHostToDevice),
       "upload");
-  Stats read;
-  read_rate_line("read", reps, copies, sets.set_bytes, sets.set_bytes, sets.w, &read);
+  const Stats read = same_bytes_read(reps, copies, sets.set_bytes, sets.set_bytes, sets.w);
   const double bytes = static_cast<double>((packed + scales) * count);
   GroupedLaunch first{bytes, 0, static_cast<double>(sets.set_bytes) / read.median * 1e-3};
   for (int v = 0; v < variants; ++v) {
@@ -333,9 +330,9 @@ void bench_mxfp4_pairs(int reps, int count, int64_t rows, int64_t cols) {
   check(
       cudaMemcpy(tasks, host.data(), host.size() * sizeof(DeviceMxfp4Task), cudaMemcpyHostToDevice),
       "upload");
-  Stats read_set, read_one;
-  read_rate_line("read", reps, copies, set_bytes, set_bytes, sets.w, &read_set);
-  read_rate_line("read", reps, copies * count, sets.stride, packed + scales, sets.w, &read_one);
+  const Stats read_set = same_bytes_read(reps, copies, set_bytes, set_bytes, sets.w);
+  const Stats read_one =
+      same_bytes_read(reps, copies * count, sets.stride, packed + scales, sets.w);
   // The general kernel (0 stages), then every compiled shape.
   std::vector<detail::Mxfp4PairsShape> shapes = {{2, 0}};
   for (const detail::Mxfp4PairsShape& s : detail::mxfp4_pairs_shapes()) shapes.push_back(s);
@@ -423,8 +420,7 @@ void bench_bf16_shapes(int reps, int n, int64_t rows, int64_t cols) {
   const Bf16Copies m(rows, cols, n);
   const size_t bytes = m.bytes;
   float* const y = m.y;
-  Stats read;
-  read_rate_line("read", reps, m.copies, m.stride, bytes, m.w, &read);
+  const Stats read = same_bytes_read(reps, m.copies, m.stride, bytes, m.w);
   auto run = [&](int k) { matmul(DeviceBf16{m.matrix(k), rows, cols}, m.x, n, y, g_stream); };
   const std::vector<detail::Bf16Shape> shapes = detail::bf16_shapes(n);
   const size_t count = shapes.size();
@@ -457,8 +453,7 @@ void bench_bf16_shapes(int reps, int n, int64_t rows, int64_t cols) {
 
 void bench_bf16(int reps, int64_t rows, int64_t cols) {
   const Bf16Copies m(rows, cols, 16);
-  Stats read;
-  read_rate_line("read", reps, m.copies, m.stride, m.bytes, m.w, &read);
+  const Stats read = same_bytes_read(reps, m.copies, m.stride, m.bytes, m.w);
   for (int n : {1, 4, 8, 16}) {
     const auto v = time_launches(
         reps, m.copies, static_cast<double>(m.bytes),
@@ -490,8 +485,7 @@ void bench_kda(int reps) {
   float *q = act, *k = q + max_n * width, *v = k + max_n * width, *g = v + max_n * width;
   float *o = g + max_n * width, *beta = o + max_n * width;
   check(cudaMemset(g, 0, max_n * width * sizeof(float)), "memset");  // decay 1
-  Stats read;
-  read_rate_line("read", reps, copies, stride, state_bytes, states, &read);
+  const Stats read = same_bytes_read(reps, copies, stride, state_bytes, states);
   for (int n : {1, 4, 16}) {
     const auto rate = time_launches(reps, copies, static_cast<double>(state_bytes), [&](int c) {
       kda_decode(q, k, v, g, beta, n, nh, dim, reinterpret_cast<float*>(states + c * stride), o);
@@ -524,8 +518,7 @@ void bench_mla(int reps, int64_t positions, const std::string& variant = "") {
     fill(w + c * stride + kvb_bytes, cache_bytes, 43 + c, 2);
   }
   fill(q, nh * 192 * sizeof(float), 11, 2);
-  Stats read;
-  read_rate_line("read", reps, copies, stride, kvb_bytes + cache_bytes, w, &read);
+  const Stats read = same_bytes_read(reps, copies, stride, kvb_bytes + cache_bytes, w);
   const auto rate =
       time_launches(reps, copies, static_cast<double>(kvb_bytes + cache_bytes), [&](int c) {
         const auto* kvb = reinterpret_cast<const uint16_t*>(w + c * stride);
