@@ -433,10 +433,9 @@ void launch_tc(int rows_a_warp, int64_t n, int rows, int cols, int count, cudaSt
                                                w.scales, rows, cols, x, static_cast<int>(n), y);
   };
   with_constant<1, 2, 3, 4, 6>(column_tiles(static_cast<int>(n)), [&](auto tiles) {
-    if (rows_a_warp == 16)
-      go(tiles, std::true_type{});
-    else
-      go(tiles, std::false_type{});
+    with_constant<32, 16>(rows_a_warp, [&](auto warp_rows) {
+      go(tiles, std::bool_constant<decltype(warp_rows)::value == 16>{});
+    });
   });
 }
 
