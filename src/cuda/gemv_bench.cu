@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -129,8 +130,11 @@ bool wanted(const char* key) {
 bool rows_wanted(int n) {
   const char* list = std::getenv("DELTAFIN_BENCH_N");
   if (list == nullptr) return true;
-  const std::string s = "," + std::string(list) + ",";
-  return s.find("," + std::to_string(n) + ",") != std::string::npos;
+  // Appended piece by piece: g++ 12 sees a false overlap (-Werror=restrict) in "," + string.
+  std::string s(1, ','), key(1, ',');
+  s.append(list).push_back(',');
+  key.append(std::to_string(n)).push_back(',');
+  return s.find(key) != std::string::npos;
 }
 
 int g_sms = 0;
@@ -154,6 +158,31 @@ void print_row(const std::string& name, const Stats& s, const Stats& read) {
               s.median, s.max, read.median, s.median / read.median, s.median / g_copy_read_gbs);
 }
 
+// The faster of two timings of the same read (by median).
+const Stats& faster(const Stats& a, const Stats& b) { return b.median > a.median ? b : a; }
+
+// An entry's rows, printed against its same-bytes read timed before its kernels and again after
+// them, whichever is faster. A fresh allocation read ~15% slow for a while on an H100
+// (tools/gpu_experiments/first_read.cu, 2026-12-07), and every entry reads bytes it has just
+// allocated, so a read before the kernels alone flattered the ratios.
+class RatedRows {
+ public:
+  explicit RatedRows(std::function<Stats()> read) : read_(std::move(read)), before_(read_()) {}
+  void add(std::string name, const Stats& rate) { rows_.emplace_back(std::move(name), rate); }
+  // Times the read again, prints the rows against the faster of the two and returns it.
+  Stats print() {
+    const Stats best = faster(before_, read_());
+    for (const auto& [name, rate] : rows_) print_row(name, rate, best);
+    rows_.clear();
+    return best;
+  }
+
+ private:
+  std::function<Stats()> read_;
+  Stats before_;
+  std::vector<std::pair<std::string, Stats>> rows_;
+};
+
 // tc: the tensor-core mode (gemv_mxfp4_tc.h) instead of the exact kernels.
 void bench_mxfp4(int reps, int64_t rows, int64_t cols, bool tc = false) {
   const size_t packed = rows * cols / 2, scales = rows * cols / 32;
@@ -169,7 +198,7 @@ void bench_mxfp4(int reps, int64_t rows, int64_t cols, bool tc = false) {
     fill(w + k * stride + packed, scales, 91 + k, 1);
   }
   fill(x, 16 * cols * sizeof(float), 5, 2);
-  const Stats read = same_bytes_read(reps, copies, stride, packed + scales, w);
+  RatedRows out([&] { return same_bytes_read(reps, copies, stride, packed + scales, w); });
   for (int n : {1, 2, 4, 8, 16}) {
     const auto v = time_launches(
         reps, copies, static_cast<double>(packed + scales),
@@ -181,10 +210,11 @@ void bench_mxfp4(int reps, int64_t rows, int64_t cols, bool tc = false) {
             matmul(m, x, n, y, g_stream);
         },
         true);
-    print_row(std::string(tc ? "tc " : "") + "mxfp4 " + std::to_string(rows) + "x" +
-                  std::to_string(cols) + " n=" + std::to_string(n),
-              stats(v), read);
+    out.add(std::string(tc ? "tc " : "") + "mxfp4 " + std::to_string(rows) + "x" +
+                std::to_string(cols) + " n=" + std::to_string(n),
+            stats(v));
   }
+  out.print();
   check(cudaDeviceSynchronize(), "sync");
   cudaFree(w);
   cudaFree(x);
@@ -247,12 +277,10 @@ GroupedLaunch bench_mxfp4_grouped(int reps, int experts, int per_expert, int64_t
   check(
       cudaMemcpy(tasks, host.data(), host.size() * sizeof(DeviceMxfp4Task), cudaMemcpyHostToDevice),
       "upload");
-  // The read before the kernels and again after them, the faster as the ceiling: a fresh
-  // allocation's first reads ran ~15% under the same read a few milliseconds later on H100s
-  // (tools/gpu_experiments/first_read.cu, 2026-12-07), which flattered the first entry's ratios.
-  const Stats read_before = same_bytes_read(reps, copies, sets.set_bytes, sets.set_bytes, sets.w);
+  RatedRows out(
+      [&] { return same_bytes_read(reps, copies, sets.set_bytes, sets.set_bytes, sets.w); });
   const double bytes = static_cast<double>((packed + scales) * count);
-  std::vector<std::pair<std::string, Stats>> rows_out;
+  GroupedLaunch first{bytes, 0, 0};
   for (int v = 0; v < variants; ++v) {
     const int n = ns[v];
     const Stats rate = stats(time_launches(
@@ -265,16 +293,12 @@ GroupedLaunch bench_mxfp4_grouped(int reps, int experts, int per_expert, int64_t
             matmul_grouped(t, count, rows, cols, n, g_stream);
         },
         true));
-    rows_out.emplace_back(std::string(tc ? "tc " : "") + "grouped " + std::to_string(count) + "x" +
-                              std::to_string(rows) + "x" + std::to_string(cols) +
-                              " n=" + std::to_string(n),
-                          rate);
+    out.add(std::string(tc ? "tc " : "") + "grouped " + std::to_string(count) + "x" +
+                std::to_string(rows) + "x" + std::to_string(cols) + " n=" + std::to_string(n),
+            rate);
+    if (v == 0) first.kernel_us = bytes / rate.median * 1e-3;
   }
-  const Stats read_after = same_bytes_read(reps, copies, sets.set_bytes, sets.set_bytes, sets.w);
-  const Stats& read = read_after.median > read_before.median ? read_after : read_before;
-  for (const auto& [name, rate] : rows_out) print_row(name, rate, read);
-  GroupedLaunch first{bytes, 0, static_cast<double>(sets.set_bytes) / read.median * 1e-3};
-  if (!rows_out.empty()) first.kernel_us = bytes / rows_out.front().second.median * 1e-3;
+  first.read_us = static_cast<double>(sets.set_bytes) / out.print().median * 1e-3;
   check(cudaDeviceSynchronize(), "sync");
   cudaFree(x);
   cudaFree(y);
@@ -338,9 +362,11 @@ void bench_mxfp4_pairs(int reps, int count, int64_t rows, int64_t cols) {
   check(
       cudaMemcpy(tasks, host.data(), host.size() * sizeof(DeviceMxfp4Task), cudaMemcpyHostToDevice),
       "upload");
-  const Stats read_set = same_bytes_read(reps, copies, set_bytes, set_bytes, sets.w);
-  const Stats read_one =
-      same_bytes_read(reps, copies * count, sets.stride, packed + scales, sets.w);
+  const auto time_set = [&] { return same_bytes_read(reps, copies, set_bytes, set_bytes, sets.w); };
+  const auto time_one = [&] {
+    return same_bytes_read(reps, copies * count, sets.stride, packed + scales, sets.w);
+  };
+  const Stats set_before = time_set(), one_before = time_one();
   // The general kernel (0 stages), then every compiled shape.
   std::vector<detail::Mxfp4PairsShape> shapes = {{2, 0}};
   for (const detail::Mxfp4PairsShape& s : detail::mxfp4_pairs_shapes()) shapes.push_back(s);
@@ -377,6 +403,8 @@ void bench_mxfp4_pairs(int reps, int count, int64_t rows, int64_t cols) {
       rate_s[d].insert(rate_s[d].end(), s1.begin(), s1.end());
     }
   detail::reset_mxfp4_pairs_shape();
+  // Against the faster of the reads before and after the kernels (RatedRows says why).
+  const Stats read_set = faster(set_before, time_set()), read_one = faster(one_before, time_one());
   const std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
   for (int d = 0; d < n_shapes; ++d) {
     const std::string tag = (d == 0 ? std::string("general")
@@ -428,7 +456,7 @@ void bench_bf16_shapes(int reps, int n, int64_t rows, int64_t cols) {
   const Bf16Copies m(rows, cols, n);
   const size_t bytes = m.bytes;
   float* const y = m.y;
-  const Stats read = same_bytes_read(reps, m.copies, m.stride, bytes, m.w);
+  RatedRows out([&] { return same_bytes_read(reps, m.copies, m.stride, bytes, m.w); });
   auto run = [&](int k) { matmul(DeviceBf16{m.matrix(k), rows, cols}, m.x, n, y, g_stream); };
   const std::vector<detail::Bf16Shape> shapes = detail::bf16_shapes(n);
   const size_t count = shapes.size();
@@ -452,16 +480,17 @@ void bench_bf16_shapes(int reps, int n, int64_t rows, int64_t cols) {
     }
   detail::set_bf16_shape(n, {});
   for (size_t v = 0; v < count; ++v)
-    print_row("bf16 " + std::to_string(rows) + "x" + std::to_string(cols) +
-                  " n=" + std::to_string(n) + " " + detail::bf16_shape_name(shapes[v]) +
-                  (same[v] ? "" : " DIFF"),
-              stats(rate[v]), read);
+    out.add("bf16 " + std::to_string(rows) + "x" + std::to_string(cols) +
+                " n=" + std::to_string(n) + " " + detail::bf16_shape_name(shapes[v]) +
+                (same[v] ? "" : " DIFF"),
+            stats(rate[v]));
+  out.print();
   check(cudaDeviceSynchronize(), "sync");
 }
 
 void bench_bf16(int reps, int64_t rows, int64_t cols) {
   const Bf16Copies m(rows, cols, 16);
-  const Stats read = same_bytes_read(reps, m.copies, m.stride, m.bytes, m.w);
+  RatedRows out([&] { return same_bytes_read(reps, m.copies, m.stride, m.bytes, m.w); });
   for (int n : {1, 4, 8, 16}) {
     const auto v = time_launches(
         reps, m.copies, static_cast<double>(m.bytes),
@@ -469,10 +498,10 @@ void bench_bf16(int reps, int64_t rows, int64_t cols) {
           matmul(DeviceBf16{m.matrix(k), rows, cols}, m.x, n, m.y, g_stream);
         },
         true);
-    print_row(
-        "bf16 " + std::to_string(rows) + "x" + std::to_string(cols) + " n=" + std::to_string(n),
-        stats(v), read);
+    out.add("bf16 " + std::to_string(rows) + "x" + std::to_string(cols) + " n=" + std::to_string(n),
+            stats(v));
   }
+  out.print();
   check(cudaDeviceSynchronize(), "sync");
 }
 
@@ -493,13 +522,14 @@ void bench_kda(int reps) {
   float *q = act, *k = q + max_n * width, *v = k + max_n * width, *g = v + max_n * width;
   float *o = g + max_n * width, *beta = o + max_n * width;
   check(cudaMemset(g, 0, max_n * width * sizeof(float)), "memset");  // decay 1
-  const Stats read = same_bytes_read(reps, copies, stride, state_bytes, states);
+  RatedRows out([&] { return same_bytes_read(reps, copies, stride, state_bytes, states); });
   for (int n : {1, 4, 16}) {
     const auto rate = time_launches(reps, copies, static_cast<double>(state_bytes), [&](int c) {
       kda_decode(q, k, v, g, beta, n, nh, dim, reinterpret_cast<float*>(states + c * stride), o);
     });
-    print_row("kda 96x128x128 n=" + std::to_string(n), stats(rate), read);
+    out.add("kda 96x128x128 n=" + std::to_string(n), stats(rate));
   }
+  out.print();
   check(cudaDeviceSynchronize(), "sync");
   cudaFree(states);
   cudaFree(act);
@@ -526,14 +556,15 @@ void bench_mla(int reps, int64_t positions, const std::string& variant = "") {
     fill(w + c * stride + kvb_bytes, cache_bytes, 43 + c, 2);
   }
   fill(q, nh * 192 * sizeof(float), 11, 2);
-  const Stats read = same_bytes_read(reps, copies, stride, kvb_bytes + cache_bytes, w);
+  RatedRows out([&] { return same_bytes_read(reps, copies, stride, kvb_bytes + cache_bytes, w); });
   const auto rate =
       time_launches(reps, copies, static_cast<double>(kvb_bytes + cache_bytes), [&](int c) {
         const auto* kvb = reinterpret_cast<const uint16_t*>(w + c * stride);
         const auto* latent = reinterpret_cast<const float*>(w + c * stride + kvb_bytes);
         mla_absorbed(sh, kvb, latent, latent + positions * 512, positions, q, 1, scratch, o);
       });
-  print_row("mla 96 heads ctx=" + std::to_string(positions) + " n=1" + variant, stats(rate), read);
+  out.add("mla 96 heads ctx=" + std::to_string(positions) + " n=1" + variant, stats(rate));
+  out.print();
   check(cudaDeviceSynchronize(), "sync");
   cudaFree(w);
   cudaFree(q);
