@@ -345,7 +345,8 @@ void bench_grouped_scaling(int reps, int per_expert, int64_t rows, int64_t cols,
 // The fixed-width MXFP4 kernel (gemv_mxfp4_pairs.cu) at n = 1 in each compiled shape (rows a warp
 // step, ring depth) against the general kernel, on `count` [rows, cols] matrices as one grouped
 // launch and one at a time: the outputs memcmp'd to the general kernel's ("DIFF" where they
-// differ), then GB/s with the variants interleaved over 3 rounds of `reps`.
+// differ), then GB/s with the variants interleaved over 3 rounds of `reps`, the grouped rows
+// against the set's read and then the single rows against one matrix's.
 void bench_mxfp4_pairs(int reps, int count, int64_t rows, int64_t cols) {
   const Mxfp4Sets sets(count, rows, cols);
   const size_t packed = sets.packed, scales = sets.scales, set_bytes = sets.set_bytes;
@@ -366,7 +367,7 @@ void bench_mxfp4_pairs(int reps, int count, int64_t rows, int64_t cols) {
   const auto time_one = [&] {
     return same_bytes_read(reps, copies * count, sets.stride, packed + scales, sets.w);
   };
-  const Stats set_before = time_set(), one_before = time_one();
+  RatedRows set_rows(time_set), one_rows(time_one);
   // The general kernel (0 stages), then every compiled shape.
   std::vector<detail::Mxfp4PairsShape> shapes = {{2, 0}};
   for (const detail::Mxfp4PairsShape& s : detail::mxfp4_pairs_shapes()) shapes.push_back(s);
@@ -403,17 +404,17 @@ void bench_mxfp4_pairs(int reps, int count, int64_t rows, int64_t cols) {
       rate_s[d].insert(rate_s[d].end(), s1.begin(), s1.end());
     }
   detail::reset_mxfp4_pairs_shape();
-  // Against the faster of the reads before and after the kernels (RatedRows says why).
-  const Stats read_set = faster(set_before, time_set()), read_one = faster(one_before, time_one());
   const std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
   for (int d = 0; d < n_shapes; ++d) {
     const std::string tag = (d == 0 ? std::string("general")
                                     : "rows " + std::to_string(shapes[d].rows_per_warp) +
                                           " d=" + std::to_string(shapes[d].stages)) +
                             (same[d] ? "" : " DIFF");
-    print_row("grp " + std::to_string(count) + "x" + shape + " " + tag, stats(rate_g[d]), read_set);
-    print_row("one " + shape + " " + tag, stats(rate_s[d]), read_one);
+    set_rows.add("grp " + std::to_string(count) + "x" + shape + " " + tag, stats(rate_g[d]));
+    one_rows.add("one " + shape + " " + tag, stats(rate_s[d]));
   }
+  set_rows.print();
+  one_rows.print();
   check(cudaDeviceSynchronize(), "sync");
   cudaFree(x);
   cudaFree(y);
