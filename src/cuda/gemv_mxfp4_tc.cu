@@ -27,6 +27,7 @@
 
 #include "cuda/gemv_common.cuh"
 #include "cuda/gemv_launch.cuh"
+#include "cuda/gemv_mxfp4_wgmma.h"
 #include "cuda/mxfp4_tc_math.cuh"
 
 namespace deltafin::cuda {
@@ -386,14 +387,18 @@ void launch_tc(int rows_a_warp, int64_t n, int rows, int cols, int count, cudaSt
   });
 }
 
-// The compiled shapes: what mxfp4_tc_pick chooses among.
+// The compiled shapes: what mxfp4_tc_pick chooses among; and the wgmma kernel's
+// (gemv_mxfp4_wgmma.h), on the GPUs that run it.
 constexpr detail::Mxfp4TcShape kShapes[] = {{8, 32}, {4, 32}, {8, 16}, {4, 16}};
+constexpr detail::Mxfp4TcShape kWgmmaShape{12, 16};
 detail::Mxfp4TcShape g_forced{};
 
 void dispatch(int64_t n, int rows, int cols, int count, cudaStream_t stream,
               const DeviceMxfp4Task* tasks, const DeviceMxfp4& w, const float* x, float* y) {
   const detail::Mxfp4TcShape sh =
       g_forced.warps > 0 ? g_forced : detail::mxfp4_tc_pick(rows, count, n, device_sms());
+  if (sh.warps == kWgmmaShape.warps)
+    return detail::launch_mxfp4_wgmma(n, rows, cols, count, stream, tasks, w, x, y);
   if (sh.warps == 4)
     return launch_tc<4>(sh.warp_rows, n, rows, cols, count, stream, tasks, w, x, y);
   launch_tc<8>(sh.warp_rows, n, rows, cols, count, stream, tasks, w, x, y);
@@ -430,7 +435,7 @@ namespace detail {
 void set_mxfp4_tc_shape(Mxfp4TcShape shape) {
   if (shape.warps != 0) {
     bool known = false;
-    for (const Mxfp4TcShape& k : kShapes)
+    for (const Mxfp4TcShape& k : mxfp4_tc_shapes())
       known = known || (k.warps == shape.warps && k.warp_rows == shape.warp_rows);
     if (!known)
       throw std::invalid_argument("set_mxfp4_tc_shape: " + mxfp4_tc_shape_name(shape) +
@@ -440,7 +445,9 @@ void set_mxfp4_tc_shape(Mxfp4TcShape shape) {
 }
 
 std::vector<Mxfp4TcShape> mxfp4_tc_shapes() {
-  return std::vector<Mxfp4TcShape>(std::begin(kShapes), std::end(kShapes));
+  std::vector<Mxfp4TcShape> shapes(std::begin(kShapes), std::end(kShapes));
+  if (mxfp4_wgmma_available()) shapes.push_back(kWgmmaShape);
+  return shapes;
 }
 
 Mxfp4TcShape mxfp4_tc_pick(int64_t rows, int64_t count, int64_t n, int sms) {
@@ -450,6 +457,8 @@ Mxfp4TcShape mxfp4_tc_pick(int64_t rows, int64_t count, int64_t n, int sms) {
 }
 
 std::string mxfp4_tc_shape_name(Mxfp4TcShape shape) {
+  if (shape.warps == kWgmmaShape.warps && shape.warp_rows == kWgmmaShape.warp_rows)
+    return "3 warpgroups of 64 rows (wgmma)";
   return std::to_string(shape.warps) + " warps of " + std::to_string(shape.warp_rows) + " rows";
 }
 

@@ -32,8 +32,9 @@ void matmul_grouped_tc(const DeviceMxfp4Task* tasks, int64_t count, int64_t rows
 
 namespace detail {
 // A block shape of the kernels: warps a block (4 or 8) and weight rows a warp (32: two 16-row
-// tiles share each activation fragment; 16: a warp's loads of a row fill its 128-byte lines).
-// Every shape gives every output the same bits.
+// tiles share each activation fragment; 16: a warp's loads of a row fill its 128-byte lines);
+// on sm_90 GPUs also 12 warps of 16 rows, the warpgroup-MMA kernel (gemv_mxfp4_wgmma.h). Every
+// shape gives every output the same bits.
 struct Mxfp4TcShape {
   int warps = 0;
   int warp_rows = 32;
@@ -41,7 +42,7 @@ struct Mxfp4TcShape {
 // The bench's and the GPU test's switch: every launch runs `shape` (warps 0: the default again).
 // Throws std::invalid_argument for a shape not compiled. Not thread-safe; the model never calls it.
 void set_mxfp4_tc_shape(Mxfp4TcShape shape);
-std::vector<Mxfp4TcShape> mxfp4_tc_shapes();          // the compiled ones
+std::vector<Mxfp4TcShape> mxfp4_tc_shapes();          // the compiled ones this GPU runs
 std::string mxfp4_tc_shape_name(Mxfp4TcShape shape);  // "8 warps of 32 rows"
 // The shape a launch over `count` matrices (0: one) of `rows` rows with n activation rows runs on
 // a GPU of `sms` SMs. Where the activations take one column tile (n <= 2): 4 warps of 16 rows,

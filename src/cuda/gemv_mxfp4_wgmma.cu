@@ -1,0 +1,264 @@
+// The tensor-core MXFP4 products on Hopper's warpgroup MMA (gemv_mxfp4_wgmma.h). A block of 3
+// warpgroups takes 192 weight rows (16 a warp) through all the columns in chunks of 256 (two
+// 128-column sub-chunks: a quad's two loads of a row fill its 128-byte line), the next chunk's
+// weights loaded during this one's decode. A sub-chunk's 8 k-steps are 8 wgmma.m64nNk16 (N = 8
+// per column tile, NT tiles for 3n piece columns as in gemv_mxfp4_tc.cu) with A decoded into
+// registers in that file's k order, so each row runs the same steps in the same order as there,
+// and B read by the tensor cores from shared memory: each 512-column window of the fp32
+// activations arrives by cp.async two windows ahead and the block splits it into BF16 pieces in
+// K-major core matrices, so no warp waits on an activation load. A sub-chunk's A registers are
+// rewritten only after the group that read them (two sub-chunks back) has completed.
+#include "cuda/gemv_mxfp4_wgmma.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "cuda/gemv_launch.cuh"
+#include "cuda/mxfp4_wgmma.cuh"
+
+namespace deltafin::cuda {
+namespace {
+
+using namespace gemv;
+using namespace wgmma;
+
+constexpr int kWarpgroups = 3;
+constexpr int kThreads = 128 * kWarpgroups;
+constexpr int kBlockRows = 64 * kWarpgroups;
+constexpr int kWindowCols = 512;                // activation columns a window
+constexpr int kWindowSteps = kWindowCols / 16;  // k-steps a window
+constexpr int kRing = 3;                        // fp32 windows: two in flight beside the one split
+constexpr int kFp32WindowBytes = 16 * kWindowCols * 4;  // 16 activation rows
+
+__host__ __device__ constexpr int column_tiles(int n) { return (kPieces * n + 7) / 8; }
+// One k-step's B: 8·NT columns x 16 k in core matrices of 8 columns x 8 k (128 bytes): column c
+// at 256·(c / 8) + 16·(c % 8), k at 128·(k / 8) + 2·(k % 8).
+template <int NT>
+__host__ __device__ constexpr int step_bytes() {
+  return NT * 256;
+}
+template <int NT>
+__host__ __device__ constexpr int smem_bytes() {
+  return kWindowSteps * step_bytes<NT>() + kRing * kFp32WindowBytes;
+}
+
+template <int NT>
+__device__ __forceinline__ void wgmma_body(const DeviceMxfp4Task& task, int rows, int cols) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) uint8_t smem[];
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, wg = threadIdx.x >> 7;
+  const int g = lane >> 2, t = lane & 3;
+  const int n = task.n, groups = cols >> 5;
+  const int subs = (groups + 3) >> 2, chunks = (subs + 1) >> 1;
+  const int windows = (cols + kWindowCols - 1) / kWindowCols;
+  const int row_a = blockIdx.x * kBlockRows + wg * 64 + warp * 16 + g;
+  const uint8_t* wp[2];
+  const uint8_t* sp[2];
+  bool present[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = row_a + 8 * h;
+    present[h] = r < rows;
+    const int64_t rr = present[h] ? r : 0;
+    wp[h] = task.packed + rr * (cols / 2) + t * 16;
+    sp[h] = task.scales + rr * groups + t;
+  }
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const uint32_t fp32_base = base + kWindowSteps * step_bytes<NT>();
+  const float* fp32 = reinterpret_cast<const float*>(smem + kWindowSteps * step_bytes<NT>());
+  uint16_t* b = reinterpret_cast<uint16_t*>(smem);
+
+  // Window w's fp32 activations (n rows, the columns the matrix has) into ring slot w % kRing.
+  const auto copy_window = [&](int w) {
+    if (w < windows) {
+      const int width = min(kWindowCols, cols - w * kWindowCols);  // a multiple of 32
+      for (int i = threadIdx.x; i < n * (width / 4); i += kThreads) {
+        const int r = i / (width / 4), q = i % (width / 4);
+        cp_async16_to(fp32_base + (w % kRing) * kFp32WindowBytes + (r * kWindowCols + 4 * q) * 4,
+                      task.x + static_cast<int64_t>(r) * cols + w * kWindowCols + 4 * q);
+      }
+    }
+    cp_async_commit();
+  };
+  // Slot `slot` (window w) into the B window: column col of activation row r is element
+  // el = col % 32 = 8q + 2hh + upper + 4b of group t = col % 128 / 32 of sub-chunk col / 128,
+  // at k-step 8·sub + 2q + hh, k = 8·upper + 2t + b; each piece p in column p·n + r. Columns
+  // past the matrix's get zeros.
+  const auto split_window = [&](int w) {
+    const int width = cols - w * kWindowCols;
+    for (int e = threadIdx.x; e < n * kWindowCols; e += kThreads) {
+      const int r = e / kWindowCols, col = e % kWindowCols;
+      const float v =
+          col < width ? fp32[(w % kRing) * (kFp32WindowBytes / 4) + r * kWindowCols + col] : 0.0f;
+      const Pieces pc = split3(v);
+      const int sub = col >> 7, t2 = (col & 127) >> 5, el = col & 31, q = el >> 3, rem = el & 7;
+      const int k = 8 * (rem & 1) + 2 * t2 + (rem >> 2), step = 8 * sub + 2 * q + ((rem & 3) >> 1);
+#pragma unroll
+      for (int p = 0; p < kPieces; ++p) {
+        const int c = p * n + r;
+        b[step * NT * 128 + (c >> 3) * 128 + (k >> 3) * 64 + (c & 7) * 8 + (k & 7)] =
+            static_cast<uint16_t>(pc.p[p] >> 16);
+      }
+    }
+  };
+  // Chunk c's words and scales (zeros where the row or group is absent).
+  const auto load = [&](uint4(&wq)[2][2], uint32_t(&sq)[2][2], int c) {
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const bool here = c < chunks && 8 * c + 4 * m + t < groups && present[h];
+        wq[m][h] = here ? load_stream(wp[h] + 128 * static_cast<int64_t>(c) + 64 * m)
+                        : make_uint4(0, 0, 0, 0);
+        sq[m][h] = here ? __ldg(sp[h] + 8 * c + 4 * m) : 0u;
+      }
+  };
+
+  // Columns from 3n stay zero: the split writes only columns below 3n.
+  for (int i = threadIdx.x; i < kWindowSteps * step_bytes<NT>() / 4; i += kThreads)
+    reinterpret_cast<uint32_t*>(smem)[i] = 0u;
+#pragma unroll
+  for (int w = 0; w < kRing - 1; ++w) copy_window(w);
+
+  float acc[4 * NT];
+#pragma unroll
+  for (int i = 0; i < 4 * NT; ++i) acc[i] = 0.0f;
+  fence_operands(acc);
+  uint4 wq[2][2], nq[2][2];
+  uint32_t sq[2][2], nsq[2][2];
+  uint32_t a[2][8][4];
+  load(wq, sq, 0);
+  for (int c = 0; c < chunks; ++c) {
+    load(nq, nsq, c + 1);
+    if ((c * 16) % kWindowSteps == 0) {  // block-uniform: a new window
+      const int w = c * 16 / kWindowSteps;
+      wgmma_wait<0>();  // this warpgroup's products no longer read the B window
+      cp_async_wait<kRing - 2>();
+      __syncthreads();  // every thread's copies of window w are in; no warpgroup reads B
+      split_window(w);
+      copy_window(w + kRing - 1);  // into the slot split at the window before
+      fence_proxy_async();
+      __syncthreads();
+    }
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+      if (2 * c + m == subs) break;  // block-uniform: a last chunk of one sub-chunk
+      wgmma_wait<1>();               // the group that read a[m] (two sub-chunks back) is done
+      const bool two = sq[m][0] > 160u || sq[m][1] > 160u;
+      const uint4 wm[2] = {wq[m][0], wq[m][1]};
+      const uint32_t sm[2] = {sq[m][0], sq[m][1]};
+      if (__any_sync(kFullMask, two))
+        decode_sub<true>(wm, sm, a[m]);
+      else
+        decode_sub<false>(wm, sm, a[m]);
+      wgmma_fence();
+      fence_operands(acc);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const int s = (2 * c + m) * 8 + j;
+        Wgmma<NT>::run(acc, a[m][j], b_descriptor(base + (s % kWindowSteps) * step_bytes<NT>()));
+      }
+      wgmma_commit();
+      fence_operands(acc);
+    }
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        wq[m][h] = nq[m][h];
+        sq[m][h] = nsq[m][h];
+      }
+  }
+  wgmma_wait<0>();
+  fence_operands(acc);
+  cp_async_wait<0>();
+  __syncthreads();  // shared memory is free: the warps' sums go through it
+
+  // Each lane takes one weight row and adds each activation row's pieces (hi + mid) + lo.
+  constexpr int kPitch = 8 * NT + 1;
+  float* sums = reinterpret_cast<float*>(smem) + (threadIdx.x >> 5) * 16 * kPitch;
+#pragma unroll
+  for (int i = 0; i < 4 * NT; ++i)
+    sums[(g + 8 * ((i >> 1) & 1)) * kPitch + 8 * (i >> 2) + 2 * t + (i & 1)] = acc[i];
+  __syncwarp();
+  const int row = blockIdx.x * kBlockRows + wg * 64 + warp * 16 + lane;
+  if (lane < 16 && row < rows) {
+    const float* mine = sums + lane * kPitch;
+    for (int r = 0; r < n; ++r)
+      task.y[static_cast<int64_t>(r) * rows + row] =
+          __fadd_rn(__fadd_rn(mine[r], mine[n + r]), mine[2 * n + r]);
+  }
+#else
+  (void)task, (void)rows, (void)cols;
+  __trap();  // launched only where mxfp4_wgmma_available(): an sm_90a pass compiled this
+#endif
+}
+
+template <int NT>
+__global__ void __launch_bounds__(kThreads, 1)
+    wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __restrict__ scales, int rows,
+                 int cols, const float* __restrict__ x, int n, float* __restrict__ y) {
+  wgmma_body<NT>(DeviceMxfp4Task{packed, scales, x, y, n}, rows, cols);
+}
+
+template <int NT>
+__global__ void __launch_bounds__(kThreads, 1)
+    wgmma_grouped_kernel(const DeviceMxfp4Task* __restrict__ tasks, int rows, int cols) {
+  const DeviceMxfp4Task task = tasks[blockIdx.y];
+  if (task.n <= 0) return;
+  wgmma_body<NT>(task, rows, cols);
+}
+
+__global__ void sm90a_pass(int* out) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  *out = 1;
+#else
+  *out = 0;
+#endif
+}
+
+}  // namespace
+
+namespace detail {
+
+bool mxfp4_wgmma_available() {
+  static const bool available = [] {
+    int device = 0, major = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        major != 9)
+      return false;
+    int* flag = nullptr;
+    int host = 0;
+    if (cudaMalloc(&flag, sizeof(int)) != cudaSuccess) return false;
+    sm90a_pass<<<1, 1>>>(flag);
+    const bool ok = cudaMemcpy(&host, flag, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
+    cudaFree(flag);
+    return ok && host == 1;
+  }();
+  return available;
+}
+
+void launch_mxfp4_wgmma(int64_t n, int rows, int cols, int count, cudaStream_t stream,
+                        const DeviceMxfp4Task* tasks, const DeviceMxfp4& w, const float* x,
+                        float* y) {
+  if (!mxfp4_wgmma_available())
+    throw std::runtime_error(
+        "cuda: the wgmma MXFP4 kernel needs an sm_90 GPU and a build with sm_90a code");
+  with_constant<1, 2, 3, 4, 6>(column_tiles(static_cast<int>(n)), [&](auto tiles) {
+    constexpr int NT = decltype(tiles)::value;
+    const dim3 grid((rows + kBlockRows - 1) / kBlockRows, count > 0 ? count : 1);
+    if (count > 0)
+      launch_threads<wgmma_grouped_kernel<NT>>(kThreads, smem_bytes<NT>(), grid, stream, tasks,
+                                               rows, cols);
+    else
+      launch_threads<wgmma_kernel<NT>>(kThreads, smem_bytes<NT>(), grid, stream, w.packed, w.scales,
+                                       rows, cols, x, static_cast<int>(n), y);
+  });
+}
+
+}  // namespace detail
+}  // namespace deltafin::cuda
