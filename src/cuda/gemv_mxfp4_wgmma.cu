@@ -25,15 +25,27 @@ namespace {
 using namespace gemv;
 using namespace wgmma;
 
-constexpr int kWarpgroups = 3;
+#ifndef DELTAFIN_WGMMA_WARPGROUPS  // an experiment's override (tools/gpu_experiments)
+#define DELTAFIN_WGMMA_WARPGROUPS 3
+#endif
+constexpr int kWarpgroups = DELTAFIN_WGMMA_WARPGROUPS;
 constexpr int kThreads = 128 * kWarpgroups;
+constexpr int kMinBlocks = 3 / kWarpgroups;  // blocks an SM the registers are capped for
 constexpr int kBlockRows = 64 * kWarpgroups;
 constexpr int kWindowCols = 512;                // activation columns a window
 constexpr int kWindowSteps = kWindowCols / 16;  // k-steps a window
 constexpr int kRing = 3;                        // fp32 windows: two in flight beside the one split
-constexpr int kFp32WindowBytes = 16 * kWindowCols * 4;  // 16 activation rows
 
 __host__ __device__ constexpr int column_tiles(int n) { return (kPieces * n + 7) / 8; }
+// The most activation rows NT column tiles take, so one kernel's shared memory is one size.
+template <int NT>
+__host__ __device__ constexpr int max_rows() {
+  return 8 * NT / kPieces;
+}
+template <int NT>
+__host__ __device__ constexpr int fp32_window_bytes() {
+  return max_rows<NT>() * kWindowCols * 4;
+}
 // One k-step's B: 8·NT columns x 16 k in core matrices of 8 columns x 8 k (128 bytes): column c
 // at 256·(c / 8) + 16·(c % 8), k at 128·(k / 8) + 2·(k % 8).
 template <int NT>
@@ -42,7 +54,7 @@ __host__ __device__ constexpr int step_bytes() {
 }
 template <int NT>
 __host__ __device__ constexpr int smem_bytes() {
-  return kWindowSteps * step_bytes<NT>() + kRing * kFp32WindowBytes;
+  return kWindowSteps * step_bytes<NT>() + kRing * fp32_window_bytes<NT>();
 }
 
 template <int NT>
@@ -77,8 +89,9 @@ __device__ __forceinline__ void wgmma_body(const DeviceMxfp4Task& task, int rows
       const int width = min(kWindowCols, cols - w * kWindowCols);  // a multiple of 32
       for (int i = threadIdx.x; i < n * (width / 4); i += kThreads) {
         const int r = i / (width / 4), q = i % (width / 4);
-        cp_async16_to(fp32_base + (w % kRing) * kFp32WindowBytes + (r * kWindowCols + 4 * q) * 4,
-                      task.x + static_cast<int64_t>(r) * cols + w * kWindowCols + 4 * q);
+        cp_async16_to(
+            fp32_base + (w % kRing) * fp32_window_bytes<NT>() + (r * kWindowCols + 4 * q) * 4,
+            task.x + static_cast<int64_t>(r) * cols + w * kWindowCols + 4 * q);
       }
     }
     cp_async_commit();
@@ -92,7 +105,8 @@ __device__ __forceinline__ void wgmma_body(const DeviceMxfp4Task& task, int rows
     for (int e = threadIdx.x; e < n * kWindowCols; e += kThreads) {
       const int r = e / kWindowCols, col = e % kWindowCols;
       const float v =
-          col < width ? fp32[(w % kRing) * (kFp32WindowBytes / 4) + r * kWindowCols + col] : 0.0f;
+          col < width ? fp32[(w % kRing) * (fp32_window_bytes<NT>() / 4) + r * kWindowCols + col]
+                      : 0.0f;
       const Pieces pc = split3(v);
       const int sub = col >> 7, t2 = (col & 127) >> 5, el = col & 31, q = el >> 3, rem = el & 7;
       const int k = 8 * (rem & 1) + 2 * t2 + (rem >> 2), step = 8 * sub + 2 * q + ((rem & 3) >> 1);
@@ -198,14 +212,14 @@ __device__ __forceinline__ void wgmma_body(const DeviceMxfp4Task& task, int rows
 }
 
 template <int NT>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
     wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __restrict__ scales, int rows,
                  int cols, const float* __restrict__ x, int n, float* __restrict__ y) {
   wgmma_body<NT>(DeviceMxfp4Task{packed, scales, x, y, n}, rows, cols);
 }
 
 template <int NT>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
     wgmma_grouped_kernel(const DeviceMxfp4Task* __restrict__ tasks, int rows, int cols) {
   const DeviceMxfp4Task task = tasks[blockIdx.y];
   if (task.n <= 0) return;
