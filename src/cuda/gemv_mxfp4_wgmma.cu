@@ -35,6 +35,10 @@ constexpr int kBlockRows = 64 * kWarpgroups;
 constexpr int kWindowCols = 512;                // activation columns a window
 constexpr int kWindowSteps = kWindowCols / 16;  // k-steps a window
 constexpr int kRing = 3;                        // fp32 windows: two in flight beside the one split
+#ifndef DELTAFIN_WGMMA_DOUBLE_B  // an experiment's override: split the next window mid-window
+#define DELTAFIN_WGMMA_DOUBLE_B 0
+#endif
+constexpr int kBWindows = DELTAFIN_WGMMA_DOUBLE_B ? 2 : 1;  // BF16 B windows in shared memory
 
 __host__ __device__ constexpr int column_tiles(int n) { return (kPieces * n + 7) / 8; }
 // The most activation rows NT column tiles take, so one kernel's shared memory is one size.
@@ -54,7 +58,7 @@ __host__ __device__ constexpr int step_bytes() {
 }
 template <int NT>
 __host__ __device__ constexpr int smem_bytes() {
-  return kWindowSteps * step_bytes<NT>() + kRing * fp32_window_bytes<NT>();
+  return kBWindows * kWindowSteps * step_bytes<NT>() + kRing * fp32_window_bytes<NT>();
 }
 
 template <int NT>
@@ -79,8 +83,9 @@ __device__ __forceinline__ void wgmma_body(const DeviceMxfp4Task& task, int rows
     sp[h] = task.scales + rr * groups + t;
   }
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  const uint32_t fp32_base = base + kWindowSteps * step_bytes<NT>();
-  const float* fp32 = reinterpret_cast<const float*>(smem + kWindowSteps * step_bytes<NT>());
+  constexpr int kBWindowBytes = kWindowSteps * step_bytes<NT>();
+  const uint32_t fp32_base = base + kBWindows * kBWindowBytes;
+  const float* fp32 = reinterpret_cast<const float*>(smem + kBWindows * kBWindowBytes);
   uint16_t* b = reinterpret_cast<uint16_t*>(smem);
 
   // Window w's fp32 activations (n rows, the columns the matrix has) into ring slot w % kRing.
@@ -113,8 +118,8 @@ __device__ __forceinline__ void wgmma_body(const DeviceMxfp4Task& task, int rows
 #pragma unroll
       for (int p = 0; p < kPieces; ++p) {
         const int c = p * n + r;
-        b[step * NT * 128 + (c >> 3) * 128 + (k >> 3) * 64 + (c & 7) * 8 + (k & 7)] =
-            static_cast<uint16_t>(pc.p[p] >> 16);
+        b[(w % kBWindows) * (kBWindowBytes / 2) + step * NT * 128 + (c >> 3) * 128 + (k >> 3) * 64 +
+          (c & 7) * 8 + (k & 7)] = static_cast<uint16_t>(pc.p[p] >> 16);
       }
     }
   };
@@ -132,7 +137,7 @@ __device__ __forceinline__ void wgmma_body(const DeviceMxfp4Task& task, int rows
   };
 
   // Columns from 3n stay zero: the split writes only columns below 3n.
-  for (int i = threadIdx.x; i < kWindowSteps * step_bytes<NT>() / 4; i += kThreads)
+  for (int i = threadIdx.x; i < kBWindows * kBWindowBytes / 4; i += kThreads)
     reinterpret_cast<uint32_t*>(smem)[i] = 0u;
 #pragma unroll
   for (int w = 0; w < kRing - 1; ++w) copy_window(w);
@@ -145,9 +150,27 @@ __device__ __forceinline__ void wgmma_body(const DeviceMxfp4Task& task, int rows
   uint32_t sq[2][2], nsq[2][2];
   uint32_t a[2][8][4];
   load(wq, sq, 0);
+  if constexpr (kBWindows == 2) {  // window 0 split before the loop, window w + 1 within w
+    cp_async_wait<kRing - 2>();
+    __syncthreads();
+    split_window(0);
+    copy_window(kRing - 1);
+    fence_proxy_async();
+    __syncthreads();
+  }
   for (int c = 0; c < chunks; ++c) {
     load(nq, nsq, c + 1);
-    if ((c * 16) % kWindowSteps == 0) {  // block-uniform: a new window
+    if (kBWindows == 2 && (c & 1) && (c + 1) / 2 < windows) {  // block-uniform: mid-window
+      const int w = (c + 1) / 2;
+      wgmma_wait<1>();  // this warpgroup's products of window w - 1 (B window w % 2) are done
+      cp_async_wait<kRing - 2>();
+      __syncthreads();
+      split_window(w);
+      copy_window(w + kRing - 1);  // into the slot split at the window before
+      fence_proxy_async();
+      __syncthreads();
+    }
+    if (kBWindows == 1 && (c * 16) % kWindowSteps == 0) {  // block-uniform: a new window
       const int w = c * 16 / kWindowSteps;
       wgmma_wait<0>();  // this warpgroup's products no longer read the B window
       cp_async_wait<kRing - 2>();
@@ -173,7 +196,9 @@ __device__ __forceinline__ void wgmma_body(const DeviceMxfp4Task& task, int rows
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         const int s = (2 * c + m) * 8 + j;
-        Wgmma<NT>::run(acc, a[m][j], b_descriptor(base + (s % kWindowSteps) * step_bytes<NT>()));
+        Wgmma<NT>::run(acc, a[m][j],
+                       b_descriptor(base + (s / kWindowSteps) % kBWindows * kBWindowBytes +
+                                    (s % kWindowSteps) * step_bytes<NT>()));
       }
       wgmma_commit();
       fence_operands(acc);
