@@ -46,9 +46,12 @@ template <int NT>
 __host__ __device__ constexpr int max_rows() {
   return 8 * NT / kPieces;
 }
+// A window's fp32 activation row in shared memory: 4 floats of padding put consecutive rows 4
+// banks apart, so the split's 8-byte loads of 8 rows at one column meet no bank twice.
+constexpr int kFp32Pitch = kWindowCols + 4;
 template <int NT>
 __host__ __device__ constexpr int fp32_window_bytes() {
-  return max_rows<NT>() * kWindowCols * 4;
+  return max_rows<NT>() * kFp32Pitch * 4;
 }
 // One k-step's B: 8·NT columns x 16 k in core matrices of 8 columns x 8 k (128 bytes): column c
 // at 256·(c / 8) + 16·(c % 8), k at 128·(k / 8) + 2·(k % 8).
@@ -86,40 +89,62 @@ __device__ __forceinline__ void wgmma_body(const DeviceMxfp4Task& task, int rows
   constexpr int kBWindowBytes = kWindowSteps * step_bytes<NT>();
   const uint32_t fp32_base = base + kBWindows * kBWindowBytes;
   const float* fp32 = reinterpret_cast<const float*>(smem + kBWindows * kBWindowBytes);
-  uint16_t* b = reinterpret_cast<uint16_t*>(smem);
 
   // Window w's fp32 activations (n rows, the columns the matrix has) into ring slot w % kRing.
   const auto copy_window = [&](int w) {
     if (w < windows) {
       const int width = min(kWindowCols, cols - w * kWindowCols);  // a multiple of 32
-      for (int i = threadIdx.x; i < n * (width / 4); i += kThreads) {
-        const int r = i / (width / 4), q = i % (width / 4);
-        cp_async16_to(
-            fp32_base + (w % kRing) * fp32_window_bytes<NT>() + (r * kWindowCols + 4 * q) * 4,
-            task.x + static_cast<int64_t>(r) * cols + w * kWindowCols + 4 * q);
+      for (int i = threadIdx.x; i < n * (kWindowCols / 4); i += kThreads) {
+        const int r = i / (kWindowCols / 4), q = i % (kWindowCols / 4);
+        if (4 * q < width)
+          cp_async16_to(
+              fp32_base + (w % kRing) * fp32_window_bytes<NT>() + (r * kFp32Pitch + 4 * q) * 4,
+              task.x + static_cast<int64_t>(r) * cols + w * kWindowCols + 4 * q);
       }
     }
     cp_async_commit();
   };
-  // Slot `slot` (window w) into the B window: column col of activation row r is element
-  // el = col % 32 = 8q + 2hh + upper + 4b of group t = col % 128 / 32 of sub-chunk col / 128,
-  // at k-step 8·sub + 2q + hh, k = 8·upper + 2t + b; each piece p in column p·n + r. Columns
-  // past the matrix's get zeros.
+  // Window w (ring slot w % kRing) into B window w % kBWindows. An item is k-step s of the window
+  // for activation row r: element k of the step is column 8q + 2hh + (k / 8) + 4b of group t2
+  // of sub-chunk s / 8, where (q, hh) = (s % 8 / 2, s % 2) and k % 8 = 2·t2 + b, so 8 float pairs
+  // give its 16 k values, and each piece p is two 16-byte rows (k / 8 = 0 and 1) of column
+  // p·n + r's core matrices, stored 8 bytes at a time. Consecutive threads take consecutive rows,
+  // so 8 of them store into distinct banks when n >= 8. Columns past the matrix's get zeros.
   const auto split_window = [&](int w) {
     const int width = cols - w * kWindowCols;
-    for (int e = threadIdx.x; e < n * kWindowCols; e += kThreads) {
-      const int r = e / kWindowCols, col = e % kWindowCols;
-      const float v =
-          col < width ? fp32[(w % kRing) * (fp32_window_bytes<NT>() / 4) + r * kWindowCols + col]
-                      : 0.0f;
-      const Pieces pc = split3(v);
-      const int sub = col >> 7, t2 = (col & 127) >> 5, el = col & 31, q = el >> 3, rem = el & 7;
-      const int k = 8 * (rem & 1) + 2 * t2 + (rem >> 2), step = 8 * sub + 2 * q + ((rem & 3) >> 1);
+    const float* ring = fp32 + (w % kRing) * (fp32_window_bytes<NT>() / 4);
+    uint8_t* window = smem + (w % kBWindows) * kBWindowBytes;
+    for (int i = threadIdx.x; i < n * kWindowSteps; i += kThreads) {
+      const int r = i % n, step = i / n;
+      const int col0 = 128 * (step >> 3) + 8 * ((step & 7) >> 1) + 2 * (step & 1);
+      const float* from = ring + r * kFp32Pitch + col0;
+      uint8_t* to = window + step * step_bytes<NT>();
 #pragma unroll
-      for (int p = 0; p < kPieces; ++p) {
-        const int c = p * n + r;
-        b[(w % kBWindows) * (kBWindowBytes / 2) + step * NT * 128 + (c >> 3) * 128 + (k >> 3) * 64 +
-          (c & 7) * 8 + (k & 7)] = static_cast<uint16_t>(pc.p[p] >> 16);
+      for (int half = 0; half < 2; ++half) {  // groups t2 = 2·half, 2·half + 1: 8 bytes a row
+        uint2 low[kPieces], high[kPieces];    // k / 8 = 0 and 1
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const int t2 = 2 * half + u;
+          const bool in = col0 + 32 * t2 < width;
+          const float2 v0 =
+              in ? *reinterpret_cast<const float2*>(from + 32 * t2) : make_float2(0.0f, 0.0f);
+          const float2 v1 =
+              in ? *reinterpret_cast<const float2*>(from + 32 * t2 + 4) : make_float2(0.0f, 0.0f);
+          const Pieces e0 = split3(v0.x), e1 = split3(v1.x);
+          const Pieces o0 = split3(v0.y), o1 = split3(v1.y);
+#pragma unroll
+          for (int p = 0; p < kPieces; ++p) {
+            (u ? low[p].y : low[p].x) = pack_bf16x2(e0.p[p], e1.p[p]);
+            (u ? high[p].y : high[p].x) = pack_bf16x2(o0.p[p], o1.p[p]);
+          }
+        }
+#pragma unroll
+        for (int p = 0; p < kPieces; ++p) {
+          const int c = p * n + r;
+          uint8_t* row = to + (c >> 3) * 256 + (c & 7) * 16 + 8 * half;
+          *reinterpret_cast<uint2*>(row) = low[p];
+          *reinterpret_cast<uint2*>(row + 128) = high[p];
+        }
       }
     }
   };
