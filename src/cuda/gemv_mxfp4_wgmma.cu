@@ -59,9 +59,28 @@ template <int NT>
 __host__ __device__ constexpr int step_bytes() {
   return NT * 256;
 }
+#ifndef DELTAFIN_WGMMA_WEIGHT_RING  // an experiment's override: weights by cp.async, chunks ahead
+#define DELTAFIN_WGMMA_WEIGHT_RING 0
+#endif
+constexpr bool kWeightRing = DELTAFIN_WGMMA_WEIGHT_RING;
+static_assert(!kWeightRing || kBWindows == 1, "the weight ring's schedule has one B window");
+constexpr int kChunkBytes = kThreads * 64;  // a chunk's weights: 4 words of 16 bytes a thread
+template <int NT>
+__host__ __device__ constexpr int window_bytes() {
+  return kBWindows * kWindowSteps * step_bytes<NT>() + kRing * fp32_window_bytes<NT>();
+}
+// Chunks of weights in flight or waiting in shared memory (0: one chunk ahead in registers): up
+// to 4, as many as fit beside the windows.
+template <int NT>
+__host__ __device__ constexpr int weight_slots() {
+  if (!kWeightRing) return 0;
+  int d = 4;
+  while (window_bytes<NT>() + d * kChunkBytes > 227 * 1024) --d;
+  return d;
+}
 template <int NT>
 __host__ __device__ constexpr int smem_bytes() {
-  return kBWindows * kWindowSteps * step_bytes<NT>() + kRing * fp32_window_bytes<NT>();
+  return window_bytes<NT>() + weight_slots<NT>() * kChunkBytes;
 }
 
 template <int NT>
@@ -91,7 +110,7 @@ __device__ __forceinline__ void wgmma_body(const DeviceMxfp4Task& task, int rows
   const float* fp32 = reinterpret_cast<const float*>(smem + kBWindows * kBWindowBytes);
 
   // Window w's fp32 activations (n rows, the columns the matrix has) into ring slot w % kRing.
-  const auto copy_window = [&](int w) {
+  const auto copy_window_rows = [&](int w) {
     if (w < windows) {
       const int width = min(kWindowCols, cols - w * kWindowCols);  // a multiple of 32
       for (int i = threadIdx.x; i < n * (kWindowCols / 4); i += kThreads) {
@@ -102,6 +121,9 @@ __device__ __forceinline__ void wgmma_body(const DeviceMxfp4Task& task, int rows
               task.x + static_cast<int64_t>(r) * cols + w * kWindowCols + 4 * q);
       }
     }
+  };
+  const auto copy_window = [&](int w) {
+    copy_window_rows(w);
     cp_async_commit();
   };
   // Window w (ring slot w % kRing) into B window w % kBWindows. An item is k-step s of the window
@@ -164,77 +186,143 @@ __device__ __forceinline__ void wgmma_body(const DeviceMxfp4Task& task, int rows
   // Columns from 3n stay zero: the split writes only columns below 3n.
   for (int i = threadIdx.x; i < kBWindows * kBWindowBytes / 4; i += kThreads)
     reinterpret_cast<uint32_t*>(smem)[i] = 0u;
-#pragma unroll
-  for (int w = 0; w < kRing - 1; ++w) copy_window(w);
 
   float acc[4 * NT];
 #pragma unroll
   for (int i = 0; i < 4 * NT; ++i) acc[i] = 0.0f;
   fence_operands(acc);
-  uint4 wq[2][2], nq[2][2];
-  uint32_t sq[2][2], nsq[2][2];
   uint32_t a[2][8][4];
-  load(wq, sq, 0);
-  if constexpr (kBWindows == 2) {  // window 0 split before the loop, window w + 1 within w
-    cp_async_wait<kRing - 2>();
+  // Sub-chunk m of chunk c: its A fragments into a[m], then its 8 k-steps.
+  const auto run_sub = [&](const uint4(&wq)[2][2], const uint32_t(&sq)[2][2], int c, int m) {
+    wgmma_wait<1>();  // the group that read a[m] (two sub-chunks back) is done
+    const bool two = sq[m][0] > 160u || sq[m][1] > 160u;
+    const uint4 wm[2] = {wq[m][0], wq[m][1]};
+    const uint32_t sm[2] = {sq[m][0], sq[m][1]};
+    if (__any_sync(kFullMask, two))
+      decode_sub<true>(wm, sm, a[m]);
+    else
+      decode_sub<false>(wm, sm, a[m]);
+    wgmma_fence();
+    fence_operands(acc);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int s = (2 * c + m) * 8 + j;
+      Wgmma<NT>::run(acc, a[m][j],
+                     b_descriptor(base + (s / kWindowSteps) % kBWindows * kBWindowBytes +
+                                  (s % kWindowSteps) * step_bytes<NT>()));
+    }
+    wgmma_commit();
+    fence_operands(acc);
+  };
+  // Window w, once every thread's copies of it are in (the caller waited for its own): no
+  // warpgroup reads the B window any more, then the split.
+  const auto new_window = [&](int w, bool copy_next) {
+    wgmma_wait<0>();
     __syncthreads();
-    split_window(0);
-    copy_window(kRing - 1);
+    split_window(w);
+    if (copy_next) copy_window(w + kRing - 1);  // into the slot split at the window before
     fence_proxy_async();
     __syncthreads();
-  }
-  for (int c = 0; c < chunks; ++c) {
-    load(nq, nsq, c + 1);
-    if (kBWindows == 2 && (c & 1) && (c + 1) / 2 < windows) {  // block-uniform: mid-window
-      const int w = (c + 1) / 2;
-      wgmma_wait<1>();  // this warpgroup's products of window w - 1 (B window w % 2) are done
-      cp_async_wait<kRing - 2>();
-      __syncthreads();
-      split_window(w);
-      copy_window(w + kRing - 1);  // into the slot split at the window before
-      fence_proxy_async();
-      __syncthreads();
-    }
-    if (kBWindows == 1 && (c * 16) % kWindowSteps == 0) {  // block-uniform: a new window
-      const int w = c * 16 / kWindowSteps;
-      wgmma_wait<0>();  // this warpgroup's products no longer read the B window
-      cp_async_wait<kRing - 2>();
-      __syncthreads();  // every thread's copies of window w are in; no warpgroup reads B
-      split_window(w);
-      copy_window(w + kRing - 1);  // into the slot split at the window before
-      fence_proxy_async();
-      __syncthreads();
-    }
+  };
+
+  if constexpr (kWeightRing) {
+    // Chunk c's words go to slot c % D by cp.async, issued D - 1 chunks ahead, one commit group a
+    // chunk; window w's activations ride in chunk 2w - 2's group (window 0 in its own, first), so
+    // waiting for chunk c's group also brings the window split at chunk c. Each thread reads back
+    // only its own words: no barrier guards the slots.
+    constexpr int D = weight_slots<NT>();
+    const uint32_t ring = fp32_base + kRing * fp32_window_bytes<NT>();
+    const auto slot = [&](int c, int j) {
+      return ((c % D) * 4 + j) * kThreads * 16 + static_cast<int>(threadIdx.x) * 16;
+    };
+    const auto issue = [&](int c) {
 #pragma unroll
-    for (int m = 0; m < 2; ++m) {
-      if (2 * c + m == subs) break;  // block-uniform: a last chunk of one sub-chunk
-      wgmma_wait<1>();               // the group that read a[m] (two sub-chunks back) is done
-      const bool two = sq[m][0] > 160u || sq[m][1] > 160u;
-      const uint4 wm[2] = {wq[m][0], wq[m][1]};
-      const uint32_t sm[2] = {sq[m][0], sq[m][1]};
-      if (__any_sync(kFullMask, two))
-        decode_sub<true>(wm, sm, a[m]);
-      else
-        decode_sub<false>(wm, sm, a[m]);
-      wgmma_fence();
-      fence_operands(acc);
+      for (int m = 0; m < 2; ++m)
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const int s = (2 * c + m) * 8 + j;
-        Wgmma<NT>::run(acc, a[m][j],
-                       b_descriptor(base + (s / kWindowSteps) % kBWindows * kBWindowBytes +
-                                    (s % kWindowSteps) * step_bytes<NT>()));
+        for (int h = 0; h < 2; ++h) {
+          const bool here = c < chunks && 8 * c + 4 * m + t < groups && present[h];
+          cp_async16_zfill(ring + slot(c, 2 * m + h),
+                           here ? wp[h] + 128 * static_cast<int64_t>(c) + 64 * m : wp[h],
+                           here ? 16 : 0);
+        }
+      if ((c & 1) == 0) copy_window_rows(c / 2 + 1);
+      cp_async_commit();
+    };
+    const auto scales = [&](uint32_t(&sq)[2][2], int c) {
+#pragma unroll
+      for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const bool here = c < chunks && 8 * c + 4 * m + t < groups && present[h];
+          sq[m][h] = here ? __ldg(sp[h] + 8 * c + 4 * m) : 0u;
+        }
+    };
+    copy_window(0);
+#pragma unroll
+    for (int c = 0; c < D - 1; ++c) issue(c);
+    uint32_t sq[2][2], nsq[2][2];
+    scales(sq, 0);
+    const uint8_t* ring_at = smem + (ring - base);
+    for (int c = 0; c < chunks; ++c) {
+      issue(c + D - 1);
+      scales(nsq, c + 1);
+      cp_async_wait<D - 1>();                      // chunk c's group (and any older) is in
+      if ((c & 1) == 0) new_window(c / 2, false);  // block-uniform
+      uint4 wq[2][2];
+#pragma unroll
+      for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          wq[m][h] = *reinterpret_cast<const uint4*>(ring_at + slot(c, 2 * m + h));
+#pragma unroll
+      for (int m = 0; m < 2; ++m) {
+        if (2 * c + m == subs) break;  // block-uniform: a last chunk of one sub-chunk
+        run_sub(wq, sq, c, m);
       }
-      wgmma_commit();
-      fence_operands(acc);
+#pragma unroll
+      for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) sq[m][h] = nsq[m][h];
     }
+  } else {
 #pragma unroll
-    for (int m = 0; m < 2; ++m)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        wq[m][h] = nq[m][h];
-        sq[m][h] = nsq[m][h];
+    for (int w = 0; w < kRing - 1; ++w) copy_window(w);
+    uint4 wq[2][2], nq[2][2];
+    uint32_t sq[2][2], nsq[2][2];
+    load(wq, sq, 0);
+    if constexpr (kBWindows == 2) {  // window 0 split before the loop, window w + 1 within w
+      cp_async_wait<kRing - 2>();
+      new_window(0, true);
+    }
+    for (int c = 0; c < chunks; ++c) {
+      load(nq, nsq, c + 1);
+      if (kBWindows == 2 && (c & 1) && (c + 1) / 2 < windows) {  // block-uniform: mid-window
+        const int w = (c + 1) / 2;
+        wgmma_wait<1>();  // this warpgroup's products of window w - 1 (B window w % 2) are done
+        cp_async_wait<kRing - 2>();
+        __syncthreads();
+        split_window(w);
+        copy_window(w + kRing - 1);  // into the slot split at the window before
+        fence_proxy_async();
+        __syncthreads();
       }
+      if (kBWindows == 1 && (c * 16) % kWindowSteps == 0) {  // block-uniform: a new window
+        cp_async_wait<kRing - 2>();
+        new_window(c * 16 / kWindowSteps, true);
+      }
+#pragma unroll
+      for (int m = 0; m < 2; ++m) {
+        if (2 * c + m == subs) break;  // block-uniform: a last chunk of one sub-chunk
+        run_sub(wq, sq, c, m);
+      }
+#pragma unroll
+      for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          wq[m][h] = nq[m][h];
+          sq[m][h] = nsq[m][h];
+        }
+    }
   }
   wgmma_wait<0>();
   fence_operands(acc);
