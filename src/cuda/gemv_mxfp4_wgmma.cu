@@ -1,13 +1,14 @@
 // The tensor-core MXFP4 products on Hopper's warpgroup MMA (gemv_mxfp4_wgmma.h). A block of 3
 // warpgroups takes 192 weight rows (16 a warp) through all the columns in chunks of 256 (two
-// 128-column sub-chunks: a quad's two loads of a row fill its 128-byte line), the next chunk's
-// weights loaded during this one's decode. A sub-chunk's 8 k-steps are 8 wgmma.m64nNk16 (N = 8
-// per column tile, NT tiles for 3n piece columns as in gemv_mxfp4_tc.cu) with A decoded into
-// registers in that file's k order, so each row runs the same steps in the same order as there,
-// and B read by the tensor cores from shared memory: each 512-column window of the fp32
-// activations arrives by cp.async two windows ahead and the block splits it into BF16 pieces in
-// K-major core matrices, so no warp waits on an activation load. A sub-chunk's A registers are
-// rewritten only after the group that read them (two sub-chunks back) has completed.
+// 128-column sub-chunks: a quad's two loads of a row fill its 128-byte line). A sub-chunk's 8
+// k-steps are 8 wgmma.m64nNk16 (N = 8 per column tile, NT tiles for 3n piece columns as in
+// gemv_mxfp4_tc.cu) with A decoded into registers in that file's k order, so each row runs the
+// same steps in the same order as there, and B read by the tensor cores from shared memory. The
+// weights come into shared memory by cp.async up to 3 chunks ahead (a thread reads back only its
+// own words), and each 512-column window of the fp32 activations rides in the commit group of
+// the chunk two before it; the block splits a window into BF16 pieces in K-major core matrices,
+// so no warp waits on an activation load. A sub-chunk's A registers are rewritten only after the
+// group that read them (two sub-chunks back) has completed.
 #include "cuda/gemv_mxfp4_wgmma.h"
 
 #include <cuda_runtime.h>
@@ -25,20 +26,12 @@ namespace {
 using namespace gemv;
 using namespace wgmma;
 
-#ifndef DELTAFIN_WGMMA_WARPGROUPS  // an experiment's override (tools/gpu_experiments)
-#define DELTAFIN_WGMMA_WARPGROUPS 3
-#endif
-constexpr int kWarpgroups = DELTAFIN_WGMMA_WARPGROUPS;
+constexpr int kWarpgroups = 3;
 constexpr int kThreads = 128 * kWarpgroups;
-constexpr int kMinBlocks = 3 / kWarpgroups;  // blocks an SM the registers are capped for
 constexpr int kBlockRows = 64 * kWarpgroups;
 constexpr int kWindowCols = 512;                // activation columns a window
 constexpr int kWindowSteps = kWindowCols / 16;  // k-steps a window
 constexpr int kRing = 3;                        // fp32 windows: two in flight beside the one split
-#ifndef DELTAFIN_WGMMA_DOUBLE_B  // an experiment's override: split the next window mid-window
-#define DELTAFIN_WGMMA_DOUBLE_B 0
-#endif
-constexpr int kBWindows = DELTAFIN_WGMMA_DOUBLE_B ? 2 : 1;  // BF16 B windows in shared memory
 
 __host__ __device__ constexpr int column_tiles(int n) { return (kPieces * n + 7) / 8; }
 // The most activation rows NT column tiles take, so one kernel's shared memory is one size.
@@ -59,21 +52,15 @@ template <int NT>
 __host__ __device__ constexpr int step_bytes() {
   return NT * 256;
 }
-#ifndef DELTAFIN_WGMMA_WEIGHT_RING  // an experiment's override: weights by cp.async, chunks ahead
-#define DELTAFIN_WGMMA_WEIGHT_RING 0
-#endif
-constexpr bool kWeightRing = DELTAFIN_WGMMA_WEIGHT_RING;
-static_assert(!kWeightRing || kBWindows == 1, "the weight ring's schedule has one B window");
 constexpr int kChunkBytes = kThreads * 64;  // a chunk's weights: 4 words of 16 bytes a thread
 template <int NT>
 __host__ __device__ constexpr int window_bytes() {
-  return kBWindows * kWindowSteps * step_bytes<NT>() + kRing * fp32_window_bytes<NT>();
+  return kWindowSteps * step_bytes<NT>() + kRing * fp32_window_bytes<NT>();
 }
-// Chunks of weights in flight or waiting in shared memory (0: one chunk ahead in registers): up
-// to 4, as many as fit beside the windows.
+// Slots of the weight ring: up to 4 chunks in flight or waiting, as many as fit beside the
+// windows (3 at six column tiles).
 template <int NT>
 __host__ __device__ constexpr int weight_slots() {
-  if (!kWeightRing) return 0;
   int d = 4;
   while (window_bytes<NT>() + d * kChunkBytes > 227 * 1024) --d;
   return d;
@@ -106,8 +93,8 @@ __device__ __forceinline__ void wgmma_body(const DeviceMxfp4Task& task, int rows
   }
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   constexpr int kBWindowBytes = kWindowSteps * step_bytes<NT>();
-  const uint32_t fp32_base = base + kBWindows * kBWindowBytes;
-  const float* fp32 = reinterpret_cast<const float*>(smem + kBWindows * kBWindowBytes);
+  const uint32_t fp32_base = base + kBWindowBytes;
+  const float* fp32 = reinterpret_cast<const float*>(smem + kBWindowBytes);
 
   // Window w's fp32 activations (n rows, the columns the matrix has) into ring slot w % kRing.
   const auto copy_window_rows = [&](int w) {
@@ -126,7 +113,7 @@ __device__ __forceinline__ void wgmma_body(const DeviceMxfp4Task& task, int rows
     copy_window_rows(w);
     cp_async_commit();
   };
-  // Window w (ring slot w % kRing) into B window w % kBWindows. An item is k-step s of the window
+  // Window w (ring slot w % kRing) into the B window. An item is k-step s of the window
   // for activation row r: element k of the step is column 8q + 2hh + (k / 8) + 4b of group t2
   // of sub-chunk s / 8, where (q, hh) = (s % 8 / 2, s % 2) and k % 8 = 2·t2 + b, so 8 float pairs
   // give its 16 k values, and each piece p is two 16-byte rows (k / 8 = 0 and 1) of column
@@ -135,7 +122,7 @@ __device__ __forceinline__ void wgmma_body(const DeviceMxfp4Task& task, int rows
   const auto split_window = [&](int w) {
     const int width = cols - w * kWindowCols;
     const float* ring = fp32 + (w % kRing) * (fp32_window_bytes<NT>() / 4);
-    uint8_t* window = smem + (w % kBWindows) * kBWindowBytes;
+    uint8_t* window = smem;
     for (int i = threadIdx.x; i < n * kWindowSteps; i += kThreads) {
       const int r = i % n, step = i / n;
       const int col0 = 128 * (step >> 3) + 8 * ((step & 7) >> 1) + 2 * (step & 1);
@@ -170,21 +157,8 @@ __device__ __forceinline__ void wgmma_body(const DeviceMxfp4Task& task, int rows
       }
     }
   };
-  // Chunk c's words and scales (zeros where the row or group is absent).
-  const auto load = [&](uint4(&wq)[2][2], uint32_t(&sq)[2][2], int c) {
-#pragma unroll
-    for (int m = 0; m < 2; ++m)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const bool here = c < chunks && 8 * c + 4 * m + t < groups && present[h];
-        wq[m][h] = here ? load_stream(wp[h] + 128 * static_cast<int64_t>(c) + 64 * m)
-                        : make_uint4(0, 0, 0, 0);
-        sq[m][h] = here ? __ldg(sp[h] + 8 * c + 4 * m) : 0u;
-      }
-  };
-
   // Columns from 3n stay zero: the split writes only columns below 3n.
-  for (int i = threadIdx.x; i < kBWindows * kBWindowBytes / 4; i += kThreads)
+  for (int i = threadIdx.x; i < kBWindowBytes / 4; i += kThreads)
     reinterpret_cast<uint32_t*>(smem)[i] = 0u;
 
   float acc[4 * NT];
@@ -207,122 +181,78 @@ __device__ __forceinline__ void wgmma_body(const DeviceMxfp4Task& task, int rows
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int s = (2 * c + m) * 8 + j;
-      Wgmma<NT>::run(acc, a[m][j],
-                     b_descriptor(base + (s / kWindowSteps) % kBWindows * kBWindowBytes +
-                                  (s % kWindowSteps) * step_bytes<NT>()));
+      Wgmma<NT>::run(acc, a[m][j], b_descriptor(base + (s % kWindowSteps) * step_bytes<NT>()));
     }
     wgmma_commit();
     fence_operands(acc);
   };
   // Window w, once every thread's copies of it are in (the caller waited for its own): no
   // warpgroup reads the B window any more, then the split.
-  const auto new_window = [&](int w, bool copy_next) {
+  const auto new_window = [&](int w) {
     wgmma_wait<0>();
     __syncthreads();
     split_window(w);
-    if (copy_next) copy_window(w + kRing - 1);  // into the slot split at the window before
     fence_proxy_async();
     __syncthreads();
   };
 
-  if constexpr (kWeightRing) {
-    // Chunk c's words go to slot c % D by cp.async, issued D - 1 chunks ahead, one commit group a
-    // chunk; window w's activations ride in chunk 2w - 2's group (window 0 in its own, first), so
-    // waiting for chunk c's group also brings the window split at chunk c. Each thread reads back
-    // only its own words: no barrier guards the slots.
-    constexpr int D = weight_slots<NT>();
-    const uint32_t ring = fp32_base + kRing * fp32_window_bytes<NT>();
-    const auto slot = [&](int c, int j) {
-      return ((c % D) * 4 + j) * kThreads * 16 + static_cast<int>(threadIdx.x) * 16;
-    };
-    const auto issue = [&](int c) {
+  // Chunk c's words go to slot c % D by cp.async, issued D - 1 chunks ahead, one commit group a
+  // chunk; window w's activations ride in chunk 2w - 2's group (window 0 in its own, first), so
+  // waiting for chunk c's group also brings the window split at chunk c. Each thread reads back
+  // only its own words: no barrier guards the slots.
+  constexpr int D = weight_slots<NT>();
+  const uint32_t ring = fp32_base + kRing * fp32_window_bytes<NT>();
+  const auto slot = [&](int c, int j) {
+    return ((c % D) * 4 + j) * kThreads * 16 + static_cast<int>(threadIdx.x) * 16;
+  };
+  const auto issue = [&](int c) {
 #pragma unroll
-      for (int m = 0; m < 2; ++m)
+    for (int m = 0; m < 2; ++m)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const bool here = c < chunks && 8 * c + 4 * m + t < groups && present[h];
-          cp_async16_zfill(ring + slot(c, 2 * m + h),
-                           here ? wp[h] + 128 * static_cast<int64_t>(c) + 64 * m : wp[h],
-                           here ? 16 : 0);
-        }
-      if ((c & 1) == 0) copy_window_rows(c / 2 + 1);
-      cp_async_commit();
-    };
-    const auto scales = [&](uint32_t(&sq)[2][2], int c) {
-#pragma unroll
-      for (int m = 0; m < 2; ++m)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const bool here = c < chunks && 8 * c + 4 * m + t < groups && present[h];
-          sq[m][h] = here ? __ldg(sp[h] + 8 * c + 4 * m) : 0u;
-        }
-    };
-    copy_window(0);
-#pragma unroll
-    for (int c = 0; c < D - 1; ++c) issue(c);
-    uint32_t sq[2][2], nsq[2][2];
-    scales(sq, 0);
-    const uint8_t* ring_at = smem + (ring - base);
-    for (int c = 0; c < chunks; ++c) {
-      issue(c + D - 1);
-      scales(nsq, c + 1);
-      cp_async_wait<D - 1>();                      // chunk c's group (and any older) is in
-      if ((c & 1) == 0) new_window(c / 2, false);  // block-uniform
-      uint4 wq[2][2];
-#pragma unroll
-      for (int m = 0; m < 2; ++m)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          wq[m][h] = *reinterpret_cast<const uint4*>(ring_at + slot(c, 2 * m + h));
-#pragma unroll
-      for (int m = 0; m < 2; ++m) {
-        if (2 * c + m == subs) break;  // block-uniform: a last chunk of one sub-chunk
-        run_sub(wq, sq, c, m);
+      for (int h = 0; h < 2; ++h) {
+        const bool here = c < chunks && 8 * c + 4 * m + t < groups && present[h];
+        cp_async16_zfill(ring + slot(c, 2 * m + h),
+                         here ? wp[h] + 128 * static_cast<int64_t>(c) + 64 * m : wp[h],
+                         here ? 16 : 0);
       }
+    if ((c & 1) == 0) copy_window_rows(c / 2 + 1);
+    cp_async_commit();
+  };
+  const auto scales = [&](uint32_t(&sq)[2][2], int c) {
 #pragma unroll
-      for (int m = 0; m < 2; ++m)
+    for (int m = 0; m < 2; ++m)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) sq[m][h] = nsq[m][h];
+      for (int h = 0; h < 2; ++h) {
+        const bool here = c < chunks && 8 * c + 4 * m + t < groups && present[h];
+        sq[m][h] = here ? __ldg(sp[h] + 8 * c + 4 * m) : 0u;
+      }
+  };
+  copy_window(0);
+#pragma unroll
+  for (int c = 0; c < D - 1; ++c) issue(c);
+  uint32_t sq[2][2], nsq[2][2];
+  scales(sq, 0);
+  const uint8_t* ring_at = smem + (ring - base);
+  for (int c = 0; c < chunks; ++c) {
+    issue(c + D - 1);
+    scales(nsq, c + 1);
+    cp_async_wait<D - 1>();               // chunk c's group (and any older) is in
+    if ((c & 1) == 0) new_window(c / 2);  // block-uniform
+    uint4 wq[2][2];
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        wq[m][h] = *reinterpret_cast<const uint4*>(ring_at + slot(c, 2 * m + h));
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+      if (2 * c + m == subs) break;  // block-uniform: a last chunk of one sub-chunk
+      run_sub(wq, sq, c, m);
     }
-  } else {
 #pragma unroll
-    for (int w = 0; w < kRing - 1; ++w) copy_window(w);
-    uint4 wq[2][2], nq[2][2];
-    uint32_t sq[2][2], nsq[2][2];
-    load(wq, sq, 0);
-    if constexpr (kBWindows == 2) {  // window 0 split before the loop, window w + 1 within w
-      cp_async_wait<kRing - 2>();
-      new_window(0, true);
-    }
-    for (int c = 0; c < chunks; ++c) {
-      load(nq, nsq, c + 1);
-      if (kBWindows == 2 && (c & 1) && (c + 1) / 2 < windows) {  // block-uniform: mid-window
-        const int w = (c + 1) / 2;
-        wgmma_wait<1>();  // this warpgroup's products of window w - 1 (B window w % 2) are done
-        cp_async_wait<kRing - 2>();
-        __syncthreads();
-        split_window(w);
-        copy_window(w + kRing - 1);  // into the slot split at the window before
-        fence_proxy_async();
-        __syncthreads();
-      }
-      if (kBWindows == 1 && (c * 16) % kWindowSteps == 0) {  // block-uniform: a new window
-        cp_async_wait<kRing - 2>();
-        new_window(c * 16 / kWindowSteps, true);
-      }
+    for (int m = 0; m < 2; ++m)
 #pragma unroll
-      for (int m = 0; m < 2; ++m) {
-        if (2 * c + m == subs) break;  // block-uniform: a last chunk of one sub-chunk
-        run_sub(wq, sq, c, m);
-      }
-#pragma unroll
-      for (int m = 0; m < 2; ++m)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          wq[m][h] = nq[m][h];
-          sq[m][h] = nsq[m][h];
-        }
-    }
+      for (int h = 0; h < 2; ++h) sq[m][h] = nsq[m][h];
   }
   wgmma_wait<0>();
   fence_operands(acc);
@@ -350,14 +280,14 @@ __device__ __forceinline__ void wgmma_body(const DeviceMxfp4Task& task, int rows
 }
 
 template <int NT>
-__global__ void __launch_bounds__(kThreads, kMinBlocks)
+__global__ void __launch_bounds__(kThreads, 1)
     wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __restrict__ scales, int rows,
                  int cols, const float* __restrict__ x, int n, float* __restrict__ y) {
   wgmma_body<NT>(DeviceMxfp4Task{packed, scales, x, y, n}, rows, cols);
 }
 
 template <int NT>
-__global__ void __launch_bounds__(kThreads, kMinBlocks)
+__global__ void __launch_bounds__(kThreads, 1)
     wgmma_grouped_kernel(const DeviceMxfp4Task* __restrict__ tasks, int rows, int cols) {
   const DeviceMxfp4Task task = tasks[blockIdx.y];
   if (task.n <= 0) return;
