@@ -396,7 +396,9 @@ detail::Mxfp4TcShape g_forced{};
 void dispatch(int64_t n, int rows, int cols, int count, cudaStream_t stream,
               const DeviceMxfp4Task* tasks, const DeviceMxfp4& w, const float* x, float* y) {
   const detail::Mxfp4TcShape sh =
-      g_forced.warps > 0 ? g_forced : detail::mxfp4_tc_pick(rows, count, n, device_sms());
+      g_forced.warps > 0
+          ? g_forced
+          : detail::mxfp4_tc_pick(rows, count, n, device_sms(), detail::mxfp4_wgmma_available());
   if (sh.warps == kWgmmaShape.warps)
     return detail::launch_mxfp4_wgmma(n, rows, cols, count, stream, tasks, w, x, y);
   if (sh.warps == 4)
@@ -450,8 +452,16 @@ std::vector<Mxfp4TcShape> mxfp4_tc_shapes() {
   return shapes;
 }
 
-Mxfp4TcShape mxfp4_tc_pick(int64_t rows, int64_t count, int64_t n, int sms) {
-  if (column_tiles(static_cast<int>(n)) == 1) return {4, 16};
+Mxfp4TcShape mxfp4_tc_pick(int64_t rows, int64_t count, int64_t n, int sms, bool wgmma) {
+  const int tiles = column_tiles(static_cast<int>(n));
+  if (tiles == 1) return {4, 16};
+  if (wgmma && tiles >= 3) {
+    // One 192-row block an SM: a last wave of blocks under 90% full costs more than the
+    // warpgroup MMA gains at three tiles, not at six; fewer blocks than SMs lose at any n.
+    const int64_t blocks = (rows + 191) / 192 * (count > 0 ? count : 1);
+    const int64_t slots = (blocks + sms - 1) / sms * sms;
+    if (blocks >= sms && (tiles >= 6 || 10 * blocks >= 9 * slots)) return kWgmmaShape;
+  }
   const int64_t blocks_of_8 = (rows + 255) / 256 * (count > 0 ? count : 1);
   return {blocks_of_8 < sms ? 4 : 8, 32};  // a short grid: twice the blocks
 }

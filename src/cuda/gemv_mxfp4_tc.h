@@ -45,11 +45,13 @@ void set_mxfp4_tc_shape(Mxfp4TcShape shape);
 std::vector<Mxfp4TcShape> mxfp4_tc_shapes();          // the compiled ones this GPU runs
 std::string mxfp4_tc_shape_name(Mxfp4TcShape shape);  // "8 warps of 32 rows"
 // The shape a launch over `count` matrices (0: one) of `rows` rows with n activation rows runs on
-// a GPU of `sms` SMs. Where the activations take one column tile (n <= 2): 4 warps of 16 rows,
-// whose loads fill whole lines. Above: 32 rows a warp, where a fragment shared by two tiles
-// halves the shared-memory reads, in 8 warps, or 4 where 8-warp blocks would leave SMs idle (one
-// matrix alone). docs/PERFORMANCE.md, 2026-12-07.
-Mxfp4TcShape mxfp4_tc_pick(int64_t rows, int64_t count, int64_t n, int sms);
+// a GPU of `sms` SMs, `wgmma` saying whether it runs the warpgroup-MMA kernel. Where the
+// activations take one column tile (n <= 2): 4 warps of 16 rows, whose loads fill whole lines.
+// With at least a block an SM, from six tiles (n >= 11), and from three (n >= 6) where its
+// blocks fill their last wave at least 90%: the wgmma kernel. Else 32 rows a warp, where a fragment
+// shared by two tiles halves the shared-memory reads, in 8 warps, or 4 where 8-warp blocks would
+// leave SMs idle (one matrix alone). docs/PERFORMANCE.md, 2026-12-07.
+Mxfp4TcShape mxfp4_tc_pick(int64_t rows, int64_t count, int64_t n, int sms, bool wgmma);
 }  // namespace detail
 
 }  // namespace deltafin::cuda

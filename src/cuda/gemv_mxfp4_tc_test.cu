@@ -172,10 +172,10 @@ void test_tc_bad_shapes() {
 }  // namespace
 
 // The shape choice, a host check (no GPU needed): K3's grouped experts and one matrix alone on a
-// 132-SM card, at one, two and eight activation rows.
+// 132-SM card, at one, two, eight and sixteen activation rows, without and with the wgmma kernel.
 void test_tc_pick() {
-  const auto name = [](int64_t rows, int64_t count, int64_t n) {
-    return detail::mxfp4_tc_shape_name(detail::mxfp4_tc_pick(rows, count, n, 132));
+  const auto name = [](int64_t rows, int64_t count, int64_t n, bool wgmma = false) {
+    return detail::mxfp4_tc_shape_name(detail::mxfp4_tc_pick(rows, count, n, 132, wgmma));
   };
   const bool ok =
       name(3072, 32, 8) == "8 warps of 32 rows" && name(3584, 16, 8) == "8 warps of 32 rows" &&
@@ -183,6 +183,16 @@ void test_tc_pick() {
       name(3072, 32, 1) == "4 warps of 16 rows" && name(3584, 16, 2) == "4 warps of 16 rows" &&
       name(3584, 0, 1) == "4 warps of 16 rows" && name(3072, 4, 3) == "4 warps of 32 rows";
   expect(ok, "mxfp4 tc: the shape picks for K3's experts and one matrix");
+  // With wgmma: the gates and ups' 512 blocks fill 97% of 4 waves, the downs' 304 77% of 3.
+  const std::string wg = "3 warpgroups of 64 rows (wgmma)";
+  const bool ok_wg =
+      name(3072, 32, 8, true) == wg && name(3584, 16, 8, true) == "8 warps of 32 rows" &&
+      name(3584, 16, 16, true) == wg && name(3072, 32, 16, true) == wg &&
+      name(3072, 32, 6, true) == wg && name(3072, 32, 5, true) == "8 warps of 32 rows" &&
+      name(3072, 32, 2, true) == "4 warps of 16 rows" &&
+      name(3584, 0, 8, true) == "4 warps of 32 rows" &&
+      name(3584, 0, 16, true) == "4 warps of 32 rows";
+  expect(ok_wg, "mxfp4 tc: the shape picks with the wgmma kernel");
   std::printf("ok   mxfp4 tc shape choice\n");
 }
 
