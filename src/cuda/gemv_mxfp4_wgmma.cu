@@ -92,6 +92,7 @@ __device__ __forceinline__ void wgmma_body(const DeviceMxfp4Task& task, int rows
     sp[h] = task.scales + rr * groups + t;
   }
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const uint64_t window_desc = b_descriptor(base);  // the B window's first k-step
   constexpr int kBWindowBytes = kWindowSteps * step_bytes<NT>();
   const uint32_t fp32_base = base + kBWindowBytes;
   const float* fp32 = reinterpret_cast<const float*>(smem + kBWindowBytes);
@@ -178,11 +179,14 @@ __device__ __forceinline__ void wgmma_body(const DeviceMxfp4Task& task, int rows
       decode_sub<false>(wm, sm, a[m]);
     wgmma_fence();
     fence_operands(acc);
+    // The sub-chunk's first step in the B window, then a step further each k-step: the
+    // descriptor's address field counts 16-byte units and stays below 2^14 (shared memory is
+    // under 256 KB), so adding to the descriptor moves its address alone.
+    const uint64_t first = window_desc + static_cast<uint64_t>((2 * c + m) % (kWindowSteps / 8) *
+                                                               (8 * step_bytes<NT>() / 16));
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int s = (2 * c + m) * 8 + j;
-      Wgmma<NT>::run(acc, a[m][j], b_descriptor(base + (s % kWindowSteps) * step_bytes<NT>()));
-    }
+    for (int j = 0; j < 8; ++j)
+      Wgmma<NT>::run(acc, a[m][j], first + static_cast<uint64_t>(j * (step_bytes<NT>() / 16)));
     wgmma_commit();
     fence_operands(acc);
   };
