@@ -98,15 +98,22 @@ __device__ __forceinline__ void wgmma_body(const DeviceMxfp4Task& task, int rows
   const float* fp32 = reinterpret_cast<const float*>(smem + kBWindowBytes);
 
   // Window w's fp32 activations (n rows, the columns the matrix has) into ring slot w % kRing.
+  // A thread copies the same 16 bytes (column 4q) of every third activation row: the block's
+  // threads are three times a row's 128 pieces.
+  static_assert(kThreads % (kWindowCols / 4) == 0, "a window row's pieces divide the threads");
+  constexpr int kRowStep = kThreads / (kWindowCols / 4);
+  const int copy_q = static_cast<int>(threadIdx.x) % (kWindowCols / 4);
+  const int copy_r = static_cast<int>(threadIdx.x) / (kWindowCols / 4);
   const auto copy_window_rows = [&](int w) {
-    if (w < windows) {
-      const int width = min(kWindowCols, cols - w * kWindowCols);  // a multiple of 32
-      for (int i = threadIdx.x; i < n * (kWindowCols / 4); i += kThreads) {
-        const int r = i / (kWindowCols / 4), q = i % (kWindowCols / 4);
-        if (4 * q < width)
-          cp_async16_to(
-              fp32_base + (w % kRing) * fp32_window_bytes<NT>() + (r * kFp32Pitch + 4 * q) * 4,
-              task.x + static_cast<int64_t>(r) * cols + w * kWindowCols + 4 * q);
+    if (w < windows && 4 * copy_q < cols - w * kWindowCols) {  // columns are a multiple of 32
+      uint32_t to = fp32_base + (w % kRing) * fp32_window_bytes<NT>() +
+                    (copy_r * kFp32Pitch + 4 * copy_q) * 4;
+      const float* from =
+          task.x + static_cast<int64_t>(copy_r) * cols + w * kWindowCols + 4 * copy_q;
+      for (int r = copy_r; r < n; r += kRowStep) {
+        cp_async16_to(to, from);
+        to += kRowStep * kFp32Pitch * 4;
+        from += static_cast<int64_t>(kRowStep) * cols;
       }
     }
   };
@@ -209,27 +216,39 @@ __device__ __forceinline__ void wgmma_body(const DeviceMxfp4Task& task, int rows
   const auto slot = [&](int c, int j) {
     return ((c % D) * 4 + j) * kThreads * 16 + static_cast<int>(threadIdx.x) * 16;
   };
+  // The issuing side: chunk c's words of the lane's rows and its slot, advanced a chunk a call
+  // (issue takes c = 0, 1, 2, ... in order).
+  const uint8_t* issue_words[2] = {wp[0], wp[1]};
+  uint32_t issue_slot = ring + static_cast<uint32_t>(threadIdx.x) * 16;
+  const uint32_t ring_end = ring + D * 4 * kThreads * 16;
   const auto issue = [&](int c) {
 #pragma unroll
     for (int m = 0; m < 2; ++m)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const bool here = c < chunks && 8 * c + 4 * m + t < groups && present[h];
-        cp_async16_zfill(ring + slot(c, 2 * m + h),
-                         here ? wp[h] + 128 * static_cast<int64_t>(c) + 64 * m : wp[h],
-                         here ? 16 : 0);
+        cp_async16_zfill(issue_slot + (2 * m + h) * kThreads * 16,
+                         here ? issue_words[h] + 64 * m : wp[h], here ? 16 : 0);
       }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) issue_words[h] += 128;
+    issue_slot += 4 * kThreads * 16;
+    if (issue_slot >= ring_end) issue_slot -= D * 4 * kThreads * 16;
     if ((c & 1) == 0) copy_window_rows(c / 2 + 1);
     cp_async_commit();
   };
+  // Chunk c's scales of the lane's groups; c = 0, 1, 2, ... in order, like issue.
+  const uint8_t* scales_at[2] = {sp[0], sp[1]};
   const auto scales = [&](uint32_t(&sq)[2][2], int c) {
 #pragma unroll
     for (int m = 0; m < 2; ++m)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const bool here = c < chunks && 8 * c + 4 * m + t < groups && present[h];
-        sq[m][h] = here ? __ldg(sp[h] + 8 * c + 4 * m) : 0u;
+        sq[m][h] = here ? __ldg(scales_at[h] + 4 * m) : 0u;
       }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) scales_at[h] += 8;
   };
   copy_window(0);
 #pragma unroll
