@@ -60,7 +60,13 @@ PY
   { echo "timeline: FAIL: timeline_report.py failed" >&2; exit 1; }
 grep -q "^median: " "$work/report" ||
   { echo "timeline: FAIL: no summary in the report: $(cat "$work/report")" >&2; exit 1; }
-grep -q "lm_head" "$work/report" ||
+# Idle time attributed to a phase: a row of the by-phase table with a positive median. Which
+# phases idle depends on timing (lm_head's 0.1 ms is there in about four runs of five), so no one
+# phase is required.
+awk '/^disk idle per step by phase/ { table = 1; next }
+     table && /^  [a-z]/ && $(NF - 2) + 0 > 0 { found = 1 }
+     table && !/^  [a-z]/ { table = 0 }
+     END { exit !found }' "$work/report" ||
   { echo "timeline: FAIL: the report attributes no idle time: $(cat "$work/report")" >&2; exit 1; }
 # The demo's MoE layers are guessed ahead with experts streamed: the report scores those guesses.
 grep -Eq "^ +last: q1 [01]\.[0-9]{2}, .*; [1-9][0-9]* reads started, [0-9]+ used by the route$" "$work/report" ||
