@@ -48,29 +48,34 @@ constexpr int bf16_smem_bytes() {
 }
 
 // Each lane's partial sums reduced across the warp in warp_sum's order, by a reduce-scatter
-// (scatter_sums) over the sums padded with zeros to a power of two; the lanes left holding a sum
-// of a row and activation that exist store it (y is [n, rows], activation-major).
+// (scatter_sums) over the sums padded with zeros to a power of two, 32 sums at a time at most; the
+// lanes left holding a sum of a row and activation that exist store it (y is [n, rows],
+// activation-major).
 template <int N, int kRowsPerWarp>
 __device__ __forceinline__ void store_rows(const float (&acc)[kRowsPerWarp][N], int lane, int n,
                                            int rows, int row0, float* y) {
   constexpr int kSums = kRowsPerWarp * N;
-  constexpr int kPadded = kSums <= 1    ? 1
-                          : kSums <= 2  ? 2
-                          : kSums <= 4  ? 4
-                          : kSums <= 8  ? 8
-                          : kSums <= 16 ? 16
-                                        : 32;
-  static_assert(kSums <= 32, "one sum a lane at most");
-  float v[kPadded];
+  static_assert(kSums <= 32 || kSums % 32 == 0, "sums beyond 32 go in whole rounds of 32");
+  constexpr int kRound = kSums < 32 ? kSums : 32;  // sums a reduce-scatter takes
+  constexpr int kPadded = kRound <= 1    ? 1
+                          : kRound <= 2  ? 2
+                          : kRound <= 4  ? 4
+                          : kRound <= 8  ? 8
+                          : kRound <= 16 ? 16
+                                         : 32;
 #pragma unroll
-  for (int k = 0; k < kSums; ++k) v[k] = acc[k / N][k % N];
+  for (int k0 = 0; k0 < kSums; k0 += kRound) {
+    float v[kPadded];
 #pragma unroll
-  for (int k = kSums; k < kPadded; ++k) v[k] = 0.0f;
-  const float sum = scatter_sums<32>(v, lane);
-  constexpr int kLanesASum = 32 / kPadded;
-  const int k = lane / kLanesASum, r = k / N, i = k % N;
-  if (lane % kLanesASum == 0 && k < kSums && i < n && row0 + r < rows)
-    y[static_cast<int64_t>(i) * rows + row0 + r] = sum;
+    for (int k = 0; k < kRound; ++k) v[k] = acc[(k0 + k) / N][(k0 + k) % N];
+#pragma unroll
+    for (int k = kRound; k < kPadded; ++k) v[k] = 0.0f;
+    const float sum = scatter_sums<32>(v, lane);
+    constexpr int kLanesASum = 32 / kPadded;
+    const int k = k0 + lane / kLanesASum, r = k / N, i = k % N;
+    if (lane % kLanesASum == 0 && k < k0 + kRound && i < n && row0 + r < rows)
+      y[static_cast<int64_t>(i) * rows + row0 + r] = sum;
+  }
 }
 
 // One block's MXFP4 work: items (row block, chunk) for row blocks blockIdx.x, +gridDim.x, ...
@@ -445,8 +450,11 @@ struct Bf16Siblings {
   int rows[kMaxBf16Siblings];
 };
 
+// At 16 rows the 8-warp shapes are held to two blocks an SM (128 registers), as their plain
+// kernels are: the struct argument's addressing would otherwise take the 4-row shape to 136 and
+// one block.
 template <int N, int kRowsPerWarp, int W, int U, int S, int K>
-__global__ void __launch_bounds__(32 * W)
+__global__ void __launch_bounds__(32 * W, N == 16 && W == 8 ? 2 : 1)
     bf16_siblings_kernel(Bf16Siblings s, int cols, const float* __restrict__ x, int n) {
   const int t = blockIdx.y;
   if (static_cast<int>(blockIdx.x) * W * kRowsPerWarp >= s.rows[t]) return;
@@ -571,7 +579,7 @@ void matmul_grouped(const DeviceMxfp4Task* tasks, int64_t count, int64_t rows, i
 // default where bf16_choose has no rule. At 4-16 rows, the 8-warp shapes with a ring share each
 // staged tile among 32 (16) rows, halving the activations read from L2 per weight; at 8 rows the
 // shapes the chooser no longer picks (weights in registers at 1 chunk, the register-staged 4-warp
-// block) stay for the bench to compare.
+// block) stay for the bench to compare, and at 16 rows the 2-row shape the 4-row ones replaced.
 template <int N>
 struct Bf16Compiled;
 template <>
@@ -593,7 +601,7 @@ struct Bf16Compiled<8> {
 };
 template <>
 struct Bf16Compiled<16> {
-  using Codes = std::integer_sequence<int, 2813, 2420>;
+  using Codes = std::integer_sequence<int, 14813, 14413, 2813>;
 };
 
 // A shape code's digits (Bf16Compiled).
@@ -689,6 +697,14 @@ int per_sm_8() {
 //   2-chunk shape on 7168-33792 rows; below that the 2-chunk shape (H200, 2026-12-06). The
 //   ring shapes of the rules above (13423 for q_a, 13824 for 3072 rows) apply there too; they
 //   are not yet timed on an H200.
+// - 16 rows: 4 rows a warp with the weight tiles in the ring, so each activation read from
+//   shared memory feeds 4 rows' FMAs instead of 2 (2 rows and 16 activations took twice the
+//   shared-memory bandwidth of their FMAs' issue): in 8-warp blocks (14813, 2 blocks an SM)
+//   where the 32-row grid gives at least half the SMs a block and a row fills a 1024-column
+//   tile, else in 4-warp blocks (14413: 16-row blocks, twice as many). 1.35-1.40x the 2-row
+//   shape (2813) on K3's seven large spine shapes (3072 rows, 96 blocks, included: 1.07x the
+//   4-warp shape there), 1.18x on q_a's 1536 rows (48 blocks: the 4-warp shape, 1.48x the
+//   8-warp one) and 1.02x on f_b's 128 columns (H100, 2026-12-07, docs/PERFORMANCE.md).
 // - Otherwise the first compiled shape.
 // Measured on an H100 (docs/PERFORMANCE.md, 2026-12-05). Every shape gives the same bits (a
 // lane's chunks are taken in the same order, and a row's sums do not depend on its neighbours).
@@ -705,6 +721,7 @@ detail::Bf16Shape bf16_choose(int64_t rows, int64_t cols, int count) {
         {device_sms(), device_dram_gbps_per_sm() > kFastDramGbpsPerSm, per_sm_8<14813>(),
          per_sm_8<14814>(), per_sm_8<4823>(), per_sm_8<3823>(), per_sm_8<13423>()});
   }
+  if constexpr (N == 16) return detail::bf16_pick_16(rows, cols, count, device_sms());
   return first_shape(typename Bf16Compiled<N>::Codes{});
 }
 
@@ -731,6 +748,11 @@ Bf16Shape bf16_pick_8(int64_t rows, int count, const Bf16Occupancy8& occ) {
   if (occ.fast) return b32 < occ.sms ? shape_of<4823>() : shape_of<14814>();
   if (b32 <= occ.sms) return shape_of<4823>();
   return two > 1.06 * ring ? shape_of<4823>() : shape_of<14813>();
+}
+
+Bf16Shape bf16_pick_16(int64_t rows, int64_t cols, int count, int sms) {
+  const int64_t b32 = int64_t{Bf16Variant<16, 14813>::blocks(rows)} * count;
+  return 2 * b32 >= sms && cols >= 1024 ? shape_of<14813>() : shape_of<14413>();
 }
 
 }  // namespace detail

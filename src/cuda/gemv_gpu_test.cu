@@ -443,6 +443,30 @@ void test_bf16_pick_8() {
   std::printf("ok   bf16 shape choice at 8 rows: %d K3 matrices and cards\n", checked);
 }
 
+// gemv.cu's BF16 shape at 16 activation rows, host-side, on a 132-SM card: 4 rows a warp in 8-warp
+// blocks on K3's large spine matrices (single and as siblings), in 4-warp blocks where the 32-row
+// grid gives fewer than half the SMs a block (q_a's 1536 rows: 48; 2080 rows: 65) or a row is
+// shorter than a tile (f_b's 128 columns).
+void test_bf16_pick_16() {
+  struct Case {
+    int64_t rows, cols;
+    int count;
+    const char* want;
+  };
+  const Case cases[] = {{7168, 7168, 1, "4/8/1/3+w"}, {33792, 7168, 1, "4/8/1/3+w"},
+                        {3072, 7168, 1, "4/8/1/3+w"}, {1536, 7168, 1, "4/4/1/3+w"},
+                        {1536, 7168, 3, "4/8/1/3+w"}, {12288, 128, 1, "4/4/1/3+w"},
+                        {2112, 7168, 1, "4/8/1/3+w"}, {2080, 7168, 1, "4/4/1/3+w"}};
+  for (const Case& c : cases) {
+    const std::string got =
+        detail::bf16_shape_name(detail::bf16_pick_16(c.rows, c.cols, c.count, 132));
+    expect(got == c.want, "bf16 pick at 16 rows, " + std::to_string(c.rows) + "x" +
+                              std::to_string(c.cols) + " x" + std::to_string(c.count) + ": " + got +
+                              ", want " + c.want);
+  }
+  std::printf("ok   bf16 shape choice at 16 rows: %zu cases\n", std::size(cases));
+}
+
 // with_constant, the launchers' runtime-count-to-instantiation switch (a host check): the first
 // listed value equal to the count, else the last, and f called exactly once.
 void test_with_constant() {
@@ -560,6 +584,7 @@ int main() {
     run_decode_tests(false);
     test_bf16_shape_knob();
     test_bf16_pick_8();
+    test_bf16_pick_16();
     test_mxfp4_shape_knob();
     test_expert_runs();
     test_with_constant();
@@ -603,6 +628,7 @@ int main() {
   test_bad_shapes();
   test_bf16_shape_knob();
   test_bf16_pick_8();
+  test_bf16_pick_16();
   test_mxfp4_shape_knob();
   test_expert_runs();
   run_decode_tests(true);

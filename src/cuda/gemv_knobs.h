@@ -39,5 +39,8 @@ struct Bf16Occupancy8 {
 // shape forced): a function of the occupancy alone, so the host test holds its picks on K3's
 // shapes for an H100 and an H200 without a GPU.
 Bf16Shape bf16_pick_8(int64_t rows, int count, const Bf16Occupancy8& occupancy);
+// The shape gemv.cu runs for a pass of 9-16 rows over `count` matrices of up to `rows` rows of
+// `cols` on a GPU of `sms` SMs (no shape forced).
+Bf16Shape bf16_pick_16(int64_t rows, int64_t cols, int count, int sms);
 
 }  // namespace deltafin::cuda::detail
