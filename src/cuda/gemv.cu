@@ -483,12 +483,13 @@ int grouped_blocks(int smem, int row_blocks, int count) {
 }
 
 // MXFP4 shape for a pass of N rows: R weight rows per warp (4 where each staged activation then
-// feeds 4 rows' FMAs; 2 at N = 16, for registers), T groups per lane in a chunk (2 at N = 4:
-// with 4 the 4x4 live weight words cost occupancy, measured slower). N <= 2: the whole
+// feeds 4 rows' FMAs, at N = 16 too: 255 registers and 2 blocks an SM cost less than twice the
+// shared-memory reads of 2 rows; docs/CUDA.md), T groups per lane in a chunk (2 at N = 4: with 4
+// the 4x4 live weight words cost occupancy, measured slower). N <= 2: the whole
 // activation rows reside in shared memory when they fit in 48 KB (K3: 14 KB per row).
 template <int N>
 struct MxShape {
-  static constexpr int R = (N == 4 || N == 8) ? 4 : 2;
+  static constexpr int R = (N == 4 || N == 8 || N == 16) ? 4 : 2;
   static constexpr int T = N <= 4 ? 2 : 1;
   static constexpr bool kMayReside = N <= 2;
   static int blocks(int64_t rows) {
