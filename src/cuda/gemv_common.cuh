@@ -129,12 +129,14 @@ __device__ __forceinline__ float fma8(const float (&w)[8], float4 a, float4 b, f
 }
 
 // 16 bytes global -> shared without registers, through L2 only (.cg: data read once); valid ==
-// false fills zeros and reads nothing.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
+// false fills zeros and reads nothing. dst as a shared-space address or a generic pointer.
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                "r"(valid ? 16 : 0)
                : "memory");
+}
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  cp_async16(static_cast<uint32_t>(__cvta_generic_to_shared(dst)), src, valid);
 }
 // The same through L1 (.ca): for data many blocks of an SM read, such as activation tiles, whose
 // later readers then hit L1 instead of L2.

@@ -40,8 +40,6 @@ constexpr int kTiles = 2;  // 16-row tiles a warp (32 rows), or sub-chunks a loa
 constexpr int kSteps = 8;  // k-steps of 16 in a sub-chunk of 128 columns
 // A chunk's fragments for one 8-column tile: [step][lane] as uint2 (b0b1, b2b3).
 constexpr int kTileFrags = kSteps * 32;
-// 8-column tiles for n activation rows: 3n columns (n = 1..16).
-__host__ __device__ constexpr int column_tiles(int n) { return (kPieces * n + 7) / 8; }
 
 // Chunks whose activations are staged at once.
 constexpr int kWindow = 8;
@@ -458,7 +456,8 @@ Mxfp4TcShape mxfp4_tc_pick(int64_t rows, int64_t count, int64_t n, int sms, bool
   if (wgmma && tiles >= 3) {
     // One 192-row block an SM: a last wave of blocks under 90% full costs more than the
     // warpgroup MMA gains at three tiles, not at six; fewer blocks than SMs lose at any n.
-    const int64_t blocks = (rows + 191) / 192 * (count > 0 ? count : 1);
+    constexpr int kRows = kMxfp4WgmmaBlockRows;
+    const int64_t blocks = (rows + kRows - 1) / kRows * (count > 0 ? count : 1);
     const int64_t slots = (blocks + sms - 1) / sms * sms;
     if (blocks >= sms && (tiles >= 6 || 10 * blocks >= 9 * slots)) return kWgmmaShape;
   }

@@ -29,11 +29,11 @@ using namespace wgmma;
 constexpr int kWarpgroups = 3;
 constexpr int kThreads = 128 * kWarpgroups;
 constexpr int kBlockRows = 64 * kWarpgroups;
+static_assert(kBlockRows == detail::kMxfp4WgmmaBlockRows, "the pick sizes the grid by it");
 constexpr int kWindowCols = 512;                // activation columns a window
 constexpr int kWindowSteps = kWindowCols / 16;  // k-steps a window
 constexpr int kRing = 3;                        // fp32 windows: two in flight beside the one split
 
-__host__ __device__ constexpr int column_tiles(int n) { return (kPieces * n + 7) / 8; }
 // The most activation rows NT column tiles take, so one kernel's shared memory is one size.
 template <int NT>
 __host__ __device__ constexpr int max_rows() {
@@ -111,7 +111,7 @@ __device__ __forceinline__ void wgmma_body(const DeviceMxfp4Task& task, int rows
       const float* from =
           task.x + static_cast<int64_t>(copy_r) * cols + w * kWindowCols + 4 * copy_q;
       for (int r = copy_r; r < n; r += kRowStep) {
-        cp_async16_to(to, from);
+        cp_async16(to, from, true);
         to += kRowStep * kFp32Pitch * 4;
         from += static_cast<int64_t>(kRowStep) * cols;
       }
@@ -227,8 +227,8 @@ __device__ __forceinline__ void wgmma_body(const DeviceMxfp4Task& task, int rows
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const bool here = c < chunks && 8 * c + 4 * m + t < groups && present[h];
-        cp_async16_zfill(issue_slot + (2 * m + h) * kThreads * 16,
-                         here ? issue_words[h] + 64 * m : wp[h], here ? 16 : 0);
+        cp_async16(issue_slot + (2 * m + h) * kThreads * 16, here ? issue_words[h] + 64 * m : wp[h],
+                   here);
       }
 #pragma unroll
     for (int h = 0; h < 2; ++h) issue_words[h] += 128;

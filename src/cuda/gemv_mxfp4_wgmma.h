@@ -11,6 +11,10 @@
 
 namespace deltafin::cuda::detail {
 
+// Weight rows a block of the wgmma kernel takes (3 warpgroups of 64): one block an SM, so the
+// pick (mxfp4_tc_pick) sizes its grid's waves by it.
+inline constexpr int kMxfp4WgmmaBlockRows = 192;
+
 // Whether the current device runs the wgmma kernel: an sm_90 GPU and this build's sm_90a code
 // for it (found once, by a probe kernel that reports which compile pass it came from).
 bool mxfp4_wgmma_available();

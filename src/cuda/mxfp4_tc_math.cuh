@@ -10,6 +10,8 @@
 namespace deltafin::cuda::tc_math {
 
 constexpr int kPieces = 3;  // BF16 pieces of an activation
+// 8-column MMA tiles for n activation rows: their 3n piece columns (n = 1..16).
+__host__ __device__ constexpr int column_tiles(int n) { return (kPieces * n + 7) / 8; }
 // The weights are decoded as 2^-32 times their values and the activations staged times 2^32, so
 // both fit BF16's range over the scales and activations that occur (gemv_mxfp4_tc.h).
 constexpr float kXShift = 0x1p32f;
