@@ -3,11 +3,13 @@
 // the same bytes with the same launch pattern, and cudaMemcpy device-to-device (read rate).
 // Weights rotate over copies totalling >= 1 GiB so every launch reads from HBM, not the L2.
 //   deltafin_cuda_bench [repetitions]
-// DELTAFIN_BENCH_ONLY=mxfp4,mxwide,grouped,mxtc,groupscale,mxpairs,bf16,bfshapes,bfsmall,spine,lmhead,logits,other
-// (any of them) runs only those entries; `spine` is K3's other BF16 shapes, whose short and long
-// rows decode reads most. DELTAFIN_BENCH_GRAPH=1 times the GEMV entries and their reads as CUDA
-// graphs (time_launches). DELTAFIN_BENCH_N=8 (a comma list of row counts) keeps `bfshapes` and
-// `mxtc` to those activation row counts.
+// DELTAFIN_BENCH_ONLY=mxfp4,mxwide,grouped,mxtc,groupscale,mxpairs,bf16,bfshapes,bfsmall,spine,
+// launches,lmhead,logits,other (any of them) runs only those entries; `spine` is K3's other BF16
+// shapes, whose short and long rows decode reads most; `launches` the model's BF16 spine launches
+// as it makes them (siblings together) and a layer's sum. DELTAFIN_BENCH_GRAPH=1 times the GEMV
+// entries and their reads as CUDA graphs (time_launches). DELTAFIN_BENCH_N=8 (a comma list of row
+// counts) keeps `bfshapes`, `mxtc` and `launches` to those activation row counts;
+// DELTAFIN_BENCH_SHAPES=1 times `launches` again with every compiled BF16 shape forced.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -126,7 +128,8 @@ bool wanted(const char* key) {
   return only == nullptr || std::string(only).find(key) != std::string::npos;
 }
 
-// Whether `bfshapes` and `mxtc` run n activation rows: the DELTAFIN_BENCH_N list (unset: all).
+// Whether `bfshapes`, `mxtc` and `launches` run n activation rows: the DELTAFIN_BENCH_N list
+// (unset: all).
 bool rows_wanted(int n) {
   const char* list = std::getenv("DELTAFIN_BENCH_N");
   if (list == nullptr) return true;
@@ -506,6 +509,106 @@ void bench_bf16(int reps, int64_t rows, int64_t cols) {
   check(cudaDeviceSynchronize(), "sync");
 }
 
+// One of the GPU model's BF16 spine launches (gpu_blocks.cc): the matrices of one matmul_siblings
+// launch (one x, rows each), or one matrix alone; all of `cols` columns.
+struct SpineLaunch {
+  const char* name;
+  std::vector<int64_t> rows;
+  int64_t cols;
+};
+
+// K3's (kimi-k3.md) BF16 spine launches of a layer as the GPU model makes them at decode and
+// verify: the per-shape entries above time matrices the model never launches alone (q_a, the
+// 3072-row one), and these are what a pass waits for. kv_b is read inside the MLA kernels.
+const SpineLaunch kSpineLaunches[] = {
+    {"kda q,k,v,f_a,b,g", {12288, 12288, 12288, 128, 96, 12288}, 7168},
+    {"kda f_b", {12288}, 128},
+    {"o_proj", {7168}, 12288},
+    {"mla q_a,kv_a,g", {1536, 576, 12288}, 7168},
+    {"mla q_b", {18432}, 1536},
+    {"moe router,latent_down", {896, 3584}, 7168},
+    {"moe latent_up", {7168}, 3584},
+    {"shared gate,up", {6144, 6144}, 7168},
+    {"shared down", {7168}, 6144},
+};
+// The launches (indices above) of a KDA+MoE layer (69 of K3's 93) and an MLA+MoE layer (23).
+const std::pair<const char*, std::vector<int>> kSpineLayers[] = {
+    {"KDA+MoE layer", {0, 1, 2, 5, 6, 7, 8}}, {"MLA+MoE layer", {3, 4, 2, 5, 6, 7, 8}}};
+
+// Each spine launch at each n of `ns` against a read of its bytes (sets of its matrices rotating
+// through >= 1 GiB), then per layer kind the launches' summed time against the reads' (the
+// spine's share of a pass at the read rate). all_shapes: each launch again with every compiled
+// BF16 shape forced (the layer lines keep the default choice's times).
+void bench_spine_launches(int reps, const std::vector<int>& ns, bool all_shapes) {
+  const size_t count = std::size(kSpineLaunches);
+  // Per launch and n: the kernel's and the read's median microseconds.
+  std::vector<std::vector<double>> kernel_us(count), read_us(count);
+  for (size_t l = 0; l < count; ++l) {
+    const SpineLaunch& sl = kSpineLaunches[l];
+    const int parts = static_cast<int>(sl.rows.size());
+    std::vector<size_t> offset(parts);
+    size_t set_bytes = 0, bytes = 0;
+    for (int p = 0; p < parts; ++p) {
+      offset[p] = set_bytes;
+      bytes += sl.rows[p] * sl.cols * 2;
+      set_bytes += (sl.rows[p] * sl.cols * 2 + 255) / 256 * 256;
+    }
+    const int copies = static_cast<int>(std::max<size_t>(4, kRotationBytes / set_bytes));
+    uint8_t* w = nullptr;
+    float *x = nullptr, *y = nullptr;
+    int64_t y_rows = 0;
+    for (const int64_t r : sl.rows) y_rows += r;
+    check(cudaMalloc(&w, set_bytes * copies), "malloc");
+    check(cudaMalloc(&x, 16 * sl.cols * sizeof(float)), "malloc");
+    check(cudaMalloc(&y, 16 * y_rows * sizeof(float)), "malloc");
+    fill(w, set_bytes * copies, 41 + static_cast<uint32_t>(l), 3);
+    fill(x, 16 * sl.cols * sizeof(float), 7, 2);
+    RatedRows out([&] { return same_bytes_read(reps, copies, set_bytes, set_bytes, w); });
+    for (const int n : ns) {
+      const auto run = [&](int c) {
+        DeviceBf16Out outs[kMaxBf16Siblings];
+        float* yp = y;
+        for (int p = 0; p < parts; ++p) {
+          outs[p] = {{reinterpret_cast<const uint16_t*>(w + c * set_bytes + offset[p]), sl.rows[p],
+                      sl.cols},
+                     yp};
+          yp += 16 * sl.rows[p];
+        }
+        if (parts > 1)
+          matmul_siblings(outs, parts, x, n, g_stream);
+        else
+          matmul(outs[0].w, x, n, outs[0].y, g_stream);
+      };
+      const Stats rate = stats(time_launches(reps, copies, static_cast<double>(bytes), run, true));
+      out.add(std::string(sl.name) + " n=" + std::to_string(n), rate);
+      kernel_us[l].push_back(static_cast<double>(bytes) / rate.median * 1e-3);
+      if (all_shapes) {
+        for (const detail::Bf16Shape& shape : detail::bf16_shapes(n)) {
+          detail::set_bf16_shape(n, shape);
+          out.add(std::string(sl.name) + " n=" + std::to_string(n) + " " +
+                      detail::bf16_shape_name(shape),
+                  stats(time_launches(reps, copies, static_cast<double>(bytes), run, true)));
+        }
+        detail::set_bf16_shape(n, {});
+      }
+    }
+    const Stats read = out.print();
+    for (size_t k = 0; k < ns.size(); ++k)
+      read_us[l].push_back(static_cast<double>(bytes) / read.median * 1e-3);
+    check(cudaDeviceSynchronize(), "sync");
+    cudaFree(w);
+    cudaFree(x);
+    cudaFree(y);
+  }
+  for (const auto& [layer, launches] : kSpineLayers)
+    for (size_t k = 0; k < ns.size(); ++k) {
+      double kernel = 0, read = 0;
+      for (const int l : launches) kernel += kernel_us[l][k], read += read_us[l][k];
+      std::printf("%s spine n=%d: launches %.1f us, their reads %.1f us, ratio %.2f\n", layer,
+                  ns[k], kernel, read, read / kernel);
+    }
+}
+
 // The KDA decode step over K3's 96 heads: the 6.3 MB fp32 state is read and written once per call
 // whatever the token count. GB/s counts the state bytes read (each is written back too), so the
 // fair ceiling is the copy's read rate (the /copy column), not the pure read.
@@ -771,6 +874,13 @@ int main(int argc, char** argv) {
                                                                              {7168, 6144},
                                                                              {1536, 7168}})
       bench_bf16(reps, rows, cols);
+  }
+  if (wanted("launches")) {
+    std::vector<int> ns;
+    for (int n : {1, 8, 16})
+      if (rows_wanted(n)) ns.push_back(n);
+    const char* shapes = std::getenv("DELTAFIN_BENCH_SHAPES");
+    bench_spine_launches(reps, ns, shapes != nullptr && std::string(shapes) == "1");
   }
   if (wanted("lmhead")) bench_bf16(reps, 163840, 7168);
   if (wanted("logits")) bench_logits_copy(reps);
