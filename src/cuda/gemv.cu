@@ -667,7 +667,11 @@ int per_sm_8() {
   return blocks_per_sm<V::kKernel>(V::kThreads, V::kSmem);
 }
 
-// The shape for N activation rows over `count` matrices of up to `rows` rows of `cols`.
+// The shape for N activation rows over `count` matrices of rows[0..count) rows of `cols` in one
+// launch. The rules count the blocks that work: a sibling shorter than the longest gets only its
+// own blocks, the rest of its grid row exiting at once (MLA's q_a and kv_a beside g_proj: 600
+// 24-row blocks, not 1536: 4/8/1/3+w, 1.14x the 3/8/2/3 that the longest row count alone chose;
+// the router beside the MoE's latent projection: 3/8/2/3, 1.25x 4/8/1/3+w; H100, 2026-12-07).
 // - 1 row: 1 row a warp with 4 chunks a lane per 1024-column tile (twice the blocks, twice the
 //   bytes a lane has in flight) where a row fills that tile: 1.24x on q_a's 1536x7168 and 1.09x
 //   on 3072x7168, equal on 7168x7168, but 0.71x on f_b's 128 columns, which keep 2 rows and 2
@@ -710,7 +714,7 @@ int per_sm_8() {
 // Measured on an H100 (docs/PERFORMANCE.md, 2026-12-05). Every shape gives the same bits (a
 // lane's chunks are taken in the same order, and a row's sums do not depend on its neighbours).
 template <int N>
-detail::Bf16Shape bf16_choose(int64_t rows, int64_t cols, int count) {
+detail::Bf16Shape bf16_choose(const int64_t* rows, int count, int64_t cols) {
   const detail::Bf16Shape forced = g_bf16_forced[batch_slot(N)];
   if (forced.rows_per_warp != 0) return forced;
   if constexpr (N == 1) {
@@ -722,20 +726,28 @@ detail::Bf16Shape bf16_choose(int64_t rows, int64_t cols, int count) {
         {device_sms(), device_dram_gbps_per_sm() > kFastDramGbpsPerSm, per_sm_8<14813>(),
          per_sm_8<14814>(), per_sm_8<4823>(), per_sm_8<3823>(), per_sm_8<13423>()});
   }
-  if constexpr (N == 16) return detail::bf16_pick_16(rows, cols, count, device_sms());
+  if constexpr (N == 16) return detail::bf16_pick_16(rows, count, cols, device_sms());
   return first_shape(typename Bf16Compiled<N>::Codes{});
+}
+
+// Blocks of variant V that matrices of rows[0..count) rows need in one launch.
+template <typename V>
+int64_t launch_blocks(const int64_t* rows, int count) {
+  int64_t blocks = 0;
+  for (int t = 0; t < count; ++t) blocks += V::blocks(rows[t]);
+  return blocks;
 }
 
 namespace detail {
 
-Bf16Shape bf16_pick_8(int64_t rows, int count, const Bf16Occupancy8& occ) {
+Bf16Shape bf16_pick_8(const int64_t* rows, int count, const Bf16Occupancy8& occ) {
   // Both ring shapes and the 2-chunk one have 32-row blocks, so one count serves the three.
   static_assert(Bf16Variant<8, 14813>::R * Bf16Variant<8, 14813>::W == 32 &&
                 Bf16Variant<8, 14814>::R * Bf16Variant<8, 14814>::W == 32 &&
                 Bf16Variant<8, 4823>::R * Bf16Variant<8, 4823>::W == 32);
-  const int64_t b32 = int64_t{Bf16Variant<8, 4823>::blocks(rows)} * count;
-  const int64_t b24 = int64_t{Bf16Variant<8, 3823>::blocks(rows)} * count;
-  const int64_t b12 = int64_t{Bf16Variant<8, 13423>::blocks(rows)} * count;
+  const int64_t b32 = launch_blocks<Bf16Variant<8, 4823>>(rows, count);
+  const int64_t b24 = launch_blocks<Bf16Variant<8, 3823>>(rows, count);
+  const int64_t b12 = launch_blocks<Bf16Variant<8, 13423>>(rows, count);
   // The card's ring shape (1 chunk, weight tiles in the ring): 4 tiles past the threshold.
   const double ring = active_fill(b32, occ.fast ? occ.ring4 : occ.ring3, occ.sms);
   const double two = active_fill(b32, occ.two_chunks, occ.sms);
@@ -743,7 +755,7 @@ Bf16Shape bf16_pick_8(int64_t rows, int count, const Bf16Occupancy8& occ) {
   if (b24 < occ.sms && active_fill(b12, occ.twelve_rows, occ.sms) > 1.06 * three)
     return shape_of<13423>();
   if (three >= two && three > 1.06 * ring) {
-    const int64_t ring_grid = int64_t{Bf16Variant<8, 13824>::blocks(rows)} * count;
+    const int64_t ring_grid = launch_blocks<Bf16Variant<8, 13824>>(rows, count);
     return ring_grid <= occ.sms ? shape_of<13824>() : shape_of<3823>();
   }
   if (occ.fast) return b32 < occ.sms ? shape_of<4823>() : shape_of<14814>();
@@ -751,8 +763,8 @@ Bf16Shape bf16_pick_8(int64_t rows, int count, const Bf16Occupancy8& occ) {
   return two > 1.06 * ring ? shape_of<4823>() : shape_of<14813>();
 }
 
-Bf16Shape bf16_pick_16(int64_t rows, int64_t cols, int count, int sms) {
-  const int64_t b32 = int64_t{Bf16Variant<16, 14813>::blocks(rows)} * count;
+Bf16Shape bf16_pick_16(const int64_t* rows, int count, int64_t cols, int sms) {
+  const int64_t b32 = launch_blocks<Bf16Variant<16, 14813>>(rows, count);
   return 2 * b32 >= sms && cols >= 1024 ? shape_of<14813>() : shape_of<14413>();
 }
 
@@ -766,7 +778,7 @@ void matmul_siblings(const DeviceBf16Out* outs, int count, const float* x, int64
                                 ", expected 1.." + std::to_string(kMaxBf16Siblings));
   const int64_t cols = outs[0].w.cols;
   Bf16Siblings s{};
-  int64_t max_rows = 0;
+  int64_t max_rows = 0, all_rows[kMaxBf16Siblings];
   for (int t = 0; t < count; ++t) {
     if (outs[t].w.cols != cols)
       throw std::invalid_argument(std::string(what) + ": matrix " + std::to_string(t) + " has " +
@@ -775,6 +787,7 @@ void matmul_siblings(const DeviceBf16Out* outs, int count, const float* x, int64
     check_shape(what, outs[t].w.rows, cols, n, 8, outs[t].w.data, x, outs[t].y);
     s.w[t] = outs[t].w.data;
     s.rows[t] = static_cast<int>(outs[t].w.rows);
+    all_rows[t] = outs[t].w.rows;
     max_rows = std::max(max_rows, outs[t].w.rows);
   }
   for (int64_t i0 = 0; i0 < n; i0 += kGpuMaxBatch) {
@@ -784,7 +797,7 @@ void matmul_siblings(const DeviceBf16Out* outs, int count, const float* x, int64
     dispatch(nb, [&](auto tag) {
       constexpr int N = decltype(tag)::value;
       with_bf16_variant<N>(
-          bf16_choose<N>(max_rows, cols, count), typename Bf16Compiled<N>::Codes{}, [&](auto v) {
+          bf16_choose<N>(all_rows, count, cols), typename Bf16Compiled<N>::Codes{}, [&](auto v) {
             using V = decltype(v);
             launch_threads<V::kSiblings>(V::kThreads, V::kSmem, dim3(V::blocks(max_rows), count),
                                          stream, pass, static_cast<int>(cols), x + i0 * cols, nb);
@@ -809,7 +822,7 @@ void matmul(const DeviceBf16& w, const float* x, int64_t n, float* y, cudaStream
           detail::bf16_narrow(w, xb, nb, yb, stream))
         return;
       with_bf16_variant<N>(
-          bf16_choose<N>(rows, cols, 1), typename Bf16Compiled<N>::Codes{}, [&](auto v) {
+          bf16_choose<N>(&w.rows, 1, cols), typename Bf16Compiled<N>::Codes{}, [&](auto v) {
             using V = decltype(v);
             launch_threads<V::kKernel>(V::kThreads, V::kSmem, dim3(V::blocks(rows)), stream, w.data,
                                        rows, cols, xb, nb, yb);

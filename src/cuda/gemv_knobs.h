@@ -35,12 +35,12 @@ struct Bf16Occupancy8 {
   bool fast = false;
   int ring3 = 0, ring4 = 0, two_chunks = 0, three_rows = 0, twelve_rows = 0;
 };
-// The shape gemv.cu runs for a pass of 5-8 rows over `count` matrices of up to `rows` rows (no
-// shape forced): a function of the occupancy alone, so the host test holds its picks on K3's
-// shapes for an H100 and an H200 without a GPU.
-Bf16Shape bf16_pick_8(int64_t rows, int count, const Bf16Occupancy8& occupancy);
-// The shape gemv.cu runs for a pass of 9-16 rows over `count` matrices of up to `rows` rows of
+// The shape gemv.cu runs for a pass of 5-8 rows over `count` matrices of rows[0..count) rows in
+// one launch (siblings, or one matrix; no shape forced): a function of the occupancy alone, so the
+// host test holds its picks on K3's launches for an H100 and an H200 without a GPU.
+Bf16Shape bf16_pick_8(const int64_t* rows, int count, const Bf16Occupancy8& occupancy);
+// The shape gemv.cu runs for a pass of 9-16 rows over `count` matrices of rows[0..count) rows of
 // `cols` on a GPU of `sms` SMs (no shape forced).
-Bf16Shape bf16_pick_16(int64_t rows, int64_t cols, int count, int sms);
+Bf16Shape bf16_pick_16(const int64_t* rows, int count, int64_t cols, int sms);
 
 }  // namespace deltafin::cuda::detail
