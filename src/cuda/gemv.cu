@@ -101,11 +101,17 @@ __device__ __forceinline__ void mxfp4_body(const DeviceMxfp4Task& task, int rows
   const int64_t row_bytes = cols / 2;
   const int row_blocks = (rows + kWarps * R - 1) / (kWarps * R);
 
+  // Piece q of a staging: activation row i, group g, eighth `part` of the group. A chunk's pieces
+  // are numbered over its full width, so the divisions are by constants (shifts); divisions by
+  // the chunk's group count, a runtime value, were a fifth of the kernel's instructions at 16
+  // rows (docs/PERFORMANCE.md). Groups past `count` stage zeros, which no lane reads.
   auto stage = [&](int g0, int count) {
-    for (int q = threadIdx.x; q < N * count * 8; q += kThreads) {
-      const int i = q / (count * 8), g = (q / 8) % count, part = q % 8;
+    const int width = kResident ? count : kChunk;
+    for (int q = threadIdx.x; q < N * width * 8; q += kThreads) {
+      const int i = kResident ? q / (width * 8) : q / (kChunk * 8);
+      const int g = kResident ? (q / 8) % width : (q / 8) % kChunk, part = q % 8;
       float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (i < n)
+      if (i < n && g < count)
         v = __ldg(
             reinterpret_cast<const float4*>(x + static_cast<int64_t>(i) * cols + (g0 + g) * 32) +
             part);

@@ -217,7 +217,7 @@ void test_mxfp4_pairs_edges(std::mt19937& rng, int64_t cols, detail::Mxfp4PairsS
 // so small that group sums round as subnormals in that scaled domain (|x| ~ 2^-75), or large
 // (2^62), the GPU must still equal the emulation bit for bit, rows independent.
 void test_mxfp4_scaled_range(std::mt19937& rng) {
-  const int64_t rows = 40, cols = 1024, max_n = 3;
+  const int64_t rows = 40, cols = 1024, max_n = 9;  // n = 9: the 16-row kernel
   const Mxfp4Host w = random_mxfp4(rng, rows, cols);
   std::vector<float> x = random_x(rng, max_n * cols);
   for (int64_t c = 0; c < cols; ++c) {
@@ -238,7 +238,7 @@ void test_mxfp4_scaled_range(std::mt19937& rng) {
          "mxfp4 tiny and large activations: n=1 == CPU emulation");
   matmul(dw, d_x.ptr, max_n, d_y.ptr);
   expect(same_bits(d_y.download(max_n * rows).data(), single.data(), max_n * rows),
-         "mxfp4 tiny and large activations: n=3 rows == n=1 rows (memcmp)");
+         "mxfp4 tiny and large activations: n=9 rows == n=1 rows (memcmp)");
   std::printf("ok   mxfp4 tiny and large activations: bit-exact vs emulation\n");
 }
 
