@@ -677,7 +677,7 @@ int per_sm_8() {
 // launch. The rules count the blocks that work: a sibling shorter than the longest gets only its
 // own blocks, the rest of its grid row exiting at once (MLA's q_a and kv_a beside g_proj: 600
 // 24-row blocks, not 1536: 4/8/1/3+w, 1.14x the 3/8/2/3 that the longest row count alone chose;
-// the router beside the MoE's latent projection: 3/8/2/3, 1.25x 4/8/1/3+w; H100, 2026-12-07).
+// the router beside the MoE's latent projection: 3/8/2/3, 1.26x 4/8/1/3+w; H100, 2026-12-07).
 // - 1 row: 1 row a warp with 4 chunks a lane per 1024-column tile (twice the blocks, twice the
 //   bytes a lane has in flight) where a row fills that tile: 1.24x on q_a's 1536x7168 and 1.09x
 //   on 3072x7168, equal on 7168x7168, but 0.71x on f_b's 128 columns, which keep 2 rows and 2
