@@ -106,10 +106,9 @@ __device__ __forceinline__ void mxfp4_body(const DeviceMxfp4Task& task, int rows
   // the chunk's group count, a runtime value, were a fifth of the kernel's instructions at 16
   // rows (docs/PERFORMANCE.md). Groups past `count` stage zeros, which no lane reads.
   auto stage = [&](int g0, int count) {
-    const int width = kResident ? count : kChunk;
+    const int width = kResident ? count : kChunk;  // a constant unless resident
     for (int q = threadIdx.x; q < N * width * 8; q += kThreads) {
-      const int i = kResident ? q / (width * 8) : q / (kChunk * 8);
-      const int g = kResident ? (q / 8) % width : (q / 8) % kChunk, part = q % 8;
+      const int i = q / (width * 8), g = (q / 8) % width, part = q % 8;
       float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
       if (i < n && g < count)
         v = __ldg(
