@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +36,9 @@ namespace {
 using testing::check;
 
 constexpr size_t kRotationBytes = size_t{1} << 30;
+
+// A rotation copy's bytes rounded up to 256, so every copy starts aligned for 16-byte loads.
+constexpr size_t copy_stride(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 // mode 0: any bits (packed nibbles); 1: bytes in 120..127 (finite E8M0 scales); 2: floats in
 // [0.5, 1) (activations); 3: bf16 pairs in [0.5, 1) (weights).
@@ -140,6 +144,14 @@ bool rows_wanted(int n) {
   return s.find(key) != std::string::npos;
 }
 
+// The row counts of `candidates` that rows_wanted keeps, in order.
+std::vector<int> wanted_rows(std::initializer_list<int> candidates) {
+  std::vector<int> ns;
+  for (const int n : candidates)
+    if (rows_wanted(n)) ns.push_back(n);
+  return ns;
+}
+
 int g_sms = 0;
 uint32_t* g_sink = nullptr;
 double g_copy_read_gbs = 0;
@@ -189,7 +201,7 @@ class RatedRows {
 // tc: the tensor-core mode (gemv_mxfp4_tc.h) instead of the exact kernels.
 void bench_mxfp4(int reps, int64_t rows, int64_t cols, bool tc = false) {
   const size_t packed = rows * cols / 2, scales = rows * cols / 32;
-  const size_t stride = (packed + scales + 255) / 256 * 256;
+  const size_t stride = copy_stride(packed + scales);
   const int copies = static_cast<int>(std::max<size_t>(8, kRotationBytes / stride));
   uint8_t* w = nullptr;
   float *x = nullptr, *y = nullptr;
@@ -233,7 +245,7 @@ struct Mxfp4Sets {
   Mxfp4Sets(int count_, int64_t rows, int64_t cols)
       : packed(rows * cols / 2),
         scales(rows * cols / 32),
-        stride((packed + scales + 255) / 256 * 256),
+        stride(copy_stride(packed + scales)),
         set_bytes(stride * count_),
         count(count_),
         copies(static_cast<int>(std::max<size_t>(4, kRotationBytes / set_bytes))) {
@@ -434,7 +446,7 @@ struct Bf16Copies {
   float* y = nullptr;
   Bf16Copies(int64_t rows, int64_t cols, int64_t rows_x)
       : bytes(rows * cols * 2),
-        stride((bytes + 255) / 256 * 256),
+        stride(copy_stride(bytes)),
         copies(static_cast<int>(std::max<size_t>(8, kRotationBytes / stride))) {
     check(cudaMalloc(&w, stride * copies), "malloc");
     check(cudaMalloc(&x, rows_x * cols * sizeof(float)), "malloc");
@@ -541,8 +553,9 @@ const std::pair<const char*, std::vector<int>> kSpineLayers[] = {
 // BF16 shape forced (the layer lines keep the default choice's times).
 void bench_spine_launches(int reps, const std::vector<int>& ns, bool all_shapes) {
   const size_t count = std::size(kSpineLaunches);
-  // Per launch and n: the kernel's and the read's median microseconds.
-  std::vector<std::vector<double>> kernel_us(count), read_us(count);
+  // Per launch: the kernel's median microseconds at each n, and its read's.
+  std::vector<std::vector<double>> kernel_us(count);
+  std::vector<double> read_us(count);
   for (size_t l = 0; l < count; ++l) {
     const SpineLaunch& sl = kSpineLaunches[l];
     const int parts = static_cast<int>(sl.rows.size());
@@ -551,7 +564,7 @@ void bench_spine_launches(int reps, const std::vector<int>& ns, bool all_shapes)
     for (int p = 0; p < parts; ++p) {
       offset[p] = set_bytes;
       bytes += sl.rows[p] * sl.cols * 2;
-      set_bytes += (sl.rows[p] * sl.cols * 2 + 255) / 256 * 256;
+      set_bytes += copy_stride(sl.rows[p] * sl.cols * 2);
     }
     const int copies = static_cast<int>(std::max<size_t>(4, kRotationBytes / set_bytes));
     uint8_t* w = nullptr;
@@ -592,9 +605,7 @@ void bench_spine_launches(int reps, const std::vector<int>& ns, bool all_shapes)
         detail::set_bf16_shape(n, {});
       }
     }
-    const Stats read = out.print();
-    for (size_t k = 0; k < ns.size(); ++k)
-      read_us[l].push_back(static_cast<double>(bytes) / read.median * 1e-3);
+    read_us[l] = static_cast<double>(bytes) / out.print().median * 1e-3;
     check(cudaDeviceSynchronize(), "sync");
     cudaFree(w);
     cudaFree(x);
@@ -603,7 +614,7 @@ void bench_spine_launches(int reps, const std::vector<int>& ns, bool all_shapes)
   for (const auto& [layer, launches] : kSpineLayers)
     for (size_t k = 0; k < ns.size(); ++k) {
       double kernel = 0, read = 0;
-      for (const int l : launches) kernel += kernel_us[l][k], read += read_us[l][k];
+      for (const int l : launches) kernel += kernel_us[l][k], read += read_us[l];
       std::printf("%s spine n=%d: launches %.1f us, their reads %.1f us, ratio %.2f\n", layer,
                   ns[k], kernel, read, read / kernel);
     }
@@ -615,7 +626,7 @@ void bench_spine_launches(int reps, const std::vector<int>& ns, bool all_shapes)
 void bench_kda(int reps) {
   const int64_t nh = 96, dim = 128, width = nh * dim, max_n = 16;
   const size_t state_bytes = nh * dim * dim * sizeof(float);
-  const size_t stride = (state_bytes + 255) / 256 * 256;
+  const size_t stride = copy_stride(state_bytes);
   const int copies = static_cast<int>(std::max<size_t>(8, kRotationBytes / stride));
   uint8_t* states = nullptr;
   float* act = nullptr;  // q, k, v, g, o [max_n, width] and beta [max_n, nh]
@@ -646,7 +657,7 @@ void bench_mla(int reps, int64_t positions, const std::string& variant = "") {
   const MlaGpuShape sh{nh};
   const size_t kvb_bytes = nh * 256 * 512 * sizeof(uint16_t);
   const size_t cache_bytes = positions * (512 + 64) * sizeof(float);
-  const size_t stride = (kvb_bytes + cache_bytes + 255) / 256 * 256;
+  const size_t stride = copy_stride(kvb_bytes + cache_bytes);
   const int copies = static_cast<int>(std::max<size_t>(4, kRotationBytes / stride));
   uint8_t* w = nullptr;
   float *q = nullptr, *o = nullptr, *scratch = nullptr;
@@ -682,7 +693,7 @@ void bench_mla(int reps, int64_t positions, const std::string& variant = "") {
 void bench_attn_res(int reps) {
   const int64_t hidden = 7168, n_blocks = 8, max_n = 16;
   const size_t source_bytes = (n_blocks + 1) * max_n * hidden * sizeof(float);
-  const size_t stride = (source_bytes + 255) / 256 * 256;
+  const size_t stride = copy_stride(source_bytes);
   const int copies = static_cast<int>(std::max<size_t>(8, kRotationBytes / stride));
   uint8_t* src = nullptr;
   float *key = nullptr, *out = nullptr, *scratch = nullptr;
@@ -812,9 +823,7 @@ int main(int argc, char** argv) {
     bench_mxfp4_grouped(reps, 16, 1, 3584, 3072);  // and its 16 downs
   }
   if (wanted("mxtc")) {  // the tensor-core mode on the same matrices, each block shape
-    std::vector<int> ns;
-    for (int n : {1, 2, 4, 8, 16})
-      if (rows_wanted(n)) ns.push_back(n);
+    const std::vector<int> ns = wanted_rows({1, 2, 4, 8, 16});
     for (const detail::Mxfp4TcShape& shape : detail::mxfp4_tc_shapes()) {
       std::printf("tensor-core MXFP4, shape %s:\n", detail::mxfp4_tc_shape_name(shape).c_str());
       detail::set_mxfp4_tc_shape(shape);
@@ -876,11 +885,9 @@ int main(int argc, char** argv) {
       bench_bf16(reps, rows, cols);
   }
   if (wanted("launches")) {
-    std::vector<int> ns;
-    for (int n : {1, 8, 16})
-      if (rows_wanted(n)) ns.push_back(n);
     const char* shapes = std::getenv("DELTAFIN_BENCH_SHAPES");
-    bench_spine_launches(reps, ns, shapes != nullptr && std::string(shapes) == "1");
+    bench_spine_launches(reps, wanted_rows({1, 8, 16}),
+                         shapes != nullptr && std::string(shapes) == "1");
   }
   if (wanted("lmhead")) bench_bf16(reps, 163840, 7168);
   if (wanted("logits")) bench_logits_copy(reps);
