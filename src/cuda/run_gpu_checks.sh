@@ -30,18 +30,20 @@ host=(src/cuda/gemv_order_ref.cc src/cuda/decode_order_ref.cc src/kernels/matmul
   src/kernels/short_conv_ref.cc src/kernels/elementwise_ref.cc src/model/router.cc
   src/base/error.cc src/quant/mxfp4.cc)
 tests=(src/cuda/gemv_gpu_test.cu src/cuda/gemv_mxfp4_tc_test.cu src/cuda/decode_gpu_test.cu)
+bench=(src/cuda/bench/main.cu src/cuda/bench/harness.cu src/cuda/bench/mxfp4_entries.cu
+  src/cuda/bench/bf16_entries.cu src/cuda/bench/decode_op_entries.cu)
 # One object per source, compiled in parallel (nvcc compiles the files of one command in turn).
 obj() { echo "$out/obj/$(echo "${1%.*}" | tr / _).o"; }
 export -f obj
 export out
-printf '%s\n' "${kernels[@]}" "${tests[@]}" src/cuda/gemv_bench.cu "${host[@]}" |
+printf '%s\n' "${kernels[@]}" "${tests[@]}" "${bench[@]}" "${host[@]}" |
   xargs -P "${JOBS:-$(nproc)}" -I{} bash -c \
     '"$0" "${@:1}" -x cu -c {} -o "$(obj {})"' "$nvcc" "${flags[@]}"
 objs() { for f in "$@"; do obj "$f"; done; }
 # shellcheck disable=SC2046
 "$nvcc" "${flags[@]}" -o "$out/deltafin_cuda_gpu_tests" $(objs "${tests[@]}" "${kernels[@]}" "${host[@]}")
 # shellcheck disable=SC2046
-"$nvcc" "${flags[@]}" -o "$out/deltafin_cuda_bench" $(objs src/cuda/gemv_bench.cu "${kernels[@]}")
+"$nvcc" "${flags[@]}" -o "$out/deltafin_cuda_bench" $(objs "${bench[@]}" "${kernels[@]}")
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv || true
 
 status=0

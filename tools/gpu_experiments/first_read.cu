@@ -1,9 +1,9 @@
 // Why the bench's first same-bytes read of a process measured ~15% low (docs/PERFORMANCE.md,
 // 2026-12-07; the answer: a fresh allocation reads slow for a while): the read kernel of
-// gemv_bench.cu over allocations made in the bench's order (two 2 GiB buffers read and freed, then
-// a layer's gates/ups sets), read again, beside a second set, after the first is freed, after two
-// idle seconds, and as one launch instead of one a copy, each line with its seconds since start and
-// its address. Run alone:
+// src/cuda/bench/harness.cu over allocations made in the bench's order (two 2 GiB buffers read and
+// freed, then a layer's gates/ups sets), read again, beside a second set, after the first is freed,
+// after two idle seconds, and as one launch instead of one a copy, each line with its seconds since
+// start and its address. Run alone:
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -o /tmp/first_read first_read.cu
 #include <cuda_runtime.h>
 #include <algorithm>
