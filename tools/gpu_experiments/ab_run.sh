@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# On the GPU host: the builds ab_build.sh left in DIR, side by side. Each build's GPU tests, then
+# ROUNDS rounds in which every build runs the bench entries ONLY at the row counts N, in CUDA
+# graphs, builds interleaved within a round. The bench's rows go to stdout (only lines matching
+# GREP if set), with each build's name, so one call's output holds the comparison.
+#   OUT=$OUT ONLY=launches,bfshapes N=8 ROUNDS=2 bash tools/gpu_experiments/ab_run.sh .devcarry/ab
+set -uo pipefail
+dir=${1:?usage: ab_run.sh DIR}
+nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
+date -u
+builds=()
+for b in "$dir"/*/; do [[ -x $b/deltafin_cuda_bench ]] && builds+=("${b%/}"); done
+[[ ${#builds[@]} -gt 0 ]] || { echo "ab_run: no builds in $dir" >&2; exit 2; }
+for b in "${builds[@]}"; do
+  name=$(basename "$b")
+  timeout 300 "$b/deltafin_cuda_gpu_tests" >"/tmp/ab_tests_$name.log" 2>&1
+  rc=$?
+  echo "$name ($(cut -c1-12 "$b/REV" 2>/dev/null)): GPU tests rc=$rc $(grep -E "^(PASSED|FAILED)" "/tmp/ab_tests_$name.log")"
+  grep -E "^FAIL " "/tmp/ab_tests_$name.log" | head -5
+done
+for r in $(seq "${ROUNDS:-2}"); do
+  for b in "${builds[@]}"; do
+    name=$(basename "$b")
+    echo "== round $r: $name"
+    DELTAFIN_BENCH_ONLY=${ONLY:?set ONLY, the bench entries} DELTAFIN_BENCH_N=${N:-1,8} DELTAFIN_BENCH_GRAPH=1 \
+      timeout "${ENTRY_TIMEOUT:-200}" "$b/deltafin_cuda_bench" "${REPS:-7}" 2>&1 |
+      grep -E "${GREP:-.}" | grep -vE "^(device|GEMV entries|DRAM|memcpy|read kernel|kernel \()"
+  done
+done
+date -u
