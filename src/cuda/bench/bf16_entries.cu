@@ -18,24 +18,37 @@
 namespace deltafin::cuda::bench {
 namespace {
 
-// Random BF16 [rows, cols] matrices rotating through at least kRotationBytes (8 copies at the
-// least), `rows_x` activation rows of `cols` and room for their outputs.
+// Sets of random BF16 matrices of rows[p] x cols (each set one launch's matrices, each 256-byte
+// aligned), the sets rotating through at least kRotationBytes (min_copies sets at the least),
+// `rows_x` activation rows of `cols` and room for every matrix's outputs for them. Set k is filled
+// with seed `seed` + k.
 struct Bf16Copies {
-  size_t bytes, stride;
+  std::vector<size_t> offset;  // of matrix p in a set
+  size_t bytes = 0;            // a set's weights
+  size_t stride = 0;           // a set's bytes with each matrix's alignment
   int copies;
   uint8_t* w = nullptr;
   float* x = nullptr;
   float* y = nullptr;
-  Bf16Copies(int64_t rows, int64_t cols, int64_t rows_x)
-      : bytes(rows * cols * 2),
-        stride(copy_stride(bytes)),
-        copies(static_cast<int>(std::max<size_t>(8, kRotationBytes / stride))) {
+  Bf16Copies(const std::vector<int64_t>& rows, int64_t cols, int64_t rows_x, int min_copies,
+             uint32_t seed) {
+    int64_t y_rows = 0;
+    for (const int64_t r : rows) {
+      offset.push_back(stride);
+      bytes += r * cols * 2;
+      stride += copy_stride(r * cols * 2);
+      y_rows += r;
+    }
+    copies = static_cast<int>(std::max<size_t>(min_copies, kRotationBytes / stride));
     check(cudaMalloc(&w, stride * copies), "malloc");
     check(cudaMalloc(&x, rows_x * cols * sizeof(float)), "malloc");
-    check(cudaMalloc(&y, rows_x * rows * sizeof(float)), "malloc");
-    for (int k = 0; k < copies; ++k) fill(w + k * stride, bytes, 33 + k, 3);
+    check(cudaMalloc(&y, rows_x * y_rows * sizeof(float)), "malloc");
+    for (int k = 0; k < copies; ++k) fill(w + k * stride, stride, seed + k, 3);
     fill(x, rows_x * cols * sizeof(float), 7, 2);
   }
+  // One [rows, cols] matrix, 8 copies at the least (the shape entries).
+  Bf16Copies(int64_t rows, int64_t cols, int64_t rows_x)
+      : Bf16Copies(std::vector<int64_t>{rows}, cols, rows_x, 8, 33) {}
   ~Bf16Copies() {
     cudaFree(w);
     cudaFree(x);
@@ -43,7 +56,10 @@ struct Bf16Copies {
   }
   Bf16Copies(const Bf16Copies&) = delete;
   Bf16Copies& operator=(const Bf16Copies&) = delete;
-  const uint16_t* matrix(int k) const { return reinterpret_cast<const uint16_t*>(w + k * stride); }
+  // Matrix p of set k.
+  const uint16_t* matrix(int k, int p = 0) const {
+    return reinterpret_cast<const uint16_t*>(w + k * stride + offset[p]);
+  }
 };
 
 }  // namespace
@@ -147,38 +163,22 @@ void bench_spine_launches(int reps, const std::vector<int>& ns, bool all_shapes)
   for (size_t l = 0; l < count; ++l) {
     const SpineLaunch& sl = kSpineLaunches[l];
     const int parts = static_cast<int>(sl.rows.size());
-    std::vector<size_t> offset(parts);
-    size_t set_bytes = 0, bytes = 0;
-    for (int p = 0; p < parts; ++p) {
-      offset[p] = set_bytes;
-      bytes += sl.rows[p] * sl.cols * 2;
-      set_bytes += copy_stride(sl.rows[p] * sl.cols * 2);
-    }
-    const int copies = static_cast<int>(std::max<size_t>(4, kRotationBytes / set_bytes));
-    uint8_t* w = nullptr;
-    float *x = nullptr, *y = nullptr;
-    int64_t y_rows = 0;
-    for (const int64_t r : sl.rows) y_rows += r;
-    check(cudaMalloc(&w, set_bytes * copies), "malloc");
-    check(cudaMalloc(&x, 16 * sl.cols * sizeof(float)), "malloc");
-    check(cudaMalloc(&y, 16 * y_rows * sizeof(float)), "malloc");
-    fill(w, set_bytes * copies, 41 + static_cast<uint32_t>(l), 3);
-    fill(x, 16 * sl.cols * sizeof(float), 7, 2);
-    RatedRows out([&] { return same_bytes_read(reps, copies, set_bytes, set_bytes, w); });
+    const Bf16Copies m(sl.rows, sl.cols, 16, 4, 41 + static_cast<uint32_t>(l));
+    const size_t bytes = m.bytes, set_bytes = m.stride;
+    const int copies = m.copies;
+    RatedRows out([&] { return same_bytes_read(reps, copies, set_bytes, set_bytes, m.w); });
     for (const int n : ns) {
       const auto run = [&](int c) {
         DeviceBf16Out outs[kMaxBf16Siblings];
-        float* yp = y;
+        float* yp = m.y;
         for (int p = 0; p < parts; ++p) {
-          outs[p] = {{reinterpret_cast<const uint16_t*>(w + c * set_bytes + offset[p]), sl.rows[p],
-                      sl.cols},
-                     yp};
+          outs[p] = {{m.matrix(c, p), sl.rows[p], sl.cols}, yp};
           yp += 16 * sl.rows[p];
         }
         if (parts > 1)
-          matmul_siblings(outs, parts, x, n, g_stream);
+          matmul_siblings(outs, parts, m.x, n, g_stream);
         else
-          matmul(outs[0].w, x, n, outs[0].y, g_stream);
+          matmul(outs[0].w, m.x, n, outs[0].y, g_stream);
       };
       const Stats rate = stats(time_launches(reps, copies, static_cast<double>(bytes), run, true));
       out.add(std::string(sl.name) + " n=" + std::to_string(n), rate);
@@ -195,9 +195,6 @@ void bench_spine_launches(int reps, const std::vector<int>& ns, bool all_shapes)
     }
     read_us[l] = static_cast<double>(bytes) / out.print().median * 1e-3;
     check(cudaDeviceSynchronize(), "sync");
-    cudaFree(w);
-    cudaFree(x);
-    cudaFree(y);
   }
   for (const auto& [layer, launches] : kSpineLayers)
     for (size_t k = 0; k < ns.size(); ++k) {
