@@ -23,7 +23,7 @@ gencode=${GENCODE:--gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90a
 flags=(-std=c++20 -O3 $gencode --fmad=false -Xcompiler=-ffp-contract=off -Isrc -Iinclude)
 "$nvcc" --version | tail -2
 
-kernels=(src/cuda/gemv.cu src/cuda/gemv_bf16_narrow.cu src/cuda/gemv_mxfp4_pairs.cu src/cuda/gemv_mxfp4_tc.cu src/cuda/gemv_mxfp4_wgmma.cu src/cuda/norm.cu src/cuda/decode_ops.cu)
+kernels=(src/cuda/gemv.cu src/cuda/gemv_bf16_narrow.cu src/cuda/gemv_mxfp4_pairs.cu src/cuda/gemv_mxfp4_tc.cu src/cuda/gemv_mxfp4_wgmma.cu src/cuda/norm.cu src/cuda/decode_ops.cu src/cuda/decode_ops_mla.cu)
 # Host code: the CPU emulations and the repository's references the test compares against.
 host=(src/cuda/gemv_order_ref.cc src/cuda/decode_order_ref.cc src/kernels/matmul_ref.cc
   src/kernels/activation_ref.cc src/kernels/attn_res_ref.cc src/kernels/kda_ref.cc
