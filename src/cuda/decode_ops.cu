@@ -23,6 +23,7 @@ using decode_detail::aligned16;
 using decode_detail::bad;
 using decode_detail::check_launch;
 using decode_detail::fma4;
+using decode_detail::kNegInf;
 using gemv::kFullMask;
 using gemv::warp_sum;
 
@@ -136,8 +137,6 @@ __device__ __forceinline__ void warp_best(float& v, int& id) {
     if (better(ov, oi, v, id)) v = ov, id = oi;
   }
 }
-
-constexpr float kNegInf = -__builtin_huge_valf();
 
 // One warp per row. Shared: score[ne], choice[ne], gscore[ng], keep[ng], chosen[k].
 __global__ void __launch_bounds__(32)

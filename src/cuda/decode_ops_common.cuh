@@ -1,5 +1,5 @@
 // What the decode operations' sources share (decode_ops.cu, decode_ops_mla.cu): the four-term
-// fused multiply-add chain, the launch check that counts launches, and the argument checks.
+// fused multiply-add chain, -inf, the launch check that counts launches, and the argument checks.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -8,9 +8,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "cuda/gemv_launch.cuh"
 #include "cuda/op_count.h"
 
 namespace deltafin::cuda::decode_detail {
+
+constexpr float kNegInf = -__builtin_huge_valf();
 
 // p + a.x·b.x + a.y·b.y + a.z·b.z + a.w·b.w, one fused multiply-add at a time.
 __device__ __forceinline__ float fma4(float4 a, float4 b, float p) {
@@ -20,13 +23,11 @@ __device__ __forceinline__ float fma4(float4 a, float4 b, float p) {
   return __fmaf_rn(a.w, b.w, p);
 }
 
-// Counts the `launches` kernels just put on the stream (op_count.h), then checks them.
+// Counts the `launches` kernels just put on the stream (op_count.h), then checks them as the
+// GEMV launchers do.
 inline void check_launch(const char* what, uint64_t launches = 1) {
   count_launches(launches);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess)
-    throw std::runtime_error(std::string(what) +
-                             ": CUDA launch failed: " + cudaGetErrorString(err));
+  gemv::check_launch(what);
 }
 
 [[noreturn]] inline void bad(const char* what, const std::string& field, int64_t value,

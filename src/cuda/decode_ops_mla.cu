@@ -22,11 +22,10 @@ using decode_detail::aligned16;
 using decode_detail::bad;
 using decode_detail::check_launch;
 using decode_detail::fma4;
+using decode_detail::kNegInf;
 using gemv::kFullMask;
 using gemv::scatter_sums;
 using gemv::warp_sum;
-
-constexpr float kNegInf = -__builtin_huge_valf();
 
 // Runtime dims (MlaGpuShape): rank % 8 == 0 and <= 512, rope even and <= 64, v % 8 == 0. With K3's
 // (512, 128, 64, 128) every lane and thread below is busy; smaller models leave the tail idle
