@@ -22,6 +22,7 @@
 #include "cuda/gemv_mxfp4_tc.h"
 #include "cuda/gemv_order_ref.h"
 #include "cuda/gpu_test_util.h"
+#include "cuda/mxfp4_layout.h"
 #include "cuda/norm.h"
 #include "kernels/activation_variant.h"
 #include "kernels/matmul_variant.h"
@@ -166,9 +167,9 @@ namespace {
 void test_mxfp4_pairs_edges(std::mt19937& rng, int64_t cols, detail::Mxfp4PairsShape shape) {
   // Odd for row pairs; the last 4-row step holds 1 row (301) or 3 (303).
   const int64_t rows = cols == 3584 ? 301 : 303, groups = cols / 32;
-  const std::string name = "mxfp4 rows " + std::to_string(shape.rows_per_warp) +
-                           " d=" + std::to_string(shape.stages) + " " + std::to_string(rows) + "x" +
-                           std::to_string(cols);
+  const std::string name =
+      "mxfp4 rows " + std::to_string(shape.rows_per_warp) + " d=" + std::to_string(shape.stages) +
+      (shape.permuted ? " permuted " : " ") + std::to_string(rows) + "x" + std::to_string(cols);
   detail::set_mxfp4_pairs_shape(shape);
   Mxfp4Host w = random_mxfp4(rng, rows, cols);
   const uint8_t special[] = {0, 1, 63, 64, 190, 191, 192, 200, 254, 255};
@@ -178,6 +179,7 @@ void test_mxfp4_pairs_edges(std::mt19937& rng, int64_t cols, detail::Mxfp4PairsS
   std::vector<float> want(3 * rows);
   cpu_order_mxfp4(w.packed.data(), w.scales.data(), rows, cols, x.data(), 3, want.data());
   DeviceBuffer<uint8_t> d_packed(w.packed), d_scales(w.scales.size() + 16);
+  if (shape.permuted) permute_mxfp4_codes(d_packed.ptr, w.packed.size(), true);
   DeviceBuffer<float> d_x(x), d_y(3 * rows);
   for (int offset : {0, 1, 4}) {  // cudaMalloc is 256-byte aligned: 0 takes the 16-byte copies
     const std::string at = name + " scales at +" + std::to_string(offset);
@@ -546,11 +548,21 @@ void test_mxfp4_shape_knob() {
                             " is accepted: '" + m + "'");
       accepted += m.empty();
     }
+  for (const int r : {2, 4})
+    for (const int d : {2, 3}) {
+      const std::string m = invalid_argument_message([&] {
+        detail::set_mxfp4_pairs_shape({r, d, true});
+      });
+      expect(m.empty(), "mxfp4 shape rows " + std::to_string(r) + " d=" + std::to_string(d) +
+                            " permuted is accepted: '" + m + "'");
+      accepted += m.empty();
+    }
   for (const detail::Mxfp4PairsShape bad :
-       {detail::Mxfp4PairsShape{3, 1}, {8, 2}, {2, 4}, {4, -1}}) {
+       {detail::Mxfp4PairsShape{3, 1}, {8, 2}, {2, 4}, {4, -1}, {2, 1, true}, {4, 0, true}}) {
     const std::string m = invalid_argument_message([&] { detail::set_mxfp4_pairs_shape(bad); });
     const std::string asked = std::to_string(bad.rows_per_warp) + " rows a warp step and " +
-                              std::to_string(bad.stages) + " stages";
+                              std::to_string(bad.stages) + " stages" +
+                              (bad.permuted ? " (permuted)" : "");
     expect(m.find(asked) != std::string::npos,
            "mxfp4 shape " + asked + " is refused, naming it: '" + m + "'");
   }
@@ -593,6 +605,7 @@ void test_bad_shapes() {
 
 // decode_gpu_test.cu: the decode layer's kernels; their host-side checks run without a GPU too.
 void run_decode_tests(bool gpu);
+void run_layout_tests();
 void run_tc_tests();
 void test_tc_pick();
 
@@ -627,6 +640,7 @@ int main() {
   test_mxfp4(rng, 20, 512, 4, false);   // one tile, fewer groups than lanes
   test_mxfp4(rng, 64, 9216, 2, false);  // more than one tile at n = 1
   test_mxfp4_scaled_range(rng);
+  run_layout_tests();
   test_mxfp4_grouped(rng, 37, 1056, 5, 4, false);
   test_mxfp4_grouped(rng, 300, 3584, 18, 16, false);
   test_mxfp4_grouped(rng, 100, 3072, 3, 1, false);

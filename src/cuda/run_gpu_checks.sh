@@ -23,13 +23,13 @@ gencode=${GENCODE:--gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90a
 flags=(-std=c++20 -O3 $gencode --fmad=false -Xcompiler=-ffp-contract=off -Isrc -Iinclude)
 "$nvcc" --version | tail -2
 
-kernels=(src/cuda/gemv.cu src/cuda/gemv_bf16_narrow.cu src/cuda/gemv_mxfp4_pairs.cu src/cuda/gemv_mxfp4_tc.cu src/cuda/gemv_mxfp4_wgmma.cu src/cuda/norm.cu src/cuda/decode_ops.cu src/cuda/decode_ops_mla.cu)
+kernels=(src/cuda/gemv.cu src/cuda/gemv_bf16_narrow.cu src/cuda/gemv_mxfp4_pairs.cu src/cuda/mxfp4_layout.cu src/cuda/gemv_mxfp4_tc.cu src/cuda/gemv_mxfp4_wgmma.cu src/cuda/norm.cu src/cuda/decode_ops.cu src/cuda/decode_ops_mla.cu)
 # Host code: the CPU emulations and the repository's references the test compares against.
 host=(src/cuda/gemv_order_ref.cc src/cuda/decode_order_ref.cc src/kernels/matmul_ref.cc
   src/kernels/activation_ref.cc src/kernels/attn_res_ref.cc src/kernels/kda_ref.cc
   src/kernels/short_conv_ref.cc src/kernels/elementwise_ref.cc src/model/router.cc
   src/base/error.cc src/quant/mxfp4.cc)
-tests=(src/cuda/gemv_gpu_test.cu src/cuda/gemv_mxfp4_tc_test.cu src/cuda/decode_gpu_test.cu)
+tests=(src/cuda/gemv_gpu_test.cu src/cuda/gemv_mxfp4_tc_test.cu src/cuda/mxfp4_layout_test.cu src/cuda/decode_gpu_test.cu)
 bench=(src/cuda/bench/main.cu src/cuda/bench/harness.cu src/cuda/bench/mxfp4_entries.cu
   src/cuda/bench/bf16_entries.cu src/cuda/bench/decode_op_entries.cu)
 # One object per source, compiled in parallel (nvcc compiles the files of one command in turn).

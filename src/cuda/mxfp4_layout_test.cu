@@ -1,0 +1,103 @@
+// GPU tests of the permuted MXFP4 code layout (mxfp4_layout.cuh, mxfp4_layout.h): every 32-bit
+// word decodes to e2m1x8_raw's floats from its permuted form and moves back unchanged, and the
+// device pass moves a buffer's words as the host function does and back.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/gemv_common.cuh"
+#include "cuda/gpu_test_util.h"
+#include "cuda/mxfp4_layout.cuh"
+#include "cuda/mxfp4_layout.h"
+
+namespace deltafin::cuda {
+namespace {
+
+using testing::DeviceBuffer;
+using testing::expect;
+
+// Over all 2^32 words: stats[0] counts words whose permuted decode differs from e2m1x8_raw's
+// (bitwise), stats[1] words that do not move back to themselves, stats[2] the first such word.
+__global__ void every_word_kernel(unsigned long long* stats) {
+  unsigned long long bad_decode = 0, bad_round_trip = 0;
+  for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < (1ull << 32);
+       i += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
+    const auto w = static_cast<uint32_t>(i);
+    const uint32_t p = gemv::permute_e2m1_word(w);
+    float want[8], got[8];
+    gemv::e2m1x8_raw(w, want);
+    gemv::e2m1x8_permuted(p, got);
+    bool same = true;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) same = same && __float_as_uint(want[j]) == __float_as_uint(got[j]);
+    const bool back = gemv::unpermute_e2m1_word(p) == w;
+    bad_decode += !same;
+    bad_round_trip += !back;
+    if (!same || !back) atomicCAS(&stats[2], ~0ull, i);
+  }
+  if (bad_decode) atomicAdd(&stats[0], bad_decode);
+  if (bad_round_trip) atomicAdd(&stats[1], bad_round_trip);
+}
+
+void test_every_word() {
+  DeviceBuffer<unsigned long long> stats(std::vector<unsigned long long>{0, 0, ~0ull});
+  every_word_kernel<<<1024, 256>>>(stats.ptr);
+  testing::check(cudaGetLastError(), "every_word_kernel");
+  const auto s = stats.download(3);
+  char first[32];
+  std::snprintf(first, sizeof first, "%08llx", s[2]);
+  expect(s[0] == 0, "permuted E2M1 decode == e2m1x8_raw for all 2^32 words (" +
+                        std::to_string(s[0]) + " differ, first " + first + ")");
+  expect(s[1] == 0, "permuted E2M1 words move back to themselves (" + std::to_string(s[1]) +
+                        " do not, first " + first + ")");
+  // Each bit alone lands where the layout's table says (the table and the moves agree).
+  int misplaced = 0;
+  for (int j = 0; j < 8; ++j)
+    for (int r = 0; r < 4; ++r)
+      misplaced += gemv::permute_e2m1_word(1u << (4 * j + r)) != 1u << gemv::kE2m1Moved[j][r];
+  expect(misplaced == 0, "each code bit moves to kE2m1Moved's place");
+  std::printf("ok   permuted E2M1 layout: all 2^32 words decode alike and move back\n");
+}
+
+void test_device_pass() {
+  std::mt19937 rng(20261207);
+  std::vector<uint8_t> host(64 * 1024 + 48);
+  for (auto& b : host) b = static_cast<uint8_t>(rng());
+  DeviceBuffer<uint8_t> d(host);
+  permute_mxfp4_codes(d.ptr, host.size(), true);
+  const auto moved = d.download(host.size());
+  bool as_host = true;
+  for (size_t i = 0; i < host.size(); i += 4) {
+    uint32_t w = 0, got = 0;
+    std::memcpy(&w, host.data() + i, 4);
+    std::memcpy(&got, moved.data() + i, 4);
+    as_host = as_host && got == gemv::permute_e2m1_word(w);
+  }
+  expect(as_host, "permute_mxfp4_codes moves each word as permute_e2m1_word does");
+  permute_mxfp4_codes(d.ptr, host.size(), false);
+  const auto back = d.download(host.size());
+  expect(std::memcmp(back.data(), host.data(), host.size()) == 0,
+         "permute_mxfp4_codes backward restores the bytes");
+  const std::string odd =
+      testing::invalid_argument_message([&] { permute_mxfp4_codes(d.ptr, 40, true); });
+  const std::string skewed =
+      testing::invalid_argument_message([&] { permute_mxfp4_codes(d.ptr + 4, 32, true); });
+  expect(odd.find("40 bytes") != std::string::npos && !skewed.empty(),
+         "permute_mxfp4_codes refuses a size not a multiple of 16 and an unaligned address: '" +
+             odd + "'");
+  std::printf("ok   permute_mxfp4_codes: %zu bytes there and back\n", host.size());
+}
+
+}  // namespace
+
+void run_layout_tests() {
+  test_every_word();
+  test_device_pass();
+}
+
+}  // namespace deltafin::cuda
