@@ -389,7 +389,8 @@ std::vector<Mxfp4PairsShape> mxfp4_pairs_shapes() {
 
 void set_mxfp4_pairs_shape(Mxfp4PairsShape shape) {
   const std::vector<Mxfp4PairsShape> compiled = mxfp4_pairs_shapes();
-  const bool known = shape.stages == 0 ||
+  // Stages 0 runs the general kernel, which reads the published layout only.
+  const bool known = (shape.stages == 0 && !shape.permuted) ||
                      std::any_of(compiled.begin(), compiled.end(), [&](const Mxfp4PairsShape& c) {
                        return c.rows_per_warp == shape.rows_per_warp && c.stages == shape.stages &&
                               c.permuted == shape.permuted;
