@@ -1,6 +1,7 @@
-// The permuted MXFP4 code layout (an experiment; docs/CUDA.md "Permuted codes"): where the bits of
-// a 32-bit word's eight E2M1 codes move so that the GEMV decodes them in 17 instructions instead
-// of e2m1x8_raw's 21, the move itself (host and device), and the decode. A word's low half holds
+// The permuted MXFP4 code layout (an experiment: docs/PERFORMANCE.md, "H100, 2026-12-07
+// 15:00-15:38 UTC"): where the bits of a 32-bit word's eight E2M1 codes move so that they decode
+// to floats in 17 instructions instead of e2m1x8_raw's 21 and to BF16x2 pairs in 9 instead of
+// e2m1x8_bf16's 13, the move itself (host and device), and the decodes. A word's low half holds
 // its codes 0-3 and the high half codes 4-7, laid out alike: three codes with their magnitude at
 // bits p..p+2 and their sign at p + 9 (p = 0, 3, 6), which one shift and one mask turn into a
 // float, and the fourth in the gaps (magnitude bits m, e0, e1 at 13, 14, 10, sign at 11).
@@ -45,6 +46,19 @@ __device__ __forceinline__ void e2m1x8_permuted(uint32_t w, float (&f)[8]) {
   f[5] = __uint_as_float((w << 3) & kFields);
   f[6] = __uint_as_float(w & kFields);
   f[7] = __uint_as_float(((gaps >> 7) * 0x00000821u) & kFields);
+}
+
+// e2m1x8_bf16's BF16x2 pairs (codes j and j + 4 in p[j], each 2^-126 times its value) from a
+// permuted word: the two codes of a pair sit at the same place in the two halves, so the fields of
+// BF16 (magnitude at bits 6-8 of a half, sign at 15) take a shift by 6 - p and the mask for codes
+// at p = 0, 3, 6; the gap codes, shifted down by 7 and multiplied by 1 + 2^5 + 2^11, land on them
+// with no two copies on one bit (checked for every word). 9 instructions against 13.
+__device__ __forceinline__ void e2m1x8_bf16_permuted(uint32_t w, uint32_t (&p)[4]) {
+  constexpr uint32_t kFields = 0x81c081c0u;
+  p[0] = (w << 6) & kFields;
+  p[1] = (w << 3) & kFields;
+  p[2] = w & kFields;
+  p[3] = (((w & 0x6c006c00u) >> 7) * 0x00000821u) & kFields;
 }
 
 }  // namespace deltafin::cuda::gemv

@@ -1,6 +1,6 @@
 // GPU tests of the permuted MXFP4 code layout (mxfp4_layout.cuh, mxfp4_layout.h): every 32-bit
-// word decodes to e2m1x8_raw's floats from its permuted form and moves back unchanged, and the
-// device pass moves a buffer's words as the host function does and back.
+// word decodes to e2m1x8_raw's floats and e2m1x8_bf16's pairs from its permuted form and moves
+// back unchanged, and the device pass moves a buffer's words as the host function does and back.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -14,6 +14,7 @@
 #include "cuda/gpu_test_util.h"
 #include "cuda/mxfp4_layout.cuh"
 #include "cuda/mxfp4_layout.h"
+#include "cuda/mxfp4_tc_math.cuh"
 
 namespace deltafin::cuda {
 namespace {
@@ -21,8 +22,9 @@ namespace {
 using testing::DeviceBuffer;
 using testing::expect;
 
-// Over all 2^32 words: stats[0] counts words whose permuted decode differs from e2m1x8_raw's
-// (bitwise), stats[1] words that do not move back to themselves, stats[2] the first such word.
+// Over all 2^32 words: stats[0] counts words whose permuted decodes differ from e2m1x8_raw's or
+// e2m1x8_bf16's (bitwise), stats[1] words that do not move back to themselves, stats[2] the first
+// such word.
 __global__ void every_word_kernel(unsigned long long* stats) {
   unsigned long long bad_decode = 0, bad_round_trip = 0;
   for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < (1ull << 32);
@@ -35,6 +37,11 @@ __global__ void every_word_kernel(unsigned long long* stats) {
     bool same = true;
 #pragma unroll
     for (int j = 0; j < 8; ++j) same = same && __float_as_uint(want[j]) == __float_as_uint(got[j]);
+    uint32_t want2[4], got2[4];
+    tc_math::e2m1x8_bf16(w, want2);
+    gemv::e2m1x8_bf16_permuted(p, got2);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) same = same && want2[j] == got2[j];
     const bool back = gemv::unpermute_e2m1_word(p) == w;
     bad_decode += !same;
     bad_round_trip += !back;
@@ -51,7 +58,7 @@ void test_every_word() {
   const auto s = stats.download(3);
   char first[32];
   std::snprintf(first, sizeof first, "%08llx", s[2]);
-  expect(s[0] == 0, "permuted E2M1 decode == e2m1x8_raw for all 2^32 words (" +
+  expect(s[0] == 0, "permuted E2M1 decodes == e2m1x8_raw and e2m1x8_bf16 for all 2^32 words (" +
                         std::to_string(s[0]) + " differ, first " + first + ")");
   expect(s[1] == 0, "permuted E2M1 words move back to themselves (" + std::to_string(s[1]) +
                         " do not, first " + first + ")");
