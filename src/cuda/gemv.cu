@@ -20,6 +20,7 @@
 #include "cuda/gemv_knobs.h"
 #include "cuda/gemv_launch.cuh"
 #include "cuda/gemv_mxfp4_pairs.h"
+#include "cuda/mxfp4_layout.cuh"
 
 namespace deltafin::cuda {
 namespace {
@@ -188,7 +189,7 @@ __device__ __forceinline__ void mxfp4_body(const DeviceMxfp4Task& task, int rows
                                 : k == 1 ? wc[r][u].y
                                 : k == 2 ? wc[r][u].z
                                          : wc[r][u].w;
-          e2m1x8_raw(word, wv[r]);
+          e2m1x8_permuted(word, wv[r]);
         }
         // Each activation float4 pair is read from shared memory once for all of the warp's rows.
 #pragma unroll

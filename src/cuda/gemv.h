@@ -9,8 +9,11 @@
 
 namespace deltafin::cuda {
 
-// compressed-tensors "mxfp4-pack-quantized": packed [rows, cols/2] bytes (element c in byte c/2,
-// low nibble for even c), scales [rows, cols/32] E8M0. cols % 32 == 0; packed 16-byte aligned.
+// compressed-tensors "mxfp4-pack-quantized" with its codes moved into the device layout: packed
+// [rows, cols/2] bytes (element c in byte c/2, low nibble for even c, as published), each 32-bit
+// word's bits then moved by permute_mxfp4_codes (mxfp4_layout.h; every upload of the weights
+// does it), so the kernels decode a word in fewer instructions; scales [rows, cols/32] E8M0 as
+// published. cols % 32 == 0; packed 16-byte aligned.
 struct DeviceMxfp4 {
   const uint8_t* packed;
   const uint8_t* scales;

@@ -22,16 +22,17 @@ constexpr float kXScale = 0x1p63f;
 // a float4 phase hit distinct banks).
 constexpr int kMxGroupStride = 36;
 
-// The eight E2M1 codes of a word (code j in bits 4j..4j+3) as 2^-126 times their values: the 3
-// magnitude bits at float bits 22-24 read as that (0.5 is the subnormal 2^-127), the sign at
-// bit 31. Codes j and j+4 sit 16 bits apart, so one mask isolates the pair and one multiply by
-// 2^a + 2^b (a - b = 6, the sign's distance from the magnitude) places a copy of the code at
-// bits 22-25 and another at 28-31 without the copies overlapping (no carries); the high code of
-// the pair either overflows out of the word or lands below bit 16, and the mask 0x81c00000 keeps
-// the magnitude of one copy and the sign of the other. 21 instructions per 8 weights in SASS
-// (the byte-permute decode before it: 23), 8 of them integer multiplies, which issue to the FMA
-// pipe and leave the ALU pipe (half the issue rate) to the masks. No table. The 2^126 is folded
-// into the activations and the group sum (see mxfp4_body).
+// The eight E2M1 codes of a published word (code j in bits 4j..4j+3) as 2^-126 times their values,
+// the reference the device layout's decode (mxfp4_layout.cuh) is checked against for every word;
+// the kernels read that layout. The 3 magnitude bits at float bits 22-24 read as that (0.5 is the
+// subnormal 2^-127), the sign at bit 31. Codes j and j+4 sit 16 bits apart, so one mask isolates
+// the pair and one multiply by 2^a + 2^b (a - b = 6, the sign's distance from the magnitude) places
+// a copy of the code at bits 22-25 and another at 28-31 without the copies overlapping (no
+// carries); the high code of the pair either overflows out of the word or lands below bit 16, and
+// the mask 0x81c00000 keeps the magnitude of one copy and the sign of the other. 21 instructions
+// per 8 weights in SASS (the byte-permute decode before it: 23), 8 of them integer multiplies,
+// which issue to the FMA pipe and leave the ALU pipe (half the issue rate) to the masks. No table.
+// The 2^126 is folded into the activations and the group sum (see mxfp4_body).
 __device__ __forceinline__ void e2m1x8_raw(uint32_t w, float (&f)[8]) {
   constexpr uint32_t kFields = 0x81c00000u;  // sign and magnitude of a float's top code
   const uint32_t w8 = w >> 8;

@@ -22,7 +22,6 @@
 #include "cuda/gemv_mxfp4_tc.h"
 #include "cuda/gemv_order_ref.h"
 #include "cuda/gpu_test_util.h"
-#include "cuda/mxfp4_layout.h"
 #include "cuda/norm.h"
 #include "kernels/activation_variant.h"
 #include "kernels/matmul_variant.h"
@@ -33,6 +32,7 @@ namespace deltafin::cuda {
 namespace {
 
 using testing::DeviceBuffer;
+using testing::DeviceCodes;
 
 using testing::expect;
 using testing::invalid_argument_message;
@@ -59,7 +59,8 @@ void test_mxfp4(std::mt19937& rng, int64_t rows, int64_t cols, int64_t max_n, bo
       w.packed[(rows / 2) * (cols / 2) + c] &= 0x11;  // tiny codes
   }
   const std::vector<float> x = random_x(rng, max_n * cols);
-  DeviceBuffer<uint8_t> d_packed(w.packed), d_scales(w.scales);
+  DeviceCodes d_packed(w.packed);
+  DeviceBuffer<uint8_t> d_scales(w.scales);
   DeviceBuffer<float> d_x(x), d_y(max_n * rows);
   const DeviceMxfp4 dw{d_packed.ptr, d_scales.ptr, rows, cols};
 
@@ -117,7 +118,8 @@ void test_mxfp4_grouped(std::mt19937& rng, int64_t rows, int64_t cols, int count
                            std::to_string(count) + "x" + std::to_string(rows) + "x" +
                            std::to_string(cols) + " max_n=" + std::to_string(max_n);
   std::vector<Mxfp4Host> ws;
-  std::deque<DeviceBuffer<uint8_t>> packed, scales;  // deque: the buffers cannot move
+  std::deque<DeviceCodes> packed;  // deque: the buffers cannot move
+  std::deque<DeviceBuffer<uint8_t>> scales;
   for (int t = 0; t < count; ++t) {
     ws.push_back(random_mxfp4(rng, rows, cols));
     packed.emplace_back(ws.back().packed);
@@ -167,9 +169,9 @@ namespace {
 void test_mxfp4_pairs_edges(std::mt19937& rng, int64_t cols, detail::Mxfp4PairsShape shape) {
   // Odd for row pairs; the last 4-row step holds 1 row (301) or 3 (303).
   const int64_t rows = cols == 3584 ? 301 : 303, groups = cols / 32;
-  const std::string name =
-      "mxfp4 rows " + std::to_string(shape.rows_per_warp) + " d=" + std::to_string(shape.stages) +
-      (shape.permuted ? " permuted " : " ") + std::to_string(rows) + "x" + std::to_string(cols);
+  const std::string name = "mxfp4 rows " + std::to_string(shape.rows_per_warp) +
+                           " d=" + std::to_string(shape.stages) + " " + std::to_string(rows) + "x" +
+                           std::to_string(cols);
   detail::set_mxfp4_pairs_shape(shape);
   Mxfp4Host w = random_mxfp4(rng, rows, cols);
   const uint8_t special[] = {0, 1, 63, 64, 190, 191, 192, 200, 254, 255};
@@ -178,8 +180,8 @@ void test_mxfp4_pairs_edges(std::mt19937& rng, int64_t cols, detail::Mxfp4PairsS
   const std::vector<float> x = random_x(rng, 3 * cols);
   std::vector<float> want(3 * rows);
   cpu_order_mxfp4(w.packed.data(), w.scales.data(), rows, cols, x.data(), 3, want.data());
-  DeviceBuffer<uint8_t> d_packed(w.packed), d_scales(w.scales.size() + 16);
-  if (shape.permuted) permute_mxfp4_codes(d_packed.ptr, w.packed.size(), true);
+  DeviceCodes d_packed(w.packed);
+  DeviceBuffer<uint8_t> d_scales(w.scales.size() + 16);
   DeviceBuffer<float> d_x(x), d_y(3 * rows);
   for (int offset : {0, 1, 4}) {  // cudaMalloc is 256-byte aligned: 0 takes the 16-byte copies
     const std::string at = name + " scales at +" + std::to_string(offset);
@@ -226,7 +228,8 @@ void test_mxfp4_scaled_range(std::mt19937& rng) {
     x[c] = std::ldexp(x[c], -75);                             // row 0: tiny
     x[cols + c] = std::ldexp(x[cols + c], c % 2 ? -70 : 56);  // row 1: tiny and large
   }
-  DeviceBuffer<uint8_t> d_packed(w.packed), d_scales(w.scales);
+  DeviceCodes d_packed(w.packed);
+  DeviceBuffer<uint8_t> d_scales(w.scales);
   DeviceBuffer<float> d_x(x), d_y(max_n * rows);
   const DeviceMxfp4 dw{d_packed.ptr, d_scales.ptr, rows, cols};
   std::vector<float> emulated(max_n * rows), single(max_n * rows);
@@ -548,21 +551,11 @@ void test_mxfp4_shape_knob() {
                             " is accepted: '" + m + "'");
       accepted += m.empty();
     }
-  for (const int r : {2, 4})
-    for (const int d : {2, 3}) {
-      const std::string m = invalid_argument_message([&] {
-        detail::set_mxfp4_pairs_shape({r, d, true});
-      });
-      expect(m.empty(), "mxfp4 shape rows " + std::to_string(r) + " d=" + std::to_string(d) +
-                            " permuted is accepted: '" + m + "'");
-      accepted += m.empty();
-    }
   for (const detail::Mxfp4PairsShape bad :
-       {detail::Mxfp4PairsShape{3, 1}, {8, 2}, {2, 4}, {4, -1}, {2, 1, true}, {4, 0, true}}) {
+       {detail::Mxfp4PairsShape{3, 1}, {8, 2}, {2, 4}, {4, -1}}) {
     const std::string m = invalid_argument_message([&] { detail::set_mxfp4_pairs_shape(bad); });
     const std::string asked = std::to_string(bad.rows_per_warp) + " rows a warp step and " +
-                              std::to_string(bad.stages) + " stages" +
-                              (bad.permuted ? " (permuted)" : "");
+                              std::to_string(bad.stages) + " stages";
     expect(m.find(asked) != std::string::npos,
            "mxfp4 shape " + asked + " is refused, naming it: '" + m + "'");
   }

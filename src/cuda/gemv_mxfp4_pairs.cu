@@ -62,24 +62,13 @@ __device__ __forceinline__ float add_group(float p, uint32_t s, float acc) {
   return __fmaf_rn(__fmul_rn(p, kXScale), e8m0_to_f32(s), acc);
 }
 
-// A word's eight codes as e2m1x8_raw's floats, from the published layout or (kPermuted) the
-// permuted one (mxfp4_layout.cuh): the same floats either way.
-template <bool kPermuted>
-__device__ __forceinline__ void decode8(uint32_t w, float (&f)[8]) {
-  if constexpr (kPermuted)
-    e2m1x8_permuted(w, f);
-  else
-    e2m1x8_raw(w, f);
-}
-
 // One group's 32 products in order (fma8 four times), from 0: the general kernel's group sum.
-template <bool P>
 __device__ __forceinline__ float group_sum(const uint4& w, const float4* xg) {
   float p = 0.0f;
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
     float f[8];
-    decode8<P>(word(w, k), f);
+    e2m1x8_permuted(word(w, k), f);
     p = fma8(f, xg[2 * k], xg[2 * k + 1], p);
   }
   return p;
@@ -87,7 +76,7 @@ __device__ __forceinline__ float group_sum(const uint4& w, const float4* xg) {
 
 // R rows' group sums for a step whose lanes all take group g of each row: the activations are
 // read once for all of them.
-template <int R, bool P>
+template <int R>
 __device__ __forceinline__ void group_sums(const uint4* w, const float4* xg, float (&p)[R]) {
 #pragma unroll
   for (int r = 0; r < R; ++r) p[r] = 0.0f;
@@ -97,7 +86,7 @@ __device__ __forceinline__ void group_sums(const uint4* w, const float4* xg, flo
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       float f[8];
-      decode8<P>(word(w[r], k), f);
+      e2m1x8_permuted(word(w[r], k), f);
       p[r] = fma8(f, x0, x1, p[r]);
     }
   }
@@ -117,7 +106,7 @@ struct RowsScales {
 // adding the same two values the general kernel adds (an addition commutes bit for bit), and the
 // last three steps run on all rows at once. Returns the lane's value after the butterfly: row 0 at
 // lane 0, row 1 at 16, row 2 at 8, row 3 at 24.
-template <int G, int R, bool kFast, bool P>
+template <int G, int R, bool kFast>
 __device__ __forceinline__ float rows_outputs(const uint4 (&w)[RowsShape<G, R>::kPieces],
                                               const RowsScales<G, R>& sc, const float* xs,
                                               int lane) {
@@ -128,8 +117,8 @@ __device__ __forceinline__ float rows_outputs(const uint4 (&w)[RowsShape<G, R>::
 #pragma unroll
   for (int s = 0; s < S::kFull; ++s) {
     float p[R];
-    group_sums<R, P>(&w[R * s],
-                     reinterpret_cast<const float4*>(xs + (32 * s + lane) * kMxGroupStride), p);
+    group_sums<R>(&w[R * s], reinterpret_cast<const float4*>(xs + (32 * s + lane) * kMxGroupStride),
+                  p);
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r] = add_group<kFast>(p[r], sc.full[s][r], acc[r]);
   }
@@ -141,7 +130,7 @@ __device__ __forceinline__ float rows_outputs(const uint4 (&w)[RowsShape<G, R>::
     if constexpr (S::kTail) {
       // Lane l < 16 adds row 2h's group 32·kFull + l to its own sum; lane l + 16 adds row
       // 2h + 1's to the sum of that row's lane l, moved up to it.
-      const float p = group_sum<P>(
+      const float p = group_sum(
           w[R * S::kFull + h],
           reinterpret_cast<const float4*>(xs + (32 * S::kFull + lane % 16) * kMxGroupStride));
       const float b_below = __shfl_up_sync(kFullMask, b, 16);
@@ -166,7 +155,7 @@ __device__ __forceinline__ float rows_outputs(const uint4 (&w)[RowsShape<G, R>::
   return u;
 }
 
-template <int G, int D, int R, bool P>
+template <int G, int D, int R>
 __device__ __forceinline__ void rows_body(const DeviceMxfp4Task& task, int rows) {
   using S = RowsShape<G, R>;
   if (task.n <= 0) return;  // the whole block returns: nothing to read or write
@@ -271,8 +260,8 @@ __device__ __forceinline__ void rows_body(const DeviceMxfp4Task& task, int rows)
     }
     // Scales above 2^64 (s > 191) are far outside trained weights; the general step takes them.
     const float v = __all_sync(kFullMask, top <= 191u)
-                        ? rows_outputs<G, R, true, P>(w, scales, xs, lane)
-                        : rows_outputs<G, R, false, P>(w, scales, xs, lane);
+                        ? rows_outputs<G, R, true>(w, scales, xs, lane)
+                        : rows_outputs<G, R, false>(w, scales, xs, lane);
     if (out_row >= 0 && R * set + out_row < rows) y[R * set + out_row] = v;
     if constexpr (D > 1) {
       __syncwarp();  // every lane is done with the stage before it is refilled
@@ -282,15 +271,15 @@ __device__ __forceinline__ void rows_body(const DeviceMxfp4Task& task, int rows)
   cp_async_wait<0>();
 }
 
-template <int G, int D, int R, bool P>
+template <int G, int D, int R>
 __global__ void __launch_bounds__(kThreads) rows_kernel(DeviceMxfp4Task task, int rows) {
-  rows_body<G, D, R, P>(task, rows);
+  rows_body<G, D, R>(task, rows);
 }
 
-template <int G, int D, int R, bool P>
+template <int G, int D, int R>
 __global__ void __launch_bounds__(kThreads)
     rows_grouped_kernel(const DeviceMxfp4Task* __restrict__ tasks, int rows) {
-  rows_body<G, D, R, P>(tasks[blockIdx.y], rows);
+  rows_body<G, D, R>(tasks[blockIdx.y], rows);
 }
 
 // The most blocks of `kernel` the GPU holds at once.
@@ -301,18 +290,18 @@ int resident_blocks(int smem) {
 
 // One wave: as many blocks as fit at once, shared evenly by the tasks, each block's warps taking
 // sets blockIdx.x · 4 + warp, then a grid's worth further, ... (no more blocks than sets need).
-template <int G, int D, int R, bool P>
+template <int G, int D, int R>
 void launch(const DeviceMxfp4Task* tasks, int count, const DeviceMxfp4Task& single, int rows,
             cudaStream_t stream) {
   const int smem = RowsShape<G, R>::smem_bytes(D);
   const int sets = (rows + R - 1) / R;
   const int most = (sets + kWarps - 1) / kWarps;
   if (count > 0) {
-    constexpr auto kernel = rows_grouped_kernel<G, D, R, P>;
+    constexpr auto kernel = rows_grouped_kernel<G, D, R>;
     const int per_task = std::max(1, resident_blocks<kernel>(smem) / count);
     kernel<<<dim3(std::min(per_task, most), count), kThreads, smem, stream>>>(tasks, rows);
   } else {
-    constexpr auto kernel = rows_kernel<G, D, R, P>;
+    constexpr auto kernel = rows_kernel<G, D, R>;
     kernel<<<std::min(resident_blocks<kernel>(smem), most), kThreads, smem, stream>>>(single, rows);
   }
   count_launches(1);
@@ -320,18 +309,14 @@ void launch(const DeviceMxfp4Task* tasks, int count, const DeviceMxfp4Task& sing
 
 template <int G, int R>
 void launch_depth(const DeviceMxfp4Task* tasks, int count, const DeviceMxfp4Task& single, int rows,
-                  const Mxfp4PairsShape& shape, cudaStream_t stream) {
-  // The permuted layout is compiled at depths 2 and 3 only (set_mxfp4_pairs_shape refuses 1).
-  if (shape.permuted)
-    return shape.stages == 2 ? launch<G, 2, R, true>(tasks, count, single, rows, stream)
-                             : launch<G, 3, R, true>(tasks, count, single, rows, stream);
-  switch (shape.stages) {
+                  int stages, cudaStream_t stream) {
+  switch (stages) {
     case 1:
-      return launch<G, 1, R, false>(tasks, count, single, rows, stream);
+      return launch<G, 1, R>(tasks, count, single, rows, stream);
     case 2:
-      return launch<G, 2, R, false>(tasks, count, single, rows, stream);
+      return launch<G, 2, R>(tasks, count, single, rows, stream);
     default:
-      return launch<G, 3, R, false>(tasks, count, single, rows, stream);
+      return launch<G, 3, R>(tasks, count, single, rows, stream);
   }
 }
 
@@ -344,9 +329,9 @@ bool run(const DeviceMxfp4Task* tasks, int count, const DeviceMxfp4Task& single,
   auto with_groups = [&](auto g) {
     constexpr int G = decltype(g)::value;
     if (shape.rows_per_warp == 4)
-      launch_depth<G, 4>(tasks, count, single, rows, shape, stream);
+      launch_depth<G, 4>(tasks, count, single, rows, shape.stages, stream);
     else
-      launch_depth<G, 2>(tasks, count, single, rows, shape, stream);
+      launch_depth<G, 2>(tasks, count, single, rows, shape.stages, stream);
   };
   if (cols == 3584)
     with_groups(std::integral_constant<int, 112>{});
@@ -382,25 +367,19 @@ std::vector<Mxfp4PairsShape> mxfp4_pairs_shapes() {
   std::vector<Mxfp4PairsShape> shapes;
   for (const int rows : {2, 4})
     for (const int stages : {1, 2, 3}) shapes.push_back({rows, stages});
-  for (const int rows : {2, 4})
-    for (const int stages : {2, 3}) shapes.push_back({rows, stages, true});
   return shapes;
 }
 
 void set_mxfp4_pairs_shape(Mxfp4PairsShape shape) {
   const std::vector<Mxfp4PairsShape> compiled = mxfp4_pairs_shapes();
-  // Stages 0 runs the general kernel, which reads the published layout only.
-  const bool known = (shape.stages == 0 && !shape.permuted) ||
+  const bool known = shape.stages == 0 ||
                      std::any_of(compiled.begin(), compiled.end(), [&](const Mxfp4PairsShape& c) {
-                       return c.rows_per_warp == shape.rows_per_warp && c.stages == shape.stages &&
-                              c.permuted == shape.permuted;
+                       return c.rows_per_warp == shape.rows_per_warp && c.stages == shape.stages;
                      });
   if (!known)
     throw std::invalid_argument("set_mxfp4_pairs_shape: " + std::to_string(shape.rows_per_warp) +
                                 " rows a warp step and " + std::to_string(shape.stages) +
-                                " stages" + (shape.permuted ? " (permuted)" : "") +
-                                ", expected 2 or 4 rows and 1..3 stages (2..3 permuted), or 0 "
-                                "stages");
+                                " stages, expected 2 or 4 rows and 1..3 stages, or 0 stages");
   g_forced = shape;
 }
 

@@ -26,21 +26,17 @@ bool mxfp4_pairs_grouped(const DeviceMxfp4Task* tasks, int count, int rows, int 
 // The kernel's shape: weight rows a warp step (2 or 4: the rows that share each activation read
 // and the butterfly's shuffles) and cp.async stages a warp (1: the stage is read into registers
 // before the next step's loads go into it; 2 or 3: the loads run 1 or 2 steps ahead). Every shape
-// computes the same bits. permuted: the weights' codes are in mxfp4_layout.cuh's permuted layout
-// (an experiment the bench and the GPU test run on weights they permuted; the model's are not).
+// computes the same bits.
 struct Mxfp4PairsShape {
   int rows_per_warp = 2, stages = 2;
-  bool permuted = false;
 };
 // The shape the model runs for rows of `cols` columns on a device whose DRAM feeds each SM at
 // `dram_gbps_per_sm` (gemv::device_dram_gbps_per_sm): 4 rows a warp step with the loads 2 steps
 // ahead on 96-group rows (downs); on 112-group rows (gates, ups) 4 rows 1 step ahead, or 2 rows 1
-// step ahead on cards past gemv::kFastDramGbpsPerSm, all on the published layout. Each is that
-// width's fastest grouped shape on an H100, and on an H200 the fastest or within 1% of it
-// (docs/PERFORMANCE.md, 2026-12-06).
+// step ahead on cards past gemv::kFastDramGbpsPerSm. Each is that width's fastest grouped shape on
+// an H100, and on an H200 the fastest or within 1% of it (docs/PERFORMANCE.md, 2026-12-06).
 Mxfp4PairsShape mxfp4_pairs_default(int64_t cols, double dram_gbps_per_sm);
-// Every compiled shape (2 or 4 rows, depth 1-3; permuted at depth 2-3): what the bench times and
-// the GPU test checks.
+// Every compiled shape (2 or 4 rows, depth 1-3): what the bench times and the GPU test checks.
 std::vector<Mxfp4PairsShape> mxfp4_pairs_shapes();
 // The bench's and the GPU test's choice: every width runs `shape` (stages 0: the general kernel
 // everywhere) until reset_mxfp4_pairs_shape gives each width its default again. Throws

@@ -28,6 +28,7 @@
 #include "cuda/gemv_common.cuh"
 #include "cuda/gemv_launch.cuh"
 #include "cuda/gemv_mxfp4_wgmma.h"
+#include "cuda/mxfp4_layout.cuh"
 #include "cuda/mxfp4_tc_math.cuh"
 
 namespace deltafin::cuda {
@@ -156,7 +157,7 @@ __device__ __forceinline__ void chunk_math(const uint4 (&wq)[kTiles][2],
     }
   // Word q of (m, h) as the 4 BF16x2 A-fragment registers of its two k-steps.
   const auto decode = [&](int m, int h, int q, uint32_t(&p)[4]) {
-    e2m1x8_bf16(word(wq[m][h], q), p);
+    e2m1x8_bf16_permuted(word(wq[m][h], q), p);
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       p[k] = bf16x2_mul(p[k], first[m][h]);

@@ -19,6 +19,7 @@ namespace deltafin::cuda {
 namespace {
 
 using testing::DeviceBuffer;
+using testing::DeviceCodes;
 using testing::expect;
 using testing::Mxfp4Host;
 using testing::random_mxfp4;
@@ -70,7 +71,8 @@ void test_tc_one_weight_a_row(std::mt19937& rng, int64_t rows, int64_t cols) {
     if (scale[r] == 254)
       for (int64_t i = 0; i < max_n; ++i)
         x[i * cols + hot[r]] = std::ldexp(x[i * cols + hot[r]], -40);
-  DeviceBuffer<uint8_t> d_packed(w.packed), d_scales(w.scales);
+  DeviceCodes d_packed(w.packed);
+  DeviceBuffer<uint8_t> d_scales(w.scales);
   DeviceBuffer<float> d_x(x);
   int bad = 0;
   std::string first;
@@ -104,7 +106,8 @@ void test_tc_random(std::mt19937& rng, int64_t rows, int64_t cols, int64_t max_n
   const std::string name = "mxfp4 tc " + std::to_string(rows) + "x" + std::to_string(cols);
   const Mxfp4Host w = random_mxfp4(rng, rows, cols);
   const std::vector<float> x = random_x(rng, max_n * cols);
-  DeviceBuffer<uint8_t> d_packed(w.packed), d_scales(w.scales);
+  DeviceCodes d_packed(w.packed);
+  DeviceBuffer<uint8_t> d_scales(w.scales);
   DeviceBuffer<float> d_x(x), d_y(max_n * rows);
   const DeviceMxfp4 dw{d_packed.ptr, d_scales.ptr, rows, cols};
   std::vector<float> single(max_n * rows);

@@ -1,7 +1,8 @@
 // The routed experts' VRAM cache on the device: run_route's copies (host memory → a slot, on a
-// copy stream of its own, each piece of the expert to its place in the slot's layout) and
-// products, ordered by events; and the mapped experts' source (the host copies each miss into
-// pinned staging). Copies and host waits count in the pass's operations (op_count.h).
+// copy stream of its own, each piece of the expert to its place in the slot's layout, then its
+// MXFP4 codes moved into the kernels' layout) and products, ordered by events; and the mapped
+// experts' source (the host copies each miss into pinned staging). Copies and host waits count in
+// the pass's operations (op_count.h).
 #include <algorithm>
 #include <chrono>
 #include <stdexcept>
@@ -79,6 +80,8 @@ uint64_t DevExpertCache::copy(int64_t slot, const GpuGlu& host) {
   Arena view;
   view.base = slab_ + static_cast<uint64_t>(slot) * slot_bytes_;
   view.fill = Arena::Fill::kNone;
+  std::vector<CodeSpan> codes;
+  view.codes = &codes;
   views_[slot] = place_expert(view, host);
   const std::vector<CopyPiece> merged = expert_copy_pieces(host, views_[slot]);
   // The slot's previous expert may still be read by its last products.
@@ -89,7 +92,9 @@ uint64_t DevExpertCache::copy(int64_t slot, const GpuGlu& host) {
     check_cuda(cudaMemcpyAsync(p.dst, p.src, p.bytes, cudaMemcpyHostToDevice, copy_),
                "expert copy");
   }
-  timer_.end(copy_);
+  timer_.end(copy_);  // the copies alone: the stream's rate against the pinned copy rate
+  // The source's bytes are the published ones; the products read the kernels' layout.
+  permute_mxfp4_codes(codes, true, copy_);
   check_cuda(cudaEventRecord(ready_[slot], copy_), "expert ready event");
   const uint64_t ticket = tickets_++;
   check_cuda(cudaEventRecord(done_[ticket % done_.size()], copy_), "expert copied event");

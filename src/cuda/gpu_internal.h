@@ -20,6 +20,7 @@
 #include "cuda/gpu_meter.h"
 #include "cuda/gpu_model.h"
 #include "cuda/gpu_tiers.h"
+#include "cuda/mxfp4_layout.h"
 
 namespace deltafin::cuda {
 
@@ -37,6 +38,10 @@ struct Arena {
   Fill fill = Fill::kDevice;
   // kHost with a list: the copies are recorded here instead of made (parallel_copy makes them).
   std::vector<CopyPiece>* pieces = nullptr;
+  // kNone: where the views' MXFP4 codes lie. Host memory holds the published layout, so whoever
+  // copies a matrix into the views moves these spans into the kernels' layout after the copy
+  // (mxfp4_layout.h); kDevice moves its uploads itself.
+  std::vector<CodeSpan>* codes = nullptr;
   template <typename T>
   T* take(uint64_t count) {
     const uint64_t off = used;
@@ -255,8 +260,11 @@ class SpineStream {
   std::vector<uint64_t> bytes_;
   uint8_t* staging_[2] = {nullptr, nullptr};
   std::vector<DevLayer> views_[2];  // per streamed layer, in each buffer
-  int64_t holds_[2] = {-1, -1};     // the streamed layer each buffer holds (copy issued)
-  int current_ = 0;                 // the buffer of the layer last acquired
+  // Per streamed layer, in each buffer: its MXFP4 codes, moved into the kernels' layout after
+  // each copy (K3's spine has none: its experts come through the expert cache).
+  std::vector<std::vector<CodeSpan>> codes_[2];
+  int64_t holds_[2] = {-1, -1};  // the streamed layer each buffer holds (copy issued)
+  int current_ = 0;              // the buffer of the layer last acquired
   cudaStream_t copy_ = nullptr;
   cudaEvent_t copied_[2] = {nullptr, nullptr}, consumed_[2] = {nullptr, nullptr};
   CopyTimer timer_;

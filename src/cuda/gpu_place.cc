@@ -77,9 +77,16 @@ T* put(Arena& arena, const void* host, uint64_t count) {
 DevMatrix put_matrix(Arena& arena, const HostMatrix& m) {
   DevMatrix d;
   if (m.empty()) return d;
-  const auto* data = put<uint8_t>(arena, m.data, matrix_bytes(m));
+  auto* data = put<uint8_t>(arena, m.data, matrix_bytes(m));
   if (m.dtype == HostMatrix::DType::kMxfp4) {
     d.mxfp4 = true;
+    const uint64_t code_bytes = static_cast<uint64_t>(m.rows) * m.cols / 2;
+    if (data != nullptr && arena.fill == Arena::Fill::kDevice) {
+      permute_mxfp4_codes(data, code_bytes, true);
+      check_cuda(cudaStreamSynchronize(nullptr), "moving MXFP4 codes into the device layout");
+    } else if (data != nullptr && arena.fill == Arena::Fill::kNone && arena.codes != nullptr) {
+      arena.codes->push_back({data, code_bytes});
+    }
     const auto* scales = put<uint8_t>(arena, m.scales, static_cast<uint64_t>(m.rows * m.cols / 32));
     d.mx = {data, scales, m.rows, m.cols};
   } else {

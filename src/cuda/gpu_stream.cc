@@ -105,6 +105,8 @@ SpineStream::SpineStream(const GpuModelDesc& desc, int64_t first, uint8_t* stagi
       Arena view;
       view.base = staging_[b];
       view.fill = Arena::Fill::kNone;
+      codes_[b].emplace_back();
+      view.codes = &codes_[b].back();
       views_[b].push_back(place_layer(desc_, l, view, b == 0 ? g : conv_again));
     }
     layers->push_back(views_[0].back());
@@ -158,6 +160,7 @@ int SpineStream::issue(int64_t j, int b) {
       cudaMemcpyAsync(staging_[b], ring_->buffer(h), bytes_[j], cudaMemcpyHostToDevice, copy_),
       "spine copy");
   timer_.end(copy_);
+  permute_mxfp4_codes(codes_[b][j], true, copy_);  // the ring holds the published layout
   check_cuda(cudaEventRecord(copied_[b], copy_), "spine copy event");
   check_cuda(cudaEventRecord(ring_copied_[h], copy_), "spine ring event");
   ring_->copying(h, j);

@@ -16,6 +16,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "cuda/mxfp4_layout.h"
+
 namespace deltafin::cuda::testing {
 
 // Exit code ctest reads as "skipped" (SKIP_RETURN_CODE in src/cuda/CMakeLists.txt).
@@ -90,6 +92,15 @@ struct DeviceBuffer {
     std::vector<T> out(n);
     check(cudaMemcpy(out.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost), "download");
     return out;
+  }
+};
+
+// MXFP4 codes as the kernels read them (gemv.h DeviceMxfp4): the published bytes on the device,
+// moved into the device layout as every upload of the model's weights moves them.
+struct DeviceCodes : DeviceBuffer<uint8_t> {
+  explicit DeviceCodes(const std::vector<uint8_t>& packed) : DeviceBuffer<uint8_t>(packed) {
+    permute_mxfp4_codes(ptr, packed.size(), true);
+    check(cudaDeviceSynchronize(), "permute_mxfp4_codes");
   }
 };
 

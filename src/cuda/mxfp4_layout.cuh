@@ -1,10 +1,10 @@
-// The permuted MXFP4 code layout (an experiment: docs/PERFORMANCE.md, "H100, 2026-12-07
-// 15:00-15:38 UTC"): where the bits of a 32-bit word's eight E2M1 codes move so that they decode
-// to floats in 17 instructions instead of e2m1x8_raw's 21 and to BF16x2 pairs in 9 instead of
-// e2m1x8_bf16's 13, the move itself (host and device), and the decodes. A word's low half holds
-// its codes 0-3 and the high half codes 4-7, laid out alike: three codes with their magnitude at
-// bits p..p+2 and their sign at p + 9 (p = 0, 3, 6), which one shift and one mask turn into a
-// float, and the fourth in the gaps (magnitude bits m, e0, e1 at 13, 14, 10, sign at 11).
+// The device layout of MXFP4 codes, the one every kernel decodes (gemv.h DeviceMxfp4): where the
+// bits of a 32-bit word's eight E2M1 codes move so that they decode to floats in 17 instructions
+// instead of the published layout's 21 (e2m1x8_raw) and to BF16x2 pairs in 9 instead of 13
+// (e2m1x8_bf16), the move itself (host and device) and the decodes. A word's low half holds its
+// codes 0-3 and the high half codes 4-7, laid out alike: three codes with their magnitude at bits
+// p..p+2 and their sign at p + 9 (p = 0, 3, 6), which one shift and one mask turn into a float,
+// and the fourth in the gaps (magnitude bits m, e0, e1 at 13, 14, 10, sign at 11).
 #pragma once
 
 #include <cstdint>

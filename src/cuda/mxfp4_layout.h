@@ -1,16 +1,28 @@
-// Moving packed MXFP4 weights on the device into mxfp4_layout.cuh's permuted code layout and back
-// (an experiment: the bench and the GPU test time and check the row-pair kernel on it).
+// Moving packed MXFP4 codes on the device into the layout the kernels decode (gemv.h DeviceMxfp4,
+// mxfp4_layout.cuh) and back. Host memory always holds the published layout; the codes move
+// right after the copy that brings them to the device (gpu_place.cc's uploads, the expert
+// cache's misses, the streamed spine's layers).
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace deltafin::cuda {
 
-// Every 32-bit word of packed[0, bytes) in place: into the permuted layout (forward) or back.
-// bytes a multiple of 16 and packed 16-byte aligned; throws std::invalid_argument otherwise.
+// Packed codes in device memory: a multiple of 16 bytes at a 16-byte aligned address.
+struct CodeSpan {
+  uint8_t* packed;
+  size_t bytes;
+};
+
+// Every 32-bit word of packed[0, bytes) in place, on `stream`: into the device layout (forward)
+// or back. Throws std::invalid_argument for a size or address the span rules refuse.
 void permute_mxfp4_codes(uint8_t* packed, size_t bytes, bool forward, cudaStream_t stream = 0);
+// The same for several spans, one launch for each kMaxCodeSpans of them (none when empty).
+inline constexpr int kMaxCodeSpans = 8;
+void permute_mxfp4_codes(const std::vector<CodeSpan>& spans, bool forward, cudaStream_t stream = 0);
 
 }  // namespace deltafin::cuda

@@ -1,6 +1,7 @@
-// GPU tests of the permuted MXFP4 code layout (mxfp4_layout.cuh, mxfp4_layout.h): every 32-bit
-// word decodes to e2m1x8_raw's floats and e2m1x8_bf16's pairs from its permuted form and moves
-// back unchanged, and the device pass moves a buffer's words as the host function does and back.
+// GPU tests of the device layout of MXFP4 codes (mxfp4_layout.cuh, mxfp4_layout.h): every 32-bit
+// word decodes to e2m1x8_raw's floats and e2m1x8_bf16's pairs (the published layout's decodes)
+// from its permuted form and moves back unchanged, and the device pass moves a buffer's words, or
+// only its spans' words, as the host function does and back.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include "cuda/mxfp4_layout.cuh"
 #include "cuda/mxfp4_layout.h"
 #include "cuda/mxfp4_tc_math.cuh"
+#include "cuda/op_count.h"
 
 namespace deltafin::cuda {
 namespace {
@@ -100,11 +102,52 @@ void test_device_pass() {
   std::printf("ok   permute_mxfp4_codes: %zu bytes there and back\n", host.size());
 }
 
+// Spans of several sizes (one empty) in one buffer, more than one launch holds, with gaps between
+// them that must stay as they are.
+void test_device_spans() {
+  std::mt19937 rng(20261208);
+  std::vector<uint8_t> host(256 * 1024);
+  for (auto& b : host) b = static_cast<uint8_t>(rng());
+  DeviceBuffer<uint8_t> d(host);
+  std::vector<CodeSpan> spans;
+  std::vector<bool> inside(host.size() / 4, false);
+  size_t at = 32;
+  for (int k = 0; k < kMaxCodeSpans + 3; ++k) {
+    const size_t bytes = k == 4 ? 0 : 16 * (1 + (k * 977) % 1500);
+    spans.push_back({d.ptr + at, bytes});
+    for (size_t i = at; i < at + bytes; i += 4) inside[i / 4] = true;
+    at += bytes + 48;
+  }
+  const uint64_t launches = t_op_counts.launches;
+  permute_mxfp4_codes(spans, true);
+  const uint64_t took = t_op_counts.launches - launches;
+  const auto moved = d.download(host.size());
+  size_t wrong = 0;
+  for (size_t i = 0; i < host.size(); i += 4) {
+    uint32_t w = 0, got = 0;
+    std::memcpy(&w, host.data() + i, 4);
+    std::memcpy(&got, moved.data() + i, 4);
+    wrong += got != (inside[i / 4] ? gemv::permute_e2m1_word(w) : w);
+  }
+  expect(wrong == 0, "permute_mxfp4_codes moves the spans' words and no others (" +
+                         std::to_string(wrong) + " words wrong)");
+  expect(took == 2, "permute_mxfp4_codes counts one launch a " + std::to_string(kMaxCodeSpans) +
+                        " spans (" + std::to_string(took) + " for " + std::to_string(spans.size()) +
+                        ")");
+  permute_mxfp4_codes(spans, false);
+  const auto back = d.download(host.size());
+  expect(std::memcmp(back.data(), host.data(), host.size()) == 0,
+         "permute_mxfp4_codes backward restores the spans");
+  std::printf("ok   permute_mxfp4_codes: %zu spans, %llu launches\n", spans.size(),
+              static_cast<unsigned long long>(took));
+}
+
 }  // namespace
 
 void run_layout_tests() {
   test_every_word();
   test_device_pass();
+  test_device_spans();
 }
 
 }  // namespace deltafin::cuda

@@ -33,11 +33,13 @@ __device__ __forceinline__ uint32_t pack_bf16x2(uint32_t a, uint32_t b) {
   return __byte_perm(a, b, 0x7632);
 }
 
-// The eight E2M1 codes of a word (code j in bits 4j..4j+3) as BF16x2 pairs (j, j + 4) for
-// j = 0..3, each 2^-126 times its value: e2m1x8_raw's placement on BF16's fields (magnitude at
-// bits 6-8, so 0.5 is the subnormal 2^-127; sign at bit 15), both codes of a pair at once since
-// they sit 16 bits apart. The pair's codes are isolated by one mask and copied to both fields by
-// one multiply by 2^a + 2^b (a - b = 6); the copies do not overlap, so nothing carries.
+// The reference for the device layout's BF16x2 decode (mxfp4_layout.cuh, checked against this for
+// every word; the kernels read that layout): the eight E2M1 codes of a published word (code j in
+// bits 4j..4j+3) as BF16x2 pairs (j, j + 4) for j = 0..3, each 2^-126 times its value: e2m1x8_raw's
+// placement on BF16's fields (magnitude at bits 6-8, so 0.5 is the subnormal 2^-127; sign at bit
+// 15), both codes of a pair at once since they sit 16 bits apart. The pair's codes are isolated by
+// one mask and copied to both fields by one multiply by 2^a + 2^b (a - b = 6); the copies do not
+// overlap, so nothing carries.
 __device__ __forceinline__ void e2m1x8_bf16(uint32_t w, uint32_t (&p)[4]) {
   constexpr uint32_t kFields = 0x81c081c0u;
   const uint32_t w8 = w >> 8;

@@ -9,12 +9,14 @@
 #include <cstdint>
 
 #include "cuda/gemv_common.cuh"
+#include "cuda/mxfp4_layout.cuh"
 #include "cuda/mxfp4_tc_math.cuh"
 
 namespace deltafin::cuda::wgmma {
 
 using gemv::cp_async_commit;
 using gemv::cp_async_wait;
+using gemv::e2m1x8_bf16_permuted;
 using gemv::word;
 using namespace tc_math;
 
@@ -146,7 +148,7 @@ __device__ __forceinline__ void decode_sub(const uint4 (&wq)[2], const uint32_t 
     uint32_t p[2][4];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      e2m1x8_bf16(word(wq[h], q), p[h]);
+      e2m1x8_bf16_permuted(word(wq[h], q), p[h]);
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
         p[h][k] = bf16x2_mul(p[h][k], first[h]);

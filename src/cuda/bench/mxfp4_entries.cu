@@ -14,7 +14,6 @@
 #include "cuda/gemv.h"
 #include "cuda/gemv_mxfp4_pairs.h"
 #include "cuda/gemv_mxfp4_tc.h"
-#include "cuda/mxfp4_layout.h"
 
 namespace deltafin::cuda::bench {
 
@@ -81,15 +80,6 @@ struct Mxfp4Sets {
   Mxfp4Sets(const Mxfp4Sets&) = delete;
   Mxfp4Sets& operator=(const Mxfp4Sets&) = delete;
   const uint8_t* matrix(int k) const { return w + static_cast<size_t>(k) * stride; }
-  // Every matrix's codes into the permuted layout (mxfp4_layout.h) or back, if not there already.
-  void set_permuted(bool on) {
-    if (on == permuted) return;
-    for (int k = 0; k < copies * count; ++k)
-      permute_mxfp4_codes(w + static_cast<size_t>(k) * stride, packed, on, g_stream);
-    check(cudaStreamSynchronize(g_stream), "permute");
-    permuted = on;
-  }
-  bool permuted = false;
 };
 
 }  // namespace
@@ -175,13 +165,12 @@ void bench_grouped_scaling(int reps, int per_expert, int64_t rows, int64_t cols,
 }
 
 // The fixed-width MXFP4 kernel (gemv_mxfp4_pairs.cu) at n = 1 in each compiled shape (rows a warp
-// step, ring depth; "perm": on the weights moved into the permuted layout) against the general
-// kernel, on `count` [rows, cols] matrices as one grouped
+// step, ring depth) against the general kernel, on `count` [rows, cols] matrices as one grouped
 // launch and one at a time: the outputs memcmp'd to the general kernel's ("DIFF" where they
 // differ), then GB/s with the variants interleaved over 3 rounds of `reps`, the grouped rows
 // against the set's read and then the single rows against one matrix's.
 void bench_mxfp4_pairs(int reps, int count, int64_t rows, int64_t cols) {
-  Mxfp4Sets sets(count, rows, cols);
+  const Mxfp4Sets sets(count, rows, cols);
   const size_t packed = sets.packed, scales = sets.scales, set_bytes = sets.set_bytes;
   const int copies = sets.copies;
   float *x = nullptr, *y = nullptr;
@@ -214,7 +203,6 @@ void bench_mxfp4_pairs(int reps, int count, int64_t rows, int64_t cols) {
   std::vector<bool> same(n_shapes);
   for (int d = 0; d < n_shapes; ++d) {
     detail::set_mxfp4_pairs_shape(shapes[d]);
-    sets.set_permuted(shapes[d].permuted);
     std::vector<float> got_g(count * rows), got_s(rows);
     check(cudaMemset(y, 0, count * rows * sizeof(float)), "memset");
     grouped(0);
@@ -231,7 +219,6 @@ void bench_mxfp4_pairs(int reps, int count, int64_t rows, int64_t cols) {
   for (int round = 0; round < 3; ++round)
     for (int d = 0; d < n_shapes; ++d) {
       detail::set_mxfp4_pairs_shape(shapes[d]);
-      sets.set_permuted(shapes[d].permuted);
       const auto g = time_launches(reps, copies, static_cast<double>(set_bytes), grouped, true);
       const auto s1 =
           time_launches(reps, copies * count, static_cast<double>(packed + scales), single, true);
@@ -239,13 +226,11 @@ void bench_mxfp4_pairs(int reps, int count, int64_t rows, int64_t cols) {
       rate_s[d].insert(rate_s[d].end(), s1.begin(), s1.end());
     }
   detail::reset_mxfp4_pairs_shape();
-  sets.set_permuted(false);
   const std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
   for (int d = 0; d < n_shapes; ++d) {
     const std::string tag = (d == 0 ? std::string("general")
                                     : "rows " + std::to_string(shapes[d].rows_per_warp) +
-                                          " d=" + std::to_string(shapes[d].stages) +
-                                          (shapes[d].permuted ? " perm" : "")) +
+                                          " d=" + std::to_string(shapes[d].stages)) +
                             (same[d] ? "" : " DIFF");
     set_rows.add("grp " + std::to_string(count) + "x" + shape + " " + tag, stats(rate_g[d]));
     one_rows.add("one " + shape + " " + tag, stats(rate_s[d]));
