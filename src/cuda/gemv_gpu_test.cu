@@ -561,13 +561,15 @@ void test_mxfp4_shape_knob() {
   }
   // Both tables (an H100's DRAM rate per SM, an H200's), whichever card runs the test.
   for (const double rate : {25.4, 37.3})
-    for (const int64_t cols : {3072, 3584}) {
-      const detail::Mxfp4PairsShape d = detail::mxfp4_pairs_default(cols, rate);
-      const std::string m = invalid_argument_message([&] { detail::set_mxfp4_pairs_shape(d); });
-      expect(m.empty() && d.stages > 0, "the model's shape for " + std::to_string(cols) +
-                                            " columns at " + std::to_string(rate) +
-                                            " GB/s an SM is a compiled pairs shape");
-    }
+    for (const int64_t cols : {3072, 3584})
+      for (const bool grouped : {false, true}) {
+        const detail::Mxfp4PairsShape d = detail::mxfp4_pairs_default(cols, rate, grouped);
+        const std::string m = invalid_argument_message([&] { detail::set_mxfp4_pairs_shape(d); });
+        expect(m.empty() && d.stages > 0, "the model's shape for " + std::to_string(cols) +
+                                              " columns at " + std::to_string(rate) +
+                                              " GB/s an SM" + (grouped ? " grouped" : " alone") +
+                                              " is a compiled pairs shape");
+      }
   detail::reset_mxfp4_pairs_shape();
   std::printf("ok   mxfp4 shape switch: %d shapes accepted, uncompiled ones refused\n", accepted);
 }

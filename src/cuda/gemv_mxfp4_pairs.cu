@@ -324,7 +324,7 @@ bool run(const DeviceMxfp4Task* tasks, int count, const DeviceMxfp4Task& single,
          cudaStream_t stream) {
   if (!mxfp4_pairs_takes(cols)) return false;
   const Mxfp4PairsShape shape =
-      g_forced.value_or(mxfp4_pairs_default(cols, gemv::device_dram_gbps_per_sm()));
+      g_forced.value_or(mxfp4_pairs_default(cols, gemv::device_dram_gbps_per_sm(), count > 0));
   if (shape.stages == 0) return false;
   auto with_groups = [&](auto g) {
     constexpr int G = decltype(g)::value;
@@ -344,13 +344,13 @@ bool run(const DeviceMxfp4Task* tasks, int count, const DeviceMxfp4Task& single,
 
 bool mxfp4_pairs_takes(int64_t cols) { return cols == 3072 || cols == 3584; }
 
-Mxfp4PairsShape mxfp4_pairs_default(int64_t cols, double dram_gbps_per_sm) {
+Mxfp4PairsShape mxfp4_pairs_default(int64_t cols, double dram_gbps_per_sm, bool grouped) {
   if (cols != 3584) return {4, 3};
-  // 4 rows at depth 2 take 127 registers and 77 KB of ring: 2 blocks (8 warps) an SM. That keeps
-  // an H100 at its read rate, but on an H200 the kernel is issue-bound and starves on 8 warps
-  // (ncu: 1.9 warps a scheduler, 72% issue); 2 rows (92 registers, 3.3 warps, 79%) read 1.07x.
-  return dram_gbps_per_sm > gemv::kFastDramGbpsPerSm ? Mxfp4PairsShape{2, 2}
-                                                     : Mxfp4PairsShape{4, 2};
+  if (dram_gbps_per_sm <= gemv::kFastDramGbpsPerSm) return {4, 2};
+  // On an H200 the kernel is issue-bound. Grouped, 4 rows with the stage read into registers
+  // before the next loads (a smaller ring, more warps an SM) read 1.05x 2 rows 1 step ahead on the
+  // device layout's decode; one matrix alone fills too few SMs for 4 rows, and 2 rows read 1.08x.
+  return grouped ? Mxfp4PairsShape{4, 1} : Mxfp4PairsShape{2, 2};
 }
 
 bool mxfp4_pairs_single(const DeviceMxfp4& w, const float* x, float* y, cudaStream_t stream) {

@@ -31,11 +31,12 @@ struct Mxfp4PairsShape {
   int rows_per_warp = 2, stages = 2;
 };
 // The shape the model runs for rows of `cols` columns on a device whose DRAM feeds each SM at
-// `dram_gbps_per_sm` (gemv::device_dram_gbps_per_sm): 4 rows a warp step with the loads 2 steps
-// ahead on 96-group rows (downs); on 112-group rows (gates, ups) 4 rows 1 step ahead, or 2 rows 1
-// step ahead on cards past gemv::kFastDramGbpsPerSm. Each is that width's fastest grouped shape on
-// an H100, and on an H200 the fastest or within 1% of it (docs/PERFORMANCE.md, 2026-12-06).
-Mxfp4PairsShape mxfp4_pairs_default(int64_t cols, double dram_gbps_per_sm);
+// `dram_gbps_per_sm` (gemv::device_dram_gbps_per_sm), in a grouped launch or alone: 4 rows a warp
+// step with the loads 2 steps ahead on 96-group rows (downs); on 112-group rows (gates, ups) 4
+// rows 1 step ahead, or on cards past gemv::kFastDramGbpsPerSm 4 rows with no loads ahead grouped
+// and 2 rows 1 step ahead alone. Each is that width's fastest shape on its card
+// (docs/PERFORMANCE.md, "H200, 2026-12-07 17:20-17:27 UTC"; 2026-12-06 for the H100).
+Mxfp4PairsShape mxfp4_pairs_default(int64_t cols, double dram_gbps_per_sm, bool grouped);
 // Every compiled shape (2 or 4 rows, depth 1-3): what the bench times and the GPU test checks.
 std::vector<Mxfp4PairsShape> mxfp4_pairs_shapes();
 // The bench's and the GPU test's choice: every width runs `shape` (stages 0: the general kernel
