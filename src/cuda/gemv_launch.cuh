@@ -1,5 +1,5 @@
-// Host helpers the GEMV and decode launchers share (gemv.cu, gemv_mxfp4_pairs.cu,
-// gemv_mxfp4_tc.cu, decode_ops.cu, decode_ops_mla.cu): the choice of a kernel instantiation from a
+// Host helpers the GEMV and decode launchers share (gemv.cu, gemv_mxfp4_pairs.cu, gemv_mxfp4_tc.cu,
+// decode_ops.cu, decode_ops_mla.cu, mxfp4_layout.cu): the choice of a kernel instantiation from a
 // runtime count, a kernel's opt-in to more than 48 KB of shared memory and its counted launch, the
 // device's SM count and DRAM rate per SM, how many blocks of a kernel an SM holds, and the checks
 // of a launch's arguments and result.

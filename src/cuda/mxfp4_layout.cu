@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "cuda/gemv_launch.cuh"
 #include "cuda/mxfp4_layout.cuh"
 #include "cuda/op_count.h"
 
@@ -51,9 +52,7 @@ void launch(const Spans& spans, bool forward, cudaStream_t stream) {
   else
     permute_kernel<false><<<blocks, threads, 0, stream>>>(spans);
   count_launches(1);
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string("permute_mxfp4_codes: ") + cudaGetErrorString(e));
+  gemv::check_launch("permute_mxfp4_codes");
 }
 
 }  // namespace

@@ -73,21 +73,33 @@ void test_every_word() {
   std::printf("ok   permuted E2M1 layout: all 2^32 words decode alike and move back\n");
 }
 
-void test_device_pass() {
-  std::mt19937 rng(20261207);
-  std::vector<uint8_t> host(64 * 1024 + 48);
-  for (auto& b : host) b = static_cast<uint8_t>(rng());
-  DeviceBuffer<uint8_t> d(host);
-  permute_mxfp4_codes(d.ptr, host.size(), true);
-  const auto moved = d.download(host.size());
-  bool as_host = true;
+std::vector<uint8_t> random_bytes(uint32_t seed, size_t count) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> bytes(count);
+  for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+  return bytes;
+}
+
+// The words of `moved` that are not `host`'s word moved by permute_e2m1_word where `inside` says
+// (every word when it is empty) and unchanged elsewhere.
+size_t words_wrong(const std::vector<uint8_t>& host, const std::vector<uint8_t>& moved,
+                   const std::vector<bool>& inside = {}) {
+  size_t wrong = 0;
   for (size_t i = 0; i < host.size(); i += 4) {
     uint32_t w = 0, got = 0;
     std::memcpy(&w, host.data() + i, 4);
     std::memcpy(&got, moved.data() + i, 4);
-    as_host = as_host && got == gemv::permute_e2m1_word(w);
+    wrong += got != (inside.empty() || inside[i / 4] ? gemv::permute_e2m1_word(w) : w);
   }
-  expect(as_host, "permute_mxfp4_codes moves each word as permute_e2m1_word does");
+  return wrong;
+}
+
+void test_device_pass() {
+  const std::vector<uint8_t> host = random_bytes(20261207, 64 * 1024 + 48);
+  DeviceBuffer<uint8_t> d(host);
+  permute_mxfp4_codes(d.ptr, host.size(), true);
+  expect(words_wrong(host, d.download(host.size())) == 0,
+         "permute_mxfp4_codes moves each word as permute_e2m1_word does");
   permute_mxfp4_codes(d.ptr, host.size(), false);
   const auto back = d.download(host.size());
   expect(std::memcmp(back.data(), host.data(), host.size()) == 0,
@@ -105,9 +117,7 @@ void test_device_pass() {
 // Spans of several sizes (one empty) in one buffer, more than one launch holds, with gaps between
 // them that must stay as they are.
 void test_device_spans() {
-  std::mt19937 rng(20261208);
-  std::vector<uint8_t> host(256 * 1024);
-  for (auto& b : host) b = static_cast<uint8_t>(rng());
+  const std::vector<uint8_t> host = random_bytes(20261208, 256 * 1024);
   DeviceBuffer<uint8_t> d(host);
   std::vector<CodeSpan> spans;
   std::vector<bool> inside(host.size() / 4, false);
@@ -121,14 +131,7 @@ void test_device_spans() {
   const uint64_t launches = t_op_counts.launches;
   permute_mxfp4_codes(spans, true);
   const uint64_t took = t_op_counts.launches - launches;
-  const auto moved = d.download(host.size());
-  size_t wrong = 0;
-  for (size_t i = 0; i < host.size(); i += 4) {
-    uint32_t w = 0, got = 0;
-    std::memcpy(&w, host.data() + i, 4);
-    std::memcpy(&got, moved.data() + i, 4);
-    wrong += got != (inside[i / 4] ? gemv::permute_e2m1_word(w) : w);
-  }
+  const size_t wrong = words_wrong(host, d.download(host.size()), inside);
   expect(wrong == 0, "permute_mxfp4_codes moves the spans' words and no others (" +
                          std::to_string(wrong) + " words wrong)");
   expect(took == 2, "permute_mxfp4_codes counts one launch a " + std::to_string(kMaxCodeSpans) +
