@@ -50,11 +50,11 @@ constexpr int bf16_smem_bytes() {
 
 // Each lane's partial sums reduced across the warp in warp_sum's order, by a reduce-scatter
 // (scatter_sums) over the sums padded with zeros to a power of two, 32 sums at a time at most; the
-// lanes left holding a sum of a row and activation that exist store it (y is [n, rows],
-// activation-major).
+// lanes left holding a sum of a row below row_end and an activation that exist store it (y is
+// [n, rows], activation-major).
 template <int N, int kRowsPerWarp>
 __device__ __forceinline__ void store_rows(const float (&acc)[kRowsPerWarp][N], int lane, int n,
-                                           int rows, int row0, float* y) {
+                                           int rows, int row_end, int row0, float* y) {
   constexpr int kSums = kRowsPerWarp * N;
   static_assert(kSums <= 32 || kSums % 32 == 0, "sums beyond 32 go in whole rounds of 32");
   constexpr int kRound = kSums < 32 ? kSums : 32;  // sums a reduce-scatter takes
@@ -74,7 +74,7 @@ __device__ __forceinline__ void store_rows(const float (&acc)[kRowsPerWarp][N], 
     const float sum = scatter_sums<32>(v, lane);
     constexpr int kLanesASum = 32 / kPadded;
     const int k = k0 + lane / kLanesASum, r = k / N, i = k % N;
-    if (lane % kLanesASum == 0 && k < k0 + kRound && i < n && row0 + r < rows)
+    if (lane % kLanesASum == 0 && k < k0 + kRound && i < n && row0 + r < row_end)
       y[static_cast<int64_t>(i) * rows + row0 + r] = sum;
   }
 }
@@ -212,7 +212,7 @@ __device__ __forceinline__ void mxfp4_body(const DeviceMxfp4Task& task, int rows
     }
 
     if (c + 1 == chunks) {
-      store_rows<N, R>(acc, lane, n, rows, rb * (kWarps * R) + warp * R, task.y);
+      store_rows<N, R>(acc, lane, n, rows, rows, rb * (kWarps * R) + warp * R, task.y);
 #pragma unroll
       for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -237,8 +237,9 @@ __global__ void __launch_bounds__(kThreads)
   mxfp4_body<N, R, T, kResident>(tasks[blockIdx.y], rows, cols);
 }
 
-// Row block `block` of one BF16 product, W warps of kRowsPerWarp rows (every thread of the block
-// calls it: it synchronizes).
+// Row block `block` of one BF16 product: rows block · block_rows on, block_rows <= W ·
+// kRowsPerWarp of them, kRowsPerWarp a warp (warps past the block's rows only stage; every thread
+// of the block calls it: it synchronizes).
 // S > 0: the activation tiles arrive through a cp.async ring of S buffers, issued S - 1 tiles
 // ahead; S == 0: through registers into two buffers (bf16_two_buffers) or into one between two
 // barriers. K = 1 (rings only): the weight tiles travel in the same ring, S - 1 tiles ahead with
@@ -246,7 +247,7 @@ __global__ void __launch_bounds__(kThreads)
 template <int N, int kRowsPerWarp, int W, int U, int S, int K>
 __device__ __forceinline__ void bf16_body(const uint16_t* __restrict__ wbits, int rows, int cols,
                                           const float* __restrict__ x, int n, float* __restrict__ y,
-                                          int block) {
+                                          int block, int block_rows) {
   static_assert(S == 0 || S >= 2, "a ring holds the tile being read and one landing");
   static_assert(K == 0 || S > 0, "weights travel in a ring only");
   constexpr int kThreads = 32 * W;
@@ -255,7 +256,9 @@ __device__ __forceinline__ void bf16_body(const uint16_t* __restrict__ wbits, in
   float* xs = reinterpret_cast<float*>(smem);  // [buffers][N][kBfTileChunks][kBfChunkStride]
 
   const int lane = threadIdx.x % 32;
-  const int row0 = block * (W * kRowsPerWarp) + (threadIdx.x / 32) * kRowsPerWarp;
+  const int first_row = block * block_rows, row_end = min(rows, first_row + block_rows);
+  const int row0 = first_row + (threadIdx.x / 32) * kRowsPerWarp;
+  const bool has_rows = row0 < row_end;  // the warp's: no math without them
   const int chunks = cols / 8;
   const int tiles = (chunks + kBfTileChunks - 1) / kBfTileChunks;
 
@@ -268,7 +271,7 @@ __device__ __forceinline__ void bf16_body(const uint16_t* __restrict__ wbits, in
         for (int u = 0; u < kBfChunksPerLane; ++u) {
           const int c = tile * kBfTileChunks + u * 32 + lane;
           const int row = row0 + r;
-          w[r][u] = (row < rows && c < chunks)
+          w[r][u] = (row < row_end && c < chunks)
                         ? load_stream(wbits + static_cast<int64_t>(row) * cols + c * 8)
                         : make_uint4(0, 0, 0, 0);
         }
@@ -356,9 +359,9 @@ __device__ __forceinline__ void bf16_body(const uint16_t* __restrict__ wbits, in
 #pragma unroll
         for (int j = 0; j < kRowsPerWarp * U; ++j) {
           const int p = threadIdx.x + j * kThreads;
-          const int row = block * (W * kRowsPerWarp) + p / kBfTileChunks;
+          const int row = first_row + p / kBfTileChunks;
           const int wc = t * kBfTileChunks + p % kBfTileChunks;
-          const bool valid = row < rows && wc < chunks;
+          const bool valid = row < row_end && wc < chunks;
           cp_async16(wdst + p, valid ? wbits + static_cast<int64_t>(row) * cols + wc * 8 : wbits,
                      valid);
         }
@@ -419,7 +422,7 @@ __device__ __forceinline__ void bf16_body(const uint16_t* __restrict__ wbits, in
 
 #pragma unroll
     for (int u = 0; u < kBfChunksPerLane; ++u) {
-      if (t * kBfTileChunks + u * 32 + lane >= chunks) break;  // chunks are taken in order
+      if (!has_rows || t * kBfTileChunks + u * 32 + lane >= chunks) break;  // in order
       float wv[kRowsPerWarp][8];
 #pragma unroll
       for (int r = 0; r < kRowsPerWarp; ++r) bf16x8_to_f32(wc[r][u], wv[r]);
@@ -438,14 +441,14 @@ __device__ __forceinline__ void bf16_body(const uint16_t* __restrict__ wbits, in
   }
   if constexpr (kRing) cp_async_wait<0>();  // no copy outlives the block's shared memory
 
-  store_rows<N, kRowsPerWarp>(acc, lane, n, rows, row0, y);
+  store_rows<N, kRowsPerWarp>(acc, lane, n, rows, row_end, row0, y);
 }
 
 template <int N, int kRowsPerWarp, int W, int U, int S, int K>
 __global__ void __launch_bounds__(32 * W)
     bf16_kernel(const uint16_t* __restrict__ wbits, int rows, int cols, const float* __restrict__ x,
-                int n, float* __restrict__ y) {
-  bf16_body<N, kRowsPerWarp, W, U, S, K>(wbits, rows, cols, x, n, y, blockIdx.x);
+                int n, float* __restrict__ y, int block_rows) {
+  bf16_body<N, kRowsPerWarp, W, U, S, K>(wbits, rows, cols, x, n, y, blockIdx.x, block_rows);
 }
 
 // Sibling products of one x (matmul_siblings), passed by value: blockIdx.y picks the matrix,
@@ -461,10 +464,12 @@ struct Bf16Siblings {
 // one block.
 template <int N, int kRowsPerWarp, int W, int U, int S, int K>
 __global__ void __launch_bounds__(32 * W, N == 16 && W == 8 ? 2 : 1)
-    bf16_siblings_kernel(Bf16Siblings s, int cols, const float* __restrict__ x, int n) {
+    bf16_siblings_kernel(Bf16Siblings s, int cols, const float* __restrict__ x, int n,
+                         int block_rows) {
   const int t = blockIdx.y;
-  if (static_cast<int>(blockIdx.x) * W * kRowsPerWarp >= s.rows[t]) return;
-  bf16_body<N, kRowsPerWarp, W, U, S, K>(s.w[t], s.rows[t], cols, x, n, s.y[t], blockIdx.x);
+  if (static_cast<int>(blockIdx.x) * block_rows >= s.rows[t]) return;
+  bf16_body<N, kRowsPerWarp, W, U, S, K>(s.w[t], s.rows[t], cols, x, n, s.y[t], blockIdx.x,
+                                         block_rows);
 }
 
 template <auto kKernel, typename... Args>
@@ -630,7 +635,9 @@ struct Bf16Variant {
     return s.rows_per_warp == R && s.warps == W && s.chunks == U && s.stages == S &&
            s.weight_ring == K;
   }
-  static int blocks(int64_t rows) { return static_cast<int>((rows + W * R - 1) / (W * R)); }
+  static int blocks(int64_t rows, int block_rows = W * R) {
+    return static_cast<int>((rows + block_rows - 1) / block_rows);
+  }
 };
 
 template <int... kCodes>
@@ -652,6 +659,10 @@ bool with_bf16_variant(const detail::Bf16Shape& shape, std::integer_sequence<int
 
 // The bench's forced shapes per batch size (detail::set_bf16_shape); {} lets bf16_choose pick.
 detail::Bf16Shape g_bf16_forced[5];
+// The tests' forced rows a block (detail::set_bf16_block_rows); 0 lets bf16_rows_a_block pick.
+int g_bf16_block_rows_forced = 0;
+// The bench's switch to balanced rows a block (detail::set_bf16_balanced); off by default.
+bool g_bf16_balanced = false;
 int batch_slot(int n) {
   return n == 1 ? 0 : n == 2 ? 1 : n == 4 ? 2 : n == 8 ? 3 : n == 16 ? 4 : -1;
 }
@@ -736,6 +747,18 @@ detail::Bf16Shape bf16_choose(const int64_t* rows, int count, int64_t cols) {
   return first_shape(typename Bf16Compiled<N>::Codes{});
 }
 
+// Rows a block of variant V takes for a pass of N rows over matrices of rows[0..count) rows, at
+// most V's W · R: fewer (detail::bf16_block_rows) only where balancing is on, at 8 rows, on a
+// card past kFastDramGbpsPerSm, where the SMs, not DRAM, bind, so the busiest SM's rows set the
+// time.
+template <int N, typename V>
+int bf16_rows_a_block(const int64_t* rows, int count) {
+  const int full = V::W * V::R;
+  if (g_bf16_block_rows_forced > 0) return std::min(g_bf16_block_rows_forced, full);
+  if (!g_bf16_balanced || N != 8 || device_dram_gbps_per_sm() <= kFastDramGbpsPerSm) return full;
+  return detail::bf16_block_rows(rows, count, V::R, full, device_sms());
+}
+
 // Blocks of variant V that matrices of rows[0..count) rows need in one launch.
 template <typename V>
 int64_t launch_blocks(const int64_t* rows, int count) {
@@ -767,6 +790,21 @@ Bf16Shape bf16_pick_8(const int64_t* rows, int count, const Bf16Occupancy8& occ)
   if (occ.fast) return b32 < occ.sms ? shape_of<4823>() : shape_of<14814>();
   if (b32 <= occ.sms) return shape_of<4823>();
   return two > 1.06 * ring ? shape_of<4823>() : shape_of<14813>();
+}
+
+int bf16_block_rows(const int64_t* rows, int count, int rows_per_warp, int full, int sms) {
+  // Blocks spread evenly: the busiest SM holds ceil(blocks / sms) of them. Candidates down to 3/4
+  // of a full block (each block stages the activations again: smaller ones pay that more often).
+  auto busiest = [&](int block_rows) {
+    int64_t blocks = 0;
+    for (int t = 0; t < count; ++t) blocks += (rows[t] + block_rows - 1) / block_rows;
+    return (blocks + sms - 1) / sms * block_rows;
+  };
+  int best = full;
+  int64_t best_rows = busiest(full);
+  for (int b = full - rows_per_warp; 4 * b >= 3 * full; b -= rows_per_warp)
+    if (busiest(b) < best_rows) best = b, best_rows = busiest(b);
+  return best;
 }
 
 Bf16Shape bf16_pick_16(const int64_t* rows, int count, int64_t cols, int sms) {
@@ -805,8 +843,10 @@ void matmul_siblings(const DeviceBf16Out* outs, int count, const float* x, int64
       with_bf16_variant<N>(
           bf16_choose<N>(all_rows, count, cols), typename Bf16Compiled<N>::Codes{}, [&](auto v) {
             using V = decltype(v);
-            launch_threads<V::kSiblings>(V::kThreads, V::kSmem, dim3(V::blocks(max_rows), count),
-                                         stream, pass, static_cast<int>(cols), x + i0 * cols, nb);
+            const int block_rows = bf16_rows_a_block<N, V>(all_rows, count);
+            launch_threads<V::kSiblings>(V::kThreads, V::kSmem,
+                                         dim3(V::blocks(max_rows, block_rows), count), stream, pass,
+                                         static_cast<int>(cols), x + i0 * cols, nb, block_rows);
           });
     });
   }
@@ -830,8 +870,9 @@ void matmul(const DeviceBf16& w, const float* x, int64_t n, float* y, cudaStream
       with_bf16_variant<N>(
           bf16_choose<N>(&w.rows, 1, cols), typename Bf16Compiled<N>::Codes{}, [&](auto v) {
             using V = decltype(v);
-            launch_threads<V::kKernel>(V::kThreads, V::kSmem, dim3(V::blocks(rows)), stream, w.data,
-                                       rows, cols, xb, nb, yb);
+            const int block_rows = bf16_rows_a_block<N, V>(&w.rows, 1);
+            launch_threads<V::kKernel>(V::kThreads, V::kSmem, dim3(V::blocks(rows, block_rows)),
+                                       stream, w.data, rows, cols, xb, nb, yb, block_rows);
           });
     });
   }
@@ -857,6 +898,15 @@ void set_bf16_shape(int n, Bf16Shape shape) {
   }
   g_bf16_forced[slot] = shape;
 }
+
+void set_bf16_block_rows(int block_rows) {
+  if (block_rows < 0)
+    throw std::invalid_argument("set_bf16_block_rows: " + std::to_string(block_rows) +
+                                " rows, expected 0 (the launcher's choice) or more");
+  g_bf16_block_rows_forced = block_rows;
+}
+
+void set_bf16_balanced(bool on) { g_bf16_balanced = on; }
 
 std::string bf16_shape_name(const Bf16Shape& s) {
   return std::to_string(s.rows_per_warp) + "/" + std::to_string(s.warps) + "/" +

@@ -316,28 +316,34 @@ void test_bf16_shapes(std::mt19937& rng, int64_t rows, int64_t cols) {
   }
   expect(same_bits(single.data(), emulated.data(), max_n * rows), name + ": n=1 == CPU emulation");
   int shapes = 0;
-  for (const int64_t n : {1, 2, 3, 4, 5, 8, 13, 16}) {
-    const int batch = n <= 2 ? static_cast<int>(n) : n <= 4 ? 4 : n <= 8 ? 8 : 16;
-    for (const detail::Bf16Shape& sh : detail::bf16_shapes(batch)) {
-      detail::set_bf16_shape(batch, sh);
-      const std::string what =
-          name + " n=" + std::to_string(n) + " shape " + detail::bf16_shape_name(sh);
-      matmul(dw, d_x.ptr, n, d_y.ptr);
-      expect(same_bits(d_y.download(n * rows).data(), single.data(), n * rows),
-             what + ": rows == n=1 rows (memcmp)");
-      const DeviceBf16Out outs[2] = {{dw, d_y.ptr},
-                                     {DeviceBf16{d_w.ptr, rows / 2, cols}, d_y2.ptr}};
-      matmul_siblings(outs, 2, d_x.ptr, n);
-      bool same = same_bits(d_y.download(n * rows).data(), single.data(), n * rows);
-      const auto half = d_y2.download(n * (rows / 2));
-      for (int64_t i = 0; i < n; ++i)
-        same &= same_bits(half.data() + i * (rows / 2), single.data() + i * rows, rows / 2);
-      expect(same, what + ": siblings == n=1 rows (memcmp)");
-      ++shapes;
+  // Blocks of the launcher's rows, and of 5 and 27 (part-filled warps, warps with no rows).
+  for (const int block_rows : {0, 5, 27})
+    for (const int64_t n : {1, 2, 3, 4, 5, 8, 13, 16}) {
+      detail::set_bf16_block_rows(block_rows);
+      const int batch = n <= 2 ? static_cast<int>(n) : n <= 4 ? 4 : n <= 8 ? 8 : 16;
+      for (const detail::Bf16Shape& sh : detail::bf16_shapes(batch)) {
+        detail::set_bf16_shape(batch, sh);
+        const std::string what =
+            name + " n=" + std::to_string(n) + " shape " + detail::bf16_shape_name(sh) +
+            (block_rows ? " " + std::to_string(block_rows) + "-row blocks" : "");
+        matmul(dw, d_x.ptr, n, d_y.ptr);
+        expect(same_bits(d_y.download(n * rows).data(), single.data(), n * rows),
+               what + ": rows == n=1 rows (memcmp)");
+        const DeviceBf16Out outs[2] = {{dw, d_y.ptr},
+                                       {DeviceBf16{d_w.ptr, rows / 2, cols}, d_y2.ptr}};
+        matmul_siblings(outs, 2, d_x.ptr, n);
+        bool same = same_bits(d_y.download(n * rows).data(), single.data(), n * rows);
+        const auto half = d_y2.download(n * (rows / 2));
+        for (int64_t i = 0; i < n; ++i)
+          same &= same_bits(half.data() + i * (rows / 2), single.data() + i * rows, rows / 2);
+        expect(same, what + ": siblings == n=1 rows (memcmp)");
+        ++shapes;
+      }
+      detail::set_bf16_shape(batch, {});
     }
-    detail::set_bf16_shape(batch, {});
-  }
-  std::printf("ok   %s: %d shape and n pairs bit-identical to n = 1\n", name.c_str(), shapes);
+  detail::set_bf16_block_rows(0);
+  std::printf("ok   %s: %d shape, n and block-row triples bit-identical to n = 1\n", name.c_str(),
+              shapes);
 }
 
 // Sibling BF16 products of one x in one launch: each output bit-identical to its single matmul,
@@ -465,6 +471,33 @@ void test_bf16_pick_8() {
       ++checked;
     }
   std::printf("ok   bf16 shape choice at 8 rows: %d K3 launches and cards\n", checked);
+}
+
+// The rows a BF16 block takes at 8 rows on a fast card, host-side, for a 132-SM card: 28-row
+// blocks where they leave the busiest SM fewer rows than 32-row ones (7168 rows: 56 against 64;
+// MLA's q_a, kv_a and g_proj: 112 against 128), full blocks where they tie or win (12288, 33792),
+// and the 3-row shape's 24 rows on 12288 rows. Negative forced values are refused.
+void test_bf16_block_rows() {
+  struct Case {
+    std::vector<int64_t> rows;
+    int rows_per_warp, full, want;
+  };
+  const Case cases[] = {{{7168}, 4, 32, 28},
+                        {{12288}, 4, 32, 32},
+                        {{33792}, 4, 32, 32},
+                        {{1536, 576, 12288}, 4, 32, 28},
+                        {{12288}, 3, 24, 24}};
+  for (const Case& c : cases) {
+    const int got = detail::bf16_block_rows(c.rows.data(), static_cast<int>(c.rows.size()),
+                                            c.rows_per_warp, c.full, 132);
+    expect(got == c.want, "bf16 block rows at 8 rows, " + rows_name(c.rows) + " rows in " +
+                              std::to_string(c.full) + "-row blocks: " + std::to_string(got) +
+                              ", want " + std::to_string(c.want));
+  }
+  const std::string m = invalid_argument_message([] { detail::set_bf16_block_rows(-1); });
+  expect(m.find("-1 rows") != std::string::npos,
+         "set_bf16_block_rows(-1) is refused, naming it: '" + m + "'");
+  std::printf("ok   bf16 block rows at 8 rows: %zu K3 launches\n", std::size(cases));
 }
 
 // gemv.cu's BF16 shape at 16 activation rows, host-side, on a 132-SM card: 4 rows a warp in 8-warp
@@ -616,6 +649,7 @@ int main() {
     test_bf16_shape_knob();
     test_bf16_pick_8();
     test_bf16_pick_16();
+    test_bf16_block_rows();
     test_mxfp4_shape_knob();
     test_expert_runs();
     test_with_constant();
@@ -647,6 +681,10 @@ int main() {
   test_bf16(rng, 45, 1000, 16);
   test_bf16(rng, 257, 7168, 19);
   test_bf16(rng, 7168, 256, 8);  // 448 blocks at n = 8: one lane chunk a tile on a 132-SM GPU
+  // Balanced block rows (on a fast card, 28-row blocks at n = 8 here; elsewhere full blocks).
+  detail::set_bf16_balanced(true);
+  test_bf16(rng, 257, 7168, 9);
+  detail::set_bf16_balanced(false);
   // Rows of at most 128 columns (the narrow kernel at n = 1..8): K3's f_b width with an odd row
   // count and more pairs than a grid holds, a part-filled half-warp, one chunk.
   test_bf16(rng, 9001, 128, 16);
@@ -661,6 +699,7 @@ int main() {
   test_bf16_shape_knob();
   test_bf16_pick_8();
   test_bf16_pick_16();
+  test_bf16_block_rows();
   test_mxfp4_shape_knob();
   test_expert_runs();
   run_decode_tests(true);

@@ -39,6 +39,20 @@ struct Bf16Occupancy8 {
 // one launch (siblings, or one matrix; no shape forced): a function of the occupancy alone, so the
 // host test holds its picks on K3's launches for an H100 and an H200 without a GPU.
 Bf16Shape bf16_pick_8(const int64_t* rows, int count, const Bf16Occupancy8& occupancy);
+// Rows a block of a BF16 launch takes (at most the shape's warps times rows a warp) when balanced,
+// on a card past kFastDramGbpsPerSm at 8 rows: of the multiples of rows_per_warp from `full` down
+// to 3/4 of it, the one whose evenly spread blocks leave the busiest of `sms` SMs the fewest rows
+// (the largest on a tie). 7168 rows in 32-row blocks put 64 rows on 92 SMs and 32 on 40; in 28-row
+// blocks 56 on 124. Every choice gives the same bits.
+int bf16_block_rows(const int64_t* rows, int count, int rows_per_warp, int full, int sms);
+// Whether BF16 launches balance their blocks' rows by bf16_block_rows (off: every block takes a
+// full block's rows). Off by default until an H200 has timed it; the bench turns it on under
+// DELTAFIN_BENCH_BF16_BALANCED=1.
+void set_bf16_balanced(bool on);
+// Forces the rows a BF16 block takes at every batch size (capped at a full block); 0 restores the
+// launchers' choice. Throws std::invalid_argument below 0. For the tests.
+void set_bf16_block_rows(int block_rows);
+
 // The shape gemv.cu runs for a pass of 9-16 rows over `count` matrices of rows[0..count) rows of
 // `cols` on a GPU of `sms` SMs (no shape forced).
 Bf16Shape bf16_pick_16(const int64_t* rows, int count, int64_t cols, int sms);

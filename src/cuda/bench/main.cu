@@ -10,6 +10,8 @@
 // entries and their reads as CUDA graphs (time_launches). DELTAFIN_BENCH_N=8 (a comma list of row
 // counts) keeps `bfshapes`, `mxtc` and `launches` to those activation row counts;
 // DELTAFIN_BENCH_SHAPES=1 times `launches` again with every compiled BF16 shape forced.
+// DELTAFIN_BENCH_BF16_BALANCED=1 balances the rows of BF16 blocks at 8 rows on a fast card
+// (gemv_knobs.h set_bf16_balanced): two runs, one with it, compare the two.
 //
 // main: the device line and the copy and read ceilings, then the entries DELTAFIN_BENCH_ONLY
 // keeps (entries.h).
@@ -24,6 +26,7 @@
 #include "cuda/bench/entries.h"
 #include "cuda/bench/harness.h"
 #include "cuda/decode_ops.h"
+#include "cuda/gemv_knobs.h"
 #include "cuda/gemv_launch.cuh"
 #include "cuda/gemv_mxfp4_tc.h"
 #include "cuda/gpu_test_util.h"
@@ -49,6 +52,12 @@ int main(int argc, char** argv) {
   const double per_sm = gemv::device_dram_gbps_per_sm();
   std::printf("DRAM %.2f GB/s an SM: the %s shapes\n", per_sm,
               per_sm > gemv::kFastDramGbpsPerSm ? "fast-card" : "default");
+  const char* balanced = std::getenv("DELTAFIN_BENCH_BF16_BALANCED");
+  if (balanced != nullptr && std::string(balanced) == "1") {
+    detail::set_bf16_balanced(true);
+    std::printf("BF16 blocks at 8 rows: balanced rows (DELTAFIN_BENCH_BF16_BALANCED=1%s)\n",
+                per_sm > gemv::kFastDramGbpsPerSm ? "" : "; this card keeps full blocks");
+  }
 
   // The copy ceiling: 2 GiB device-to-device; "read" counts the bytes read (moved = 2x).
   const size_t copy_bytes = size_t{2} << 30;
