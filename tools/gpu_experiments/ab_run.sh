@@ -4,6 +4,9 @@
 # graphs, builds interleaved within a round. The bench's rows go to stdout (only lines matching
 # GREP if set), with each build's name, so one call's output holds the comparison.
 #   OUT=$OUT ONLY=launches,bfshapes N=8 ROUNDS=2 bash tools/gpu_experiments/ab_run.sh .devcarry/ab
+# A build's bench runs with the VAR=value lines of its ENV file, if it has one, so a bench switch
+# is timed as a build of its own: copy main's folder to DIR/balanced and write
+# DELTAFIN_BENCH_BF16_BALANCED=1 into DIR/balanced/ENV.
 set -uo pipefail
 dir=${1:?usage: ab_run.sh DIR}
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
@@ -21,8 +24,11 @@ done
 for r in $(seq "${ROUNDS:-2}"); do
   for b in "${builds[@]}"; do
     name=$(basename "$b")
-    echo "== round $r: $name"
-    DELTAFIN_BENCH_ONLY=${ONLY:?set ONLY, the bench entries} DELTAFIN_BENCH_N=${N:-1,8} DELTAFIN_BENCH_GRAPH=1 \
+    switches=()
+    [[ -f $b/ENV ]] && mapfile -t switches <"$b/ENV"
+    echo "== round $r: $name ${switches[*]}"
+    env "${switches[@]}" DELTAFIN_BENCH_ONLY="${ONLY:?set ONLY, the bench entries}" \
+      DELTAFIN_BENCH_N="${N:-1,8}" DELTAFIN_BENCH_GRAPH=1 \
       timeout "${ENTRY_TIMEOUT:-200}" "$b/deltafin_cuda_bench" "${REPS:-7}" 2>&1 |
       grep -E "${GREP:-.}" | grep -vE "^(device|GEMV entries|DRAM|memcpy|read kernel|kernel \()"
   done
