@@ -681,7 +681,7 @@ int main() {
   test_bf16(rng, 45, 1000, 16);
   test_bf16(rng, 257, 7168, 19);
   test_bf16(rng, 7168, 256, 8);  // 448 blocks at n = 8: one lane chunk a tile on a 132-SM GPU
-  // Balanced block rows (on a fast card, 28-row blocks at n = 8 here; elsewhere full blocks).
+  // Balanced block rows (on a fast card, 24-row blocks at n = 5-8 here; elsewhere full blocks).
   detail::set_bf16_balanced(true);
   test_bf16(rng, 257, 7168, 9);
   detail::set_bf16_balanced(false);
