@@ -802,8 +802,10 @@ int bf16_block_rows(const int64_t* rows, int count, int rows_per_warp, int full,
   };
   int best = full;
   int64_t best_rows = busiest(full);
-  for (int b = full - rows_per_warp; 4 * b >= 3 * full; b -= rows_per_warp)
-    if (busiest(b) < best_rows) best = b, best_rows = busiest(b);
+  for (int b = full - rows_per_warp; 4 * b >= 3 * full; b -= rows_per_warp) {
+    const int64_t b_rows = busiest(b);
+    if (b_rows < best_rows) best = b, best_rows = b_rows;
+  }
   return best;
 }
 

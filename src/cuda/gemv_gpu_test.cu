@@ -317,9 +317,9 @@ void test_bf16_shapes(std::mt19937& rng, int64_t rows, int64_t cols) {
   expect(same_bits(single.data(), emulated.data(), max_n * rows), name + ": n=1 == CPU emulation");
   int shapes = 0;
   // Blocks of the launcher's rows, and of 5 and 27 (part-filled warps, warps with no rows).
-  for (const int block_rows : {0, 5, 27})
+  for (const int block_rows : {0, 5, 27}) {
+    detail::set_bf16_block_rows(block_rows);
     for (const int64_t n : {1, 2, 3, 4, 5, 8, 13, 16}) {
-      detail::set_bf16_block_rows(block_rows);
       const int batch = n <= 2 ? static_cast<int>(n) : n <= 4 ? 4 : n <= 8 ? 8 : 16;
       for (const detail::Bf16Shape& sh : detail::bf16_shapes(batch)) {
         detail::set_bf16_shape(batch, sh);
@@ -341,6 +341,7 @@ void test_bf16_shapes(std::mt19937& rng, int64_t rows, int64_t cols) {
       }
       detail::set_bf16_shape(batch, {});
     }
+  }
   detail::set_bf16_block_rows(0);
   std::printf("ok   %s: %d shape, n and block-row triples bit-identical to n = 1\n", name.c_str(),
               shapes);

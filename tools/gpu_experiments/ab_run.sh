@@ -6,7 +6,8 @@
 #   OUT=$OUT ONLY=launches,bfshapes N=8 ROUNDS=2 bash tools/gpu_experiments/ab_run.sh .devcarry/ab
 # A build's bench runs with the VAR=value lines of its ENV file, if it has one, so a bench switch
 # is timed as a build of its own: copy main's folder to DIR/balanced and write
-# DELTAFIN_BENCH_BF16_BALANCED=1 into DIR/balanced/ENV.
+# DELTAFIN_BENCH_BF16_BALANCED=1 into DIR/balanced/ENV. Such a copy's GPU tests are its
+# source's, so they are not run again.
 set -uo pipefail
 dir=${1:?usage: ab_run.sh DIR}
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
@@ -16,6 +17,7 @@ for b in "$dir"/*/; do [[ -x $b/deltafin_cuda_bench ]] && builds+=("${b%/}"); do
 [[ ${#builds[@]} -gt 0 ]] || { echo "ab_run: no builds in $dir" >&2; exit 2; }
 for b in "${builds[@]}"; do
   name=$(basename "$b")
+  [[ -f $b/ENV ]] && continue
   timeout 300 "$b/deltafin_cuda_gpu_tests" >"/tmp/ab_tests_$name.log" 2>&1
   rc=$?
   echo "$name ($(cut -c1-12 "$b/REV" 2>/dev/null)): GPU tests rc=$rc $(grep -E "^(PASSED|FAILED)" "/tmp/ab_tests_$name.log")"
