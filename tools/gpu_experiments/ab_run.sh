@@ -7,10 +7,15 @@
 # A build's bench runs with the VAR=value lines of its ENV file, if it has one, so a bench switch
 # is timed as a build of its own: copy main's folder to DIR/balanced and write
 # DELTAFIN_BENCH_BF16_BALANCED=1 into DIR/balanced/ENV. Such a copy's GPU tests are its
-# source's, so they are not run again.
+# source's, so they are not run again. CARD=H200 stops at once (status 3) on a GPU whose name
+# lacks it: a call for one kind may get another, and a run on it would spend the device budget.
 set -uo pipefail
 dir=${1:?usage: ab_run.sh DIR}
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
+if [[ -n ${CARD:-} ]] && ! nvidia-smi --query-gpu=name --format=csv,noheader | grep -q "$CARD"; then
+  echo "ab_run: not a $CARD; stopping" >&2
+  exit 3
+fi
 date -u
 builds=()
 for b in "$dir"/*/; do [[ -x $b/deltafin_cuda_bench ]] && builds+=("${b%/}"); done
