@@ -11,8 +11,9 @@
 # lacks it: a call for one kind may get another, and a run on it would spend the device budget.
 set -uo pipefail
 dir=${1:?usage: ab_run.sh DIR}
-nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
-if [[ -n ${CARD:-} ]] && ! nvidia-smi --query-gpu=name --format=csv,noheader | grep -q "$CARD"; then
+card=$(nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader)
+echo "$card"
+if [[ -n ${CARD:-} && ${card%%,*} != *"$CARD"* ]]; then
   echo "ab_run: not a $CARD; stopping" >&2
   exit 3
 fi

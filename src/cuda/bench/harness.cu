@@ -53,6 +53,11 @@ void fill(void* p, size_t bytes, uint32_t seed, uint32_t mode) {
 cudaStream_t g_stream = nullptr;
 bool g_graph = false;
 
+bool switch_on(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && std::string(value) == "1";
+}
+
 bool wanted(const char* key) {
   const char* only = std::getenv("DELTAFIN_BENCH_ONLY");
   return only == nullptr || std::string(only).find(key) != std::string::npos;

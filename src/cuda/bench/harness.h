@@ -83,6 +83,9 @@ std::vector<double> time_launches(int reps, int launches, double bytes_per_launc
   return out;
 }
 
+// Whether the environment variable `name` is "1" (the bench's on/off switches).
+bool switch_on(const char* name);
+
 // Whether the DELTAFIN_BENCH_ONLY list (comma-separated; unset: everything) names `key`.
 bool wanted(const char* key);
 

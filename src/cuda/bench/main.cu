@@ -19,7 +19,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <string>
 #include <utility>
 #include <vector>
 
@@ -39,8 +38,7 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, 0), "props");
   g_sms = prop.multiProcessorCount;
-  const char* graph = std::getenv("DELTAFIN_BENCH_GRAPH");
-  g_graph = graph != nullptr && std::string(graph) == "1";
+  g_graph = switch_on("DELTAFIN_BENCH_GRAPH");
   if (g_graph) check(cudaStreamCreate(&g_stream), "stream");
   check(cudaMalloc(&g_sink, 4), "malloc");
   std::printf("device: %s, %d SMs, L2 %d MB; %d repetitions; GB = 1e9 bytes\n", prop.name, g_sms,
@@ -52,8 +50,7 @@ int main(int argc, char** argv) {
   const double per_sm = gemv::device_dram_gbps_per_sm();
   std::printf("DRAM %.2f GB/s an SM: the %s shapes\n", per_sm,
               per_sm > gemv::kFastDramGbpsPerSm ? "fast-card" : "default");
-  const char* balanced = std::getenv("DELTAFIN_BENCH_BF16_BALANCED");
-  if (balanced != nullptr && std::string(balanced) == "1") {
+  if (switch_on("DELTAFIN_BENCH_BF16_BALANCED")) {
     detail::set_bf16_balanced(true);
     std::printf("BF16 blocks at 8 rows: balanced rows (DELTAFIN_BENCH_BF16_BALANCED=1%s)\n",
                 per_sm > gemv::kFastDramGbpsPerSm ? "" : "; this card keeps full blocks");
@@ -156,9 +153,7 @@ int main(int argc, char** argv) {
       bench_bf16(reps, rows, cols);
   }
   if (wanted("launches")) {
-    const char* shapes = std::getenv("DELTAFIN_BENCH_SHAPES");
-    bench_spine_launches(reps, wanted_rows({1, 8, 16}),
-                         shapes != nullptr && std::string(shapes) == "1");
+    bench_spine_launches(reps, wanted_rows({1, 8, 16}), switch_on("DELTAFIN_BENCH_SHAPES"));
   }
   if (wanted("lmhead")) bench_bf16(reps, 163840, 7168);
   if (wanted("logits")) bench_logits_copy(reps);
