@@ -6,8 +6,11 @@
 # did not change, so the copy it reads gets the 11.8 header (ABI 7, flags of sm_90). Whether the
 # SASS is faithful: the constants and the instruction counts match `ptxas -v` and the source.
 #   tools/gpu_experiments/sass.sh src/cuda/gemv_mxfp4_pairs.cu [KERNEL_REGEX] > pairs.sass
-# Prints the SASS of the kernels whose mangled names match KERNEL_REGEX (default all) to stdout
-# and, to stderr, each one's instruction count and most frequent opcodes.
+# Prints the SASS of the kernels whose mangled names match KERNEL_REGEX (default all) to stdout,
+# each instruction with its stall count (the cycles ptxas has a warp wait after it for fixed
+# latencies, from the control code's low 4 bits; summed over a loop's path, the fewest cycles a
+# warp alone takes for it), and to stderr each kernel's instruction count, stall sum and most
+# frequent opcodes.
 set -euo pipefail
 src=${1:?usage: sass.sh SOURCE.cu [KERNEL_REGEX]}
 pattern=${2:-.}
@@ -39,15 +42,25 @@ EOF
 python3 - "$tmp/all.sass" "$pattern" <<'EOF'
 import collections, re, sys
 text, pattern = open(sys.argv[1]).read(), re.compile(sys.argv[2])
+inst = re.compile(r'\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*/\*\s*0x[0-9a-f]+\s*\*/')
 for body in re.split(r'\n\s*Function : ', text)[1:]:
     name = body.split('\n')[0].strip()
     if not pattern.search(name):
         continue
-    lines = [l.strip() for l in body.split('\n') if re.search(r'/\*[0-9a-f]{4,}\*/\s', l)]
-    ops = collections.Counter(
-        re.sub(r'^/\*\w+\*/\s+(@!?U?P\w+\s+)?', '', l).split(' ')[0] for l in lines)
+    rows, lines = [], body.split('\n')
+    for i, line in enumerate(lines[:-1]):
+        m = inst.match(line)
+        if not m:
+            continue
+        # The second 64-bit word's top 23 bits are the control code; its low 4 bits are the
+        # cycles ptxas has this warp wait before its next instruction (fixed latencies only).
+        high = re.search(r'0x([0-9a-f]+)', lines[i + 1])
+        stall = (int(high.group(1), 16) >> 41) & 15 if high else 0
+        rows.append((m.group(1), m.group(2), stall))
+    ops = collections.Counter(re.sub(r'^(@!?U?P\w+\s+)?', '', op).split(' ')[0] for _, op, _ in rows)
     print(f'Function {name}')
-    print('\n'.join(re.sub(r'\s*/\*\s*0x[0-9a-f]+\s*\*/', '', l) for l in lines))
+    print('\n'.join(f'/*{a}*/ {op} /* stall {s} */' for a, op, s in rows))
     top = ' '.join(f'{op} {n}' for op, n in ops.most_common(12))
-    print(f'{name}: {len(lines)} instructions; {top}', file=sys.stderr)
+    stalls = sum(s for _, _, s in rows)
+    print(f'{name}: {len(rows)} instructions, {stalls} stall cycles; {top}', file=sys.stderr)
 EOF
